@@ -1,0 +1,111 @@
+"""Time compute_metrics against a naive whole-array numpy version of the same formulas.
+
+    python bench/metrics_kernel.py [--mib 64] [--repeat 5] [--chunk N]
+
+Cases: NPU float16 (``--mib`` MiB of it) vs golden float32 of the same element count, and
+float32 vs float32. Throughput counts the bytes of both inputs (what the compare has to read).
+The naive version is what msaccucmp does: cast both to float32, one full-array numpy
+expression per metric (with full-size temporaries). Single process; medians of ``--repeat``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from precision_shell.analysis.metrics import DEFAULT_CHUNK, compute_metrics  # noqa: E402
+
+EPS = np.finfo(np.float64).eps
+EPS32 = np.finfo(np.float32).eps
+
+
+def naive_metrics(npu: np.ndarray, golden: np.ndarray) -> dict:
+    """formats.md A.8.3 (+ msprobe's thousandth ratios) the straightforward way."""
+    x = npu.reshape(-1).astype(np.float32)
+    y = golden.reshape(-1).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nx, ny = np.linalg.norm(x), np.linalg.norm(y)
+        cos = min(float(np.sum((x / nx) * (y / ny))), 1.0)
+        diff = x - y
+        rel = np.where(np.abs(y) > EPS, np.abs(x / y - 1), 0)
+        out = {
+            "cosine": cos,
+            "max_abs_error": float(np.max(np.abs(diff))),
+            "accumulated_relative_error": float(rel.sum()),
+            "relative_euclidean_distance": float(np.sqrt(np.sum(diff ** 2) / np.sum(y ** 2))),
+            "mean_abs_error": float(np.mean(np.abs(diff))),
+            "rmse": float(np.sqrt(np.mean(diff ** 2))),
+            "max_relative_error": float(rel.max()),
+            "mean_relative_error": float(rel.mean()),
+            "std": (np.mean(x, dtype=np.float64), np.std(x, dtype=np.float64),
+                    np.mean(y, dtype=np.float64), np.std(y, dtype=np.float64)),
+        }
+
+        def scaled(v):
+            span = v.max() - v.min()
+            v = (v - v.min()) / span if span != 0 else v
+            return np.maximum(v, EPS32)
+
+        p, q = scaled(x), scaled(y)
+        p, q = p / p.sum(), q / q.sum()
+        out["kl_divergence"] = float(np.sum(p * np.log(p / q)))
+        zero = y == 0
+        xn, yn = x.copy(), y.copy()
+        xn[zero] += EPS32
+        yn[zero] += EPS32
+        err = np.abs((xn - yn) / yn)
+        out["one_thousandth_err_ratio"] = float(np.sum(err < 0.001) / err.size)
+        out["five_thousandths_err_ratio"] = float(np.sum(err < 0.005) / err.size)
+    return out
+
+
+def median_seconds(func, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=64, help="size of the float16 NPU tensor")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--chunk", type=int, default=DEFAULT_CHUNK)
+    parser.add_argument("--skip-naive", action="store_true")
+    args = parser.parse_args()
+
+    n = args.mib * (1 << 20) // 2
+    rng = np.random.default_rng(0)
+    golden = rng.standard_normal(n, dtype=np.float32)
+    golden[:: 1000] = 0.0  # a few zero goldens
+    relu = np.maximum(golden, np.float32(0))  # half zeros: the masked code paths everywhere
+    cases = {
+        "fp16 vs fp32": (golden.astype(np.float16), golden),
+        "fp16 vs fp32, ReLU": (relu.astype(np.float16), relu),
+        "fp32 vs fp32": ((golden * np.float32(1.0001)).astype(np.float32), golden),
+    }
+    print(f"{n} elements per tensor, chunk {args.chunk}, median of {args.repeat}")
+    for name, (npu, gold) in cases.items():
+        mib = (npu.nbytes + gold.nbytes) / (1 << 20)
+        fast = median_seconds(lambda: compute_metrics(npu, gold, chunk=args.chunk), args.repeat)
+        line = f"{name}: {mib:.0f} MiB  pshell {fast:.3f} s = {mib / fast:7.0f} MiB/s"
+        if not args.skip_naive:
+            slow = median_seconds(lambda: naive_metrics(npu, gold), args.repeat)
+            line += f"  naive {slow:.3f} s = {mib / slow:5.0f} MiB/s  speed-up x{slow / fast:.1f}"
+            ours, ref = compute_metrics(npu, gold).as_json(), naive_metrics(npu, gold)
+            worst = max(abs(ours[key] - ref[key]) for key in ref if key != "std")
+            line += f"  (max |diff| vs naive {worst:.1e})"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

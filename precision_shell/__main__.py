@@ -1,0 +1,5 @@
+import sys
+
+from precision_shell.cli import main
+
+sys.exit(main())

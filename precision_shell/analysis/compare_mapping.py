@@ -1,0 +1,301 @@
+"""Plan a whole-network compare: which NPU tensor meets which golden tensor (formats.md A.8.5).
+
+Planning runs in the parent and only touches names and dump headers; the pairs it produces are
+executed by :mod:`compare_worker`. Rules, as the vendor engine applies them with a fusion rule:
+
+* output i of an NPU op -> ``output_desc[i]`` (``[0]`` when i is past the end) ->
+  ``_datadump_origin_name`` at ``_datadump_origin_output_index`` (default i). Fallbacks, in
+  order: the dump header's ``original_op`` of that output, then the op's golden names when there
+  is exactly one (an unfused op, or an op without ``_datadump_original_op_names``).
+* input j -> its producer through the graph edge, walking up through ``Cast`` and ``TransData``
+  producers (GE inserts them; the framework never saw them) -> that producer's output mapping.
+  So a golden file is compared as "output of its op" and again as "input of every consumer".
+* NPU run vs NPU run: same op name, same tensor position; device shapes must agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from precision_shell.analysis.compare_worker import NO_DUMP, NO_GOLDEN, PairJob, TensorSource
+from precision_shell.errors import FormatError
+from precision_shell.formats.dump_file import DumpHeader, TensorEntry
+from precision_shell.model.dump_index import DumpFile, DumpIndex
+from precision_shell.model.golden_index import GoldenIndex
+
+# GE ops that never run as kernels, so they have no dump: no row for them (the vendor prints an
+# all-NaN row for each, which only buries the real rows).
+GRAPH_ONLY_TYPES = frozenset({"Data", "RefData", "AippData", "Const", "Constant", "Variable",
+                              "VariableV2", "NetOutput"})
+# Layout/dtype conversions GE inserts; inputs are matched through them to the real producer.
+WALK_THROUGH_TYPES = frozenset({"Cast", "TransData"})
+# Formats the layout converters accept as the logical target of a 4-D restore.
+_TARGET_FORMATS = frozenset({"NCHW", "NHWC", "HWCN", "CHWN", "NCDHW", "NDHWC", "DHWCN"})
+_MAX_WALK = 64  # a Cast/TransData chain longer than this is a cycle in a corrupt graph
+
+
+@dataclass
+class OpPlan:
+    """One NPU op of the compare, in execution order."""
+
+    op: str
+    type: str
+    order: int                          # 1-based position in execution order (CSV Index)
+    golden_ops: list[str]               # framework ops it stands for (GroundTruth column)
+    passes: list[str] = field(default_factory=list)
+    fused: bool = False
+    dump_path: str | None = None
+    timestamp: int | None = None
+    rows: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ComparePlan:
+    mode: str                           # "golden" | "npu"
+    ops: list[OpPlan]
+    jobs: list[PairJob]
+    npu_label: str
+    golden_label: str
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(job.nbytes for job in self.jobs)
+
+
+def _target_format(desc: Any) -> str | None:
+    fmt = getattr(desc, "origin_format", None) if desc is not None else None
+    fmt = fmt.upper() if isinstance(fmt, str) else None
+    return fmt if fmt in _TARGET_FORMATS else None
+
+
+def _logical_shape(desc: Any) -> tuple[int, ...] | None:
+    shape = getattr(desc, "origin_shape", None) if desc is not None else None
+    if not shape or any(d < 0 for d in shape):
+        return None
+    return tuple(shape)
+
+
+class _Planner:
+    """Shared state of one planning run: indexes, the graph, cached headers, problems."""
+
+    def __init__(self, graph: Any, dumps: DumpIndex, golden: GoldenIndex | None):
+        self.graph = graph
+        self.dumps = dumps
+        self.golden = golden
+        self.problems: list[str] = []
+        self.jobs: list[PairJob] = []
+
+    # -- dumps --------------------------------------------------------------------------------
+    def header(self, index: DumpIndex, f: DumpFile | None) -> DumpHeader | None:
+        if f is None:
+            return None
+        try:
+            return index.header(f)
+        except FormatError as exc:
+            self.problems.append(str(exc))
+            return None
+
+    def graph_op(self, name: str):
+        return self.graph.ops.get(name) if self.graph is not None else None
+
+    # -- golden mapping ------------------------------------------------------------------------
+    def output_golden(self, op: Any, name: str, i: int, entry: TensorEntry | None) -> tuple[str, int] | None:
+        """(framework op, output index) that NPU output ``i`` of ``name`` stands for."""
+        if op is not None and op.outputs:
+            desc = op.outputs[i] if i < len(op.outputs) else op.outputs[0]
+            if desc.origin_name:
+                idx = desc.origin_output_index if desc.origin_output_index is not None else i
+                return desc.origin_name, idx
+        if entry is not None and entry.original_name:
+            idx = entry.original_output_index if entry.original_output_index is not None else i
+            return entry.original_name, idx
+        names = op.golden_names() if op is not None else [name]
+        return (names[0], i) if len(names) == 1 else None
+
+    def producer_golden(self, op: Any, j: int, n_inputs: int) -> tuple[str | None, str]:
+        """(golden "name:idx" or None, how it was found) for NPU input ``j`` of ``op``."""
+        refs = list(op.inputs)
+        if len(refs) != n_inputs:
+            # unconnected optional inputs are not dumped: align with the connected ones
+            refs = [r for r in refs if r.producer]
+        if j >= len(refs) or not refs[j].producer:
+            return None, f"input {j} has no producer in the graph"
+        name, out = refs[j].producer, refs[j].producer_output or 0
+        for _ in range(_MAX_WALK):
+            prod = self.graph_op(name)
+            if prod is None or prod.type not in WALK_THROUGH_TYPES:
+                break
+            data = [r for r in prod.inputs if r.producer]
+            if not data:
+                break
+            name, out = data[0].producer, data[0].producer_output or 0
+        prod = self.graph_op(name)
+        entry = None
+        desc = None
+        if prod is not None and prod.outputs:
+            desc = prod.outputs[out] if out < len(prod.outputs) else prod.outputs[0]
+        if prod is not None and (desc is None or not desc.origin_name):
+            # the producer's own dump header may still name its framework op
+            header = self.header(self.dumps, self.dumps.latest_for_op(prod.name))
+            if header is not None and out < len(header.outputs):
+                entry = header.outputs[out]
+        target = self.output_golden(prod, prod.name, out, entry) if prod is not None else (name, out)
+        if target is None:
+            return None, f"producer {name}:output:{out} has no framework op"
+        return f"{target[0]}:{target[1]}", name
+
+    def golden_source(self, ref: str | None) -> tuple[TensorSource | None, int]:
+        if ref is None or self.golden is None:
+            return None, 0
+        name, idx = ref.rsplit(":", 1)
+        found = self.golden.find(name, int(idx))
+        if found is None:
+            return None, 0
+        return TensorSource(str(found.path), "npy"), found.size
+
+    # -- jobs ----------------------------------------------------------------------------------
+    def add(self, plan: OpPlan, io: str, index: int, npu: TensorSource | None,
+            golden: TensorSource | None, golden_ref: str | None, reason: str, nbytes: int,
+            device_shape_mode: bool = False, alias: tuple[int, TensorSource] | None = None) -> int:
+        row = len(self.jobs)
+        if npu is not None and golden is None and not reason:
+            reason = NO_GOLDEN.format(tensor=f"{plan.op}:{io}:{index}")
+        self.jobs.append(PairJob(row, plan.op, io, index, npu, golden, golden_ref, reason, nbytes,
+                                 device_shape_mode, alias))
+        plan.rows.append(row)
+        return row
+
+    def alias_for(self, op: Any, j: int, n_inputs: int, npu: TensorSource, golden_ref: str | None,
+                  outputs: dict) -> tuple[int, TensorSource] | None:
+        """The output row whose bytes input ``j`` most likely repeats: the direct producer's
+        dumped output (no Cast/TransData between), compared with the same golden."""
+        refs = list(op.inputs)
+        if len(refs) != n_inputs:
+            refs = [r for r in refs if r.producer]
+        if golden_ref is None or j >= len(refs) or not refs[j].producer:
+            return None
+        prod = self.graph_op(refs[j].producer)
+        if prod is None:
+            return None
+        found = outputs.get((prod.name, refs[j].producer_output or 0))
+        if found is None or found[0] != golden_ref:
+            return None
+        row, src = found[1], found[2]
+        if (src.target_format, src.fallback_shape) != (npu.target_format, npu.fallback_shape):
+            return None   # restored differently: same bytes would not mean same metrics
+        return row, src
+
+
+def _exec_key(graph_order: int, f: DumpFile | None, last_ts: int) -> tuple[int, int]:
+    return (f.name.timestamp if f is not None else last_ts, graph_order)
+
+
+def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
+                        npu_label: str = "npu", golden_label: str = "golden") -> ComparePlan:
+    """NPU dumps vs framework goldens. Ops come from the graph (execution order: dump timestamp,
+    graph order as tie-break); dumps of ops the graph does not know are mapped by their headers."""
+    p = _Planner(graph, dumps, golden)
+    entries: list[tuple[tuple[int, int], Any, str, DumpFile | None]] = []
+    seen: set[str] = set()
+    last_ts = 0
+    if graph is not None:
+        for rank, op in enumerate(graph.in_exec_order()):
+            if op.type in GRAPH_ONLY_TYPES:
+                continue
+            f = dumps.latest_for_op(op.name)
+            if f is not None:
+                last_ts = f.name.timestamp
+                seen.add(str(f.path))
+            entries.append((_exec_key(rank, f, last_ts), op, op.name, f))
+    for f in dumps.op_files:
+        latest = dumps.by_key.get(f.op_key, [f])[-1]
+        if str(latest.path) in seen:
+            continue
+        seen.add(str(latest.path))
+        header = p.header(dumps, latest)
+        name = header.op_name if header is not None and header.op_name else latest.op_key
+        entries.append(((latest.name.timestamp, 1 << 30), None, name, latest))
+    entries.sort(key=lambda e: e[0])
+
+    ops: list[OpPlan] = []
+    outputs: dict[tuple[str, int], tuple[str | None, int, TensorSource]] = {}
+    for position, (_, op, name, f) in enumerate(entries, 1):
+        plan = OpPlan(name, op.type if op is not None else (f.name.op_type if f else "?"), position,
+                      list(op.golden_names()) if op is not None else [name],
+                      list(op.passes) if op is not None else [],
+                      bool(op.is_fused) if op is not None else False,
+                      str(f.path) if f is not None else None,
+                      f.name.timestamp if f is not None else None)
+        ops.append(plan)
+        header = p.header(dumps, f)
+        if header is None:
+            p.add(plan, "output", 0, None, None, None, NO_DUMP if f is None else
+                  f"{f.path}: unreadable dump", 0)
+            continue
+        for entry in header.inputs:
+            ref, how = (p.producer_golden(op, entry.index, len(header.inputs)) if op is not None
+                        else (None, "no graph to find the producer"))
+            desc = op.inputs[entry.index].desc if op is not None and entry.index < len(op.inputs) else None
+            npu = TensorSource(str(f.path), "dump", "input", entry.index, _target_format(desc),
+                               _logical_shape(desc))
+            src, size = p.golden_source(ref)
+            reason = "" if ref is not None else f"no golden for {plan.op}:input:{entry.index} ({how})"
+            alias = p.alias_for(op, entry.index, len(header.inputs), npu, ref, outputs) \
+                if op is not None and src is not None else None
+            p.add(plan, "input", entry.index, npu, src, ref, reason,
+                  2 * entry.size if alias else entry.size + size, alias=alias)
+        for entry in header.outputs:
+            target = p.output_golden(op, name, entry.index, entry)
+            ref = f"{target[0]}:{target[1]}" if target is not None else None
+            desc = None
+            if op is not None and op.outputs:
+                desc = op.outputs[entry.index] if entry.index < len(op.outputs) else None
+            npu = TensorSource(str(f.path), "dump", "output", entry.index, _target_format(desc),
+                               _logical_shape(desc))
+            src, size = p.golden_source(ref)
+            row = p.add(plan, "output", entry.index, npu, src, ref, "", entry.size + size)
+            if src is not None:
+                outputs[(name, entry.index)] = (ref, row, npu)
+    return ComparePlan("golden", ops, p.jobs, npu_label, golden_label, p.problems + dumps.warnings)
+
+
+def plan_npu_compare(graph: Any, left: DumpIndex, right: DumpIndex, *, left_label: str,
+                     right_label: str) -> ComparePlan:
+    """NPU run vs NPU run (e.g. fusion on vs off): same op, same tensor position; ops in the
+    left run's execution order, ops only the right run has after them (as the vendor does)."""
+    p = _Planner(graph, left, None)
+    keys = sorted(left.by_key, key=lambda k: left.by_key[k][-1].name.timestamp)
+    right_only = sorted((k for k in right.by_key if k not in left.by_key),
+                        key=lambda k: right.by_key[k][-1].name.timestamp)
+    ops: list[OpPlan] = []
+    for position, key in enumerate(keys + right_only, 1):
+        lf = left.by_key[key][-1] if key in left.by_key else None
+        rf = right.by_key[key][-1] if key in right.by_key else None
+        lh, rh = p.header(left, lf), p.header(right, rf)
+        some = lh or rh
+        name = some.op_name if some is not None and some.op_name else key
+        op = p.graph_op(name)
+        op_type = op.type if op is not None else (lf or rf).name.op_type
+        plan = OpPlan(name, op_type, position, [name], list(op.passes) if op is not None else [],
+                      bool(op.is_fused) if op is not None else False,
+                      str(lf.path) if lf else None, lf.name.timestamp if lf else None)
+        ops.append(plan)
+        if lh is None or rh is None:
+            missing = left_label if lh is None else right_label
+            what = "no dump" if (lf if lh is None else rf) is None else "an unreadable dump"
+            p.add(plan, "output", 0, None, None, None, f"{name} has {what} in {missing}", 0)
+            continue
+        for io in ("input", "output"):
+            lefts, rights = getattr(lh, io + "s"), getattr(rh, io + "s")
+            for i in range(max(len(lefts), len(rights))):
+                if i >= len(lefts) or i >= len(rights):
+                    side = left_label if i >= len(lefts) else right_label
+                    p.add(plan, io, i, None, None, None, f"{name}:{io}:{i} is missing in {side}", 0)
+                    continue
+                p.add(plan, io, i, TensorSource(str(lf.path), "dump", io, i),
+                      TensorSource(str(rf.path), "dump", io, i), f"{name}:{io}:{i}", "",
+                      lefts[i].size + rights[i].size, device_shape_mode=True)
+    return ComparePlan("npu", ops, p.jobs, left_label, right_label,
+                       p.problems + left.warnings + right.warnings)

@@ -1,0 +1,248 @@
+"""The work of one compare task: open both files of each pair, restore the layout, compute metrics.
+
+This module is what pool workers import, so it stays light: numpy, the readers and the metrics.
+Jobs carry paths and entry indexes, never arrays (pickling tensors through a pipe would cost more
+than comparing them). Tensors are memory-mapped where the bytes can be used as they lie, so a
+worker holds at most one pair (plus a layout-restored copy) at a time: memory is bounded by the
+largest tensor, not by the dump.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from precision_shell.analysis.metrics import Metrics, compute_metrics
+from precision_shell.errors import PshellError
+from precision_shell.formats.dtypes import DT_BOOL, DT_UNDEFINED, numpy_dtype
+from precision_shell.formats.dump_file import (
+    DumpHeader, TensorEntry, read_device_array, read_dump_header,
+)
+from precision_shell.formats.golden_npy import load_npy
+from precision_shell.formats.layout import PLAIN_LAYOUTS, restore_layout
+
+# Vendor wording (msaccucmp) for pairs that could not be compared, kept so that users who grep
+# their old CSVs find the same reasons.
+NO_GOLDEN = "There is no the ground truth dump file for {tensor}"
+NO_DUMP = "There is no dump file for my output operator"
+
+
+@dataclass(frozen=True)
+class TensorSource:
+    """Where a worker finds one side of a pair."""
+
+    path: str
+    kind: str                                   # "dump" | "npy"
+    io: str = "output"                          # dump entry group: "input" | "output"
+    index: int = 0
+    target_format: str | None = None            # layout the logical shape is written in
+    fallback_shape: tuple[int, ...] | None = None  # logical shape when the dump has none
+
+
+@dataclass(frozen=True)
+class PairJob:
+    row: int                                    # position of the row in the result
+    op: str                                     # NPU op name
+    io: str                                     # "input" | "output"
+    index: int
+    npu: TensorSource | None
+    golden: TensorSource | None
+    golden_ref: str | None = None               # "framework_op:idx" (or "op:output:i" NPU vs NPU)
+    reason: str = ""                            # why the pair cannot be compared (no file...)
+    nbytes: int = 0                             # bytes both sides occupy on disk (batching)
+    device_shape_mode: bool = False             # NPU vs NPU: report device shapes, check them
+    # An input that is (probably) the very bytes of its producer's dumped output, compared with
+    # the same golden: (row of that output, its TensorSource). If the bytes are equal, its metrics
+    # are that row's -- a memcmp instead of a second metric pass over the same data.
+    alias: tuple[int, TensorSource] | None = None
+
+    @property
+    def tensor(self) -> str:
+        return f"{self.op}:{self.io}:{self.index}"
+
+
+@dataclass
+class PairResult:
+    row: int
+    metrics: Metrics
+    npu_dtype: str = "NaN"
+    golden_dtype: str = "NaN"
+    shape: tuple[int, ...] | None = None
+    reason: str = ""
+    compared: bool = False                      # metrics came from data (not an all-NaN row)
+    nbytes: int = 0                             # tensor bytes read for this pair
+    same_as: int | None = None                  # row whose metrics these are (bit-identical data)
+    extra: dict = field(default_factory=dict)
+
+
+def ignore_sigint() -> None:
+    """Pool initializer: Ctrl-C is handled by the parent, which cancels the work cleanly;
+    workers must not each print a KeyboardInterrupt traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# ------------------------------------------------------------------------------------------------
+# reading
+
+def _mapped_device_array(header: DumpHeader, entry: TensorEntry) -> np.ndarray:
+    """The device-layout array, memory-mapped when its bytes can be used in place."""
+    if entry.dtype in (DT_BOOL, DT_UNDEFINED) or not entry.shape:
+        return read_device_array(header, entry)   # needs decoding or a derived shape
+    dtype = numpy_dtype(entry.dtype, header.path)
+    count = math.prod(entry.shape)
+    if count == 0 or count * dtype.itemsize > entry.size or \
+            entry.offset + count * dtype.itemsize > header.file_size:
+        return read_device_array(header, entry)   # raises the reader's precise FormatError
+    try:
+        mapped = np.memmap(header.path, dtype=dtype, mode="r", offset=entry.offset, shape=entry.shape)
+    except (OSError, ValueError):
+        return read_device_array(header, entry)
+    return mapped.view(np.ndarray)                # plain array; the mapping lives on in .base
+
+
+def dump_logical_array(header: DumpHeader, entry: TensorEntry, target_format: str | None = None,
+                       fallback_shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """As ``dump_file.read_logical_array``, but memory-mapped and with the graph's logical shape
+    as a fallback when the dump does not record one."""
+    arr = _mapped_device_array(header, entry)
+    original = entry.original_shape or fallback_shape
+    fmt = entry.format_name
+    if fmt in PLAIN_LAYOUTS or entry.dtype == DT_UNDEFINED:
+        if original is not None and math.prod(original) == arr.size:
+            return arr.reshape(original)
+        return arr
+    return restore_layout(arr, fmt, original, target_format=target_format,
+                          sub_format=entry.sub_format, path=header.path)
+
+
+class _HeaderCache:
+    """An op's inputs and outputs live in one file: read its header once per batch."""
+
+    def __init__(self) -> None:
+        self._headers: dict[str, DumpHeader] = {}
+
+    def get(self, path: str) -> DumpHeader:
+        header = self._headers.get(path)
+        if header is None:
+            header = self._headers[path] = read_dump_header(path)
+        return header
+
+
+def _load(src: TensorSource, headers: _HeaderCache) -> tuple[np.ndarray, TensorEntry | None]:
+    if src.kind == "npy":
+        return load_npy(src.path), None
+    header = headers.get(src.path)
+    entry = header.entry(src.io, src.index)
+    return dump_logical_array(header, entry, src.target_format, src.fallback_shape), entry
+
+
+def _match_golden_layout(npu: np.ndarray, golden_shape: tuple[int, ...], restored: bool) -> np.ndarray:
+    """NCHW vs NHWC: the vendor trusts the golden .npy's shape over the graph's format label.
+    Only for tensors restored from a device layout (a plain ND reshape has no axis meaning)."""
+    if not restored or npu.shape == golden_shape or npu.ndim != 4 or len(golden_shape) != 4:
+        return npu
+    for perm in ((0, 2, 3, 1), (0, 3, 1, 2)):
+        if tuple(npu.shape[p] for p in perm) == golden_shape:
+            return npu.transpose(perm)
+    return npu
+
+
+def _alias_bytes_equal(a: TensorSource, b: TensorSource, headers: "_HeaderCache") -> int:
+    """Byte count when tensors ``a`` and ``b`` have the same description and the same bytes,
+    else 0 (any read problem: 0, the normal path then reports it)."""
+    try:
+        ha, hb = headers.get(a.path), headers.get(b.path)
+        ea, eb = ha.entry(a.io, a.index), hb.entry(b.io, b.index)
+    except PshellError:
+        return 0
+    if (ea.dtype, ea.format, ea.shape, ea.original_shape, ea.sub_format) != \
+            (eb.dtype, eb.format, eb.shape, eb.original_shape, eb.sub_format):
+        return 0
+    return ea.size if _same_bytes(a.path, ea, b.path, eb) else 0
+
+
+def _same_bytes(path_a: str, a: TensorEntry, path_b: str, b: TensorEntry) -> bool:
+    """Bit-identical tensors (NPU vs NPU): NaN/Inf on both sides then is no divergence, although
+    the metrics say NaN."""
+    if (a.dtype, a.shape, a.size) != (b.dtype, b.shape, b.size):
+        return False
+    if a.size == 0:
+        return True
+    try:
+        x = np.memmap(path_a, dtype=np.uint8, mode="r", offset=a.offset, shape=(a.size,))
+        y = np.memmap(path_b, dtype=np.uint8, mode="r", offset=b.offset, shape=(b.size,))
+        return bool(np.array_equal(x, y))
+    except (OSError, ValueError):
+        return False
+
+
+def _dtype_text(arr: np.ndarray, vendor_bf16: bool) -> str:
+    name = arr.dtype.name
+    # msaccucmp casts bf16 to float32 while decoding, so its CSV shows float32 (A.8.1)
+    return "float32" if vendor_bf16 and name == "bfloat16" else name
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+# ------------------------------------------------------------------------------------------------
+# comparing
+
+def compare_job(job: PairJob, headers: _HeaderCache | None = None) -> PairResult:
+    """One row. Never raises: a problem with this pair becomes the row's reason."""
+    headers = headers or _HeaderCache()
+    if job.npu is None or job.golden is None:
+        return PairResult(job.row, Metrics.unavailable(job.reason), reason=job.reason)
+    if job.alias is not None:
+        same = _alias_bytes_equal(job.npu, job.alias[1], headers)
+        if same:
+            return PairResult(job.row, Metrics.unavailable(), same_as=job.alias[0], nbytes=2 * same)
+    try:
+        npu, npu_entry = _load(job.npu, headers)
+        golden, golden_entry = _load(job.golden, headers)
+        npu_dtype = _dtype_text(npu, not job.device_shape_mode)
+        golden_dtype = _dtype_text(golden, not job.device_shape_mode)
+        shape = tuple(npu.shape)
+        if job.device_shape_mode and npu_entry is not None and golden_entry is not None:
+            shape = tuple(npu_entry.shape)
+            if npu_entry.shape != golden_entry.shape:
+                reason = (f"device shape {list(npu_entry.shape)} does not match the other run's "
+                          f"{list(golden_entry.shape)}")
+                return PairResult(job.row, Metrics.unavailable(reason), npu_dtype, golden_dtype,
+                                  shape, reason)
+        restored = npu_entry is not None and npu_entry.format_name not in PLAIN_LAYOUTS
+        npu = _match_golden_layout(npu, tuple(golden.shape), restored)
+        if npu.size != golden.size:
+            reason = (f"npu shape {_shape_text(npu.shape)} does not match the ground truth shape "
+                      f"{_shape_text(golden.shape)}")
+            return PairResult(job.row, Metrics.unavailable(reason), npu_dtype, golden_dtype,
+                              shape, reason)
+        metrics = compute_metrics(npu, golden)
+        reason = " ".join(metrics.reasons)
+        result = PairResult(job.row, metrics, npu_dtype, golden_dtype, shape, reason, compared=True,
+                            nbytes=npu.nbytes + golden.nbytes)
+        if job.device_shape_mode and npu_entry is not None and golden_entry is not None:
+            result.extra["identical"] = _same_bytes(job.npu.path, npu_entry, job.golden.path, golden_entry)
+        return result
+    except PshellError as exc:
+        reason = str(exc)
+    except (MemoryError, ValueError, OSError) as exc:  # a numpy/OS failure on this pair only
+        reason = f"{job.tensor}: {type(exc).__name__}: {exc}"
+    return PairResult(job.row, Metrics.unavailable(reason), reason=reason)
+
+
+def iter_batch(jobs: Sequence[PairJob]) -> Iterator[PairResult]:
+    """Compare a batch of pairs (one op or a group of ops), yielding each result as it exists."""
+    headers = _HeaderCache()
+    for job in jobs:
+        yield compare_job(job, headers)
+
+
+def run_batch(jobs: Sequence[PairJob]) -> list[PairResult]:
+    """The task a pool worker runs: a whole batch, results in job order."""
+    return list(iter_batch(jobs))

@@ -1,0 +1,98 @@
+"""``pshell [PATH] [-c "cmd; cmd"] [-f script]``: batch mode, or the REPL on a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from precision_shell import __version__
+from precision_shell.errors import PshellError
+from precision_shell.frontend import EXIT_FAILED, EXIT_USAGE, Frontend
+from precision_shell.logfile import setup_logging
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="pshell",
+        description="Interactive debugger shell for numerical-precision problems on Ascend NPUs.",
+        epilog='examples:\n  pshell                          # REPL on ./precision_data\n'
+               '  pshell WS -c "ac; vcs -c 0.98"  # batch\n'
+               '  pshell WS -c info --format json',
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("path", nargs="?", default=None,
+                   help="training folder holding precision_data/, precision_data/ itself, "
+                        "or a raw NPU dump folder (default: the current folder)")
+    p.add_argument("-c", "--command", action="append", metavar="CMDS",
+                   help='commands to run, separated by ";" (batch mode)')
+    p.add_argument("-f", "--file", metavar="SCRIPT", help="run the commands in SCRIPT (batch mode)")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="output of list commands in batch mode (json: one document per command)")
+    p.add_argument("--npu", metavar="DIR", help="NPU dump folder (overrides discovery)")
+    p.add_argument("--golden", metavar="DIR", help="golden .npy folder")
+    p.add_argument("--graph", metavar="FILE", help="GE graph file (ge_proto_*.txt or its JSON)")
+    p.add_argument("--overflow", metavar="DIR", help="overflow dump folder (Opdebug files)")
+    p.add_argument("--fusion", metavar="FILE", help="fusion_result.json")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="output folder (default: precision_data/temp/pshell)")
+    p.add_argument("--fail-on-findings", action="store_true",
+                   help="exit 3 when a command reports findings (overflow, failing ops): CI gating")
+    p.add_argument("--no-pager", action="store_true", help="never page long output")
+    p.add_argument("--no-color", action="store_true", help="no colour (NO_COLOR is honoured too)")
+    p.add_argument("--history-file", metavar="FILE", help="REPL history file")
+    p.add_argument("--config", metavar="FILE", help="config file (INI)")
+    p.add_argument("--log-file", metavar="FILE", help="log file for warnings and internal errors")
+    p.add_argument("--version", action="version", version=f"precision-shell {__version__}")
+    return p
+
+
+def _batch_lines(opts: argparse.Namespace) -> list[str] | None:
+    if opts.command:
+        return list(opts.command)
+    if opts.file:
+        try:
+            with open(opts.file, encoding="utf-8") as fh:
+                return fh.read().splitlines()
+        except OSError as exc:
+            raise PshellError(f"{opts.file}: cannot read script ({exc.strerror})") from None
+    if not sys.stdin.isatty():
+        return sys.stdin.read().splitlines()
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = build_parser().parse_args(argv)
+    log_path = setup_logging(opts.log_file)
+    try:
+        lines = _batch_lines(opts)
+    except PshellError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    from precision_shell.model.session import Session
+
+    try:
+        session = Session.open(opts.path, npu=opts.npu, golden=opts.golden, graph=opts.graph,
+                               overflow=opts.overflow, fusion=opts.fusion, output=opts.output)
+    except PshellError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+    if lines is None:
+        from precision_shell.shell.repl import run_repl
+
+        return run_repl(session, opts, log_path)
+
+    # Batch mode: no prompt, no colour, no pager (product.md §6).
+    frontend = Frontend(session, fmt=opts.format, log_path=log_path)
+    for message in session.load_errors:
+        frontend.error(message)
+    frontend.failed = bool(session.load_errors)
+    try:
+        for line in lines:
+            frontend.run_line(line)
+            if frontend.quit:
+                break
+    except KeyboardInterrupt:
+        frontend.error("interrupted")
+        return 130
+    return frontend.exit_code(opts.fail_on_findings)

@@ -1,0 +1,12 @@
+"""Commands: argparse adapters over the analyses, registered in :mod:`.registry`.
+
+Importing this package registers every command.
+"""
+
+from precision_shell.commands import (  # noqa: F401  (importing registers the commands)
+    basic, compare_cmd, config_cmd, decode, export, fusion_cmd, info, inspect_cmd, overflow_cmd, stepping,
+    tensor_cmd,
+)
+from precision_shell.commands.registry import REGISTRY
+
+__all__ = ["REGISTRY"]

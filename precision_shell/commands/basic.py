@@ -1,0 +1,47 @@
+"""``help``, ``quit``/``exit`` and ``use``: commands about the shell itself."""
+
+from __future__ import annotations
+
+from precision_shell.commands.registry import REGISTRY, arg, command
+from precision_shell.commands.results import Message, Table
+from precision_shell.commands.runner import QuitRequest
+from precision_shell.model.session import Session
+
+
+@command("help", summary="List the commands, or show one command's flags and an example.",
+         example="help\nhelp vcs", needs_session=False,
+         args=[arg("topic", nargs="?", complete="command", help="a command name or alias")])
+def help_(session: Session | None, args) -> Table | Message:
+    if args.topic:
+        cmd = REGISTRY.lookup(args.topic)
+        return Message(cmd.help_text().rstrip("\n").split("\n"),
+                       data={"command": cmd.name, "aliases": list(cmd.aliases),
+                             "help": cmd.help_text()})
+    rows = [[cmd.name, ", ".join(cmd.aliases), cmd.summary] for cmd in REGISTRY.commands()]
+    json_rows = [{"command": r[0], "aliases": list(REGISTRY.lookup(r[0]).aliases), "summary": r[2]}
+                 for r in rows]
+    return Table(["command", "alias", "what it does"], rows, json_rows=json_rows,
+                 notes=["`help CMD` or `CMD -h` shows a command's flags and an example."])
+
+
+@command("quit", aliases=("exit",), summary="Leave pshell (Ctrl-D does the same).",
+         example="quit", needs_session=False)
+def quit_(session, args) -> QuitRequest:
+    return QuitRequest()
+
+
+@command("use", summary="Switch the active dump set: run (debug_N), device, step, time folder.",
+         example="use --device 1 --step 5\nuse --run debug_1",
+         args=[arg("--run", help="NPU run folder, e.g. debug_1"),
+               arg("--device", help="device/rank id folder"),
+               arg("--step", help="step (data index) folder"),
+               arg("--time", help="dump time folder (default: the newest)")])
+def use(session: Session, args) -> Message:
+    chosen = session.use(run=args.run, device=args.device, step=args.step, time=args.time)
+    if chosen is None:
+        return Message(["no NPU dumps in this workspace"], data={"active": None})
+    lines = [f"active: {chosen.label}: {len(session.dumps.op_files):,} dump files", f"  {chosen.path}"]
+    return Message(lines, data={"active": {"run": chosen.run, "time": chosen.time, "device": chosen.device,
+                                           "model": chosen.model, "step": chosen.step,
+                                           "path": str(chosen.path),
+                                           "npu_dump_files": len(session.dumps.op_files)}})

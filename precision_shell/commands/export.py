@@ -1,0 +1,80 @@
+"""``export {suspects,overflow,compare} -o FILE``: write the current finding list for the team.
+
+Each analysis registers its exporters in ``EXPORTERS[(what, format)] = write(session, path)``;
+files are written atomically into the output folder (or where ``-o`` says).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from precision_shell.commands.outputs import write_atomic
+from precision_shell.commands.registry import arg, command
+from precision_shell.commands.results import Message
+from precision_shell.errors import CommandError
+from precision_shell.jsonable import to_json_text
+from precision_shell.model.session import Session
+
+EXPORTERS: dict[tuple[str, str], Callable[[Session, Path], int]] = {}
+FORMATS = ("csv", "json", "fusion-switch", "keep-fp32")
+
+
+def write_rows(path: Path, rows: list[dict], fmt: str) -> int:
+    """Rows (dicts with the same keys) as CSV or a JSON array; nested values JSON-encoded in CSV."""
+    if fmt == "json":
+        write_atomic(path, lambda fh: fh.write(to_json_text(rows) + "\n"))
+        return len(rows)
+    headers = list(rows[0]) if rows else []
+
+    def write(fh):
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(headers)
+        for row in rows:
+            writer.writerow([json.dumps(v) if isinstance(v, (list, dict)) else
+                             ("" if v is None else v) for v in row.values()])
+
+    write_atomic(path, write)
+    return len(rows)
+
+
+def _export_overflow(fmt: str) -> Callable[[Session, Path], int]:
+    def export(session: Session, path: Path) -> int:
+        scan = session.results.get("overflow")
+        if scan is None:
+            raise CommandError("no overflow scan yet: run `ac` first")
+        return write_rows(path, [f.to_json() for f in scan.findings], fmt)
+    return export
+
+
+EXPORTERS[("overflow", "csv")] = _export_overflow("csv")
+EXPORTERS[("overflow", "json")] = _export_overflow("json")
+
+
+def _default_name(what: str, fmt: str) -> str:
+    ext = {"csv": "csv", "json": "json", "fusion-switch": "cfg", "keep-fp32": "txt"}[fmt]
+    return f"{what}.{ext}" if fmt in ("csv", "json") else f"{what}_{fmt.replace('-', '_')}.{ext}"
+
+
+@command("export", summary="Write the current finding list (suspects, overflow, compare) to a file.",
+         example="export overflow -o overflow.csv\nexport suspects --format fusion-switch",
+         args=[arg("what", choices=("suspects", "overflow", "compare"), help="which list"),
+               arg("-o", "--output", metavar="FILE", complete="path",
+                   help="file to write (default: <output folder>/<what>.<ext>)"),
+               arg("--format", choices=FORMATS, default=None,
+                   help="csv (default), json, fusion-switch, keep-fp32 (suspects only)")])
+def export(session: Session, args: Any) -> Message:
+    fmt = args.format or (Path(args.output).suffix.lstrip(".") if args.output else "") or "csv"
+    if fmt not in FORMATS:
+        fmt = "csv"
+    exporter = EXPORTERS.get((args.what, fmt))
+    if exporter is None:
+        ok = sorted(f for w, f in EXPORTERS if w == args.what)
+        raise CommandError(f"export {args.what} does not support --format {fmt}"
+                           + (f" (supported: {', '.join(ok)})" if ok else " (no exporter yet)"))
+    path = session.output_path(args.output, _default_name(args.what, fmt))
+    count = exporter(session, path)
+    return Message([f"wrote {count} {args.what} row{'s' * (count != 1)} to {path}"],
+                   data={"what": args.what, "format": fmt, "rows": count, "file": str(path)})

@@ -1,0 +1,100 @@
+"""``overflow``/``ac``: the overflow scan as a table, and its per-op panel for ``next``."""
+
+from __future__ import annotations
+
+from precision_shell.analysis.overflow import OverflowFinding, OverflowScan, scan_overflow
+from precision_shell.commands.registry import arg, command
+from precision_shell.commands.results import Sections, Table
+from precision_shell.commands.stepping import PANELS, golden_stats_rows
+from precision_shell.errors import CommandError
+from precision_shell.model.findings import FindingCursor
+from precision_shell.model.session import Session
+
+
+def _num(v: float) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _tensor_summary(t) -> str:
+    s = t.stats
+    parts = [f"{n} {label}" for n, label in ((s.nan, "nan"), (s.pos_inf, "+inf"), (s.neg_inf, "-inf"),
+                                              (s.fp16_saturated, "±65504")) if n]
+    return f"{t.kind[:3]}{t.index}: " + (", ".join(parts) if parts else "finite") + \
+        f" [{_num(s.min)}, {_num(s.max)}]"
+
+
+def scan_table(scan: OverflowScan, limit: int) -> Table:
+    shown = scan.findings if limit == 0 else scan.findings[:limit]
+    rows, highlight = [], set()
+    first = scan.first_producer
+    for pos, f in enumerate(shown):
+        outs = "; ".join(_tensor_summary(t) for t in f.outputs if t.bad) or \
+            "; ".join(_tensor_summary(t) for t in f.outputs[:1])
+        mark = "  ◀ first producer" if f is first else ""
+        rows.append([f.order, f.op, f.type, f.source, ", ".join(f.status_words) or "-",
+                     f.role + mark, outs])
+        if f is first:
+            highlight.add(pos)
+    notes = [f"warning: {p}" for p in scan.problems]
+    what = []
+    if scan.opdebug_files:
+        what.append(f"{scan.opdebug_files} Opdebug file{'s' * (scan.opdebug_files != 1)}")
+    if scan.value_scan:
+        what.append(f"{scan.scanned_files} dump files scanned for nan/inf")
+    if scan.cancelled:
+        notes.append("interrupted: the value scan stopped early; the list covers what was scanned")
+    if scan.findings:
+        notes.append("`next` steps through the list with the full panel of each op")
+    title = f"{len(scan.findings)} overflowing op{'s' * (len(scan.findings) != 1)} ({', '.join(what)})"
+    return Table(["#", "op", "type", "source", "status", "role", "outputs"], rows,
+                 title=title, json_rows=[f.to_json() for f in scan.findings], notes=notes,
+                 total=len(scan.findings), highlight=highlight, findings=len(scan.findings))
+
+
+@command("overflow", aliases=("ac",),
+         summary="Overflow scan: Opdebug records + nan/inf values, ops in execution order, "
+                 "each a producer or propagated.",
+         example="ac\nac -l 0\nac --values-only\nac; next; next",
+         args=[arg("-l", "--limit", type=int, default=3, help="rows to show (0 = all; default 3)"),
+               arg("--all", action="store_true", help="show every finding (same as -l 0)"),
+               arg("--values-only", action="store_true",
+                   help="only the value scan (ignore Opdebug records)")])
+def overflow(session: Session, args) -> Table:
+    has_opdebug = bool(session.overflow_dumps.opdebug or session.dumps.opdebug)
+    has_dumps = bool(session.dumps.op_files)
+    if args.values_only and not has_dumps:
+        raise CommandError("no NPU dumps in the active dump set to scan for nan/inf (see `info`)")
+    if not has_dumps and not has_opdebug:
+        raise CommandError("nothing to scan: no NPU dumps and no Opdebug files "
+                           "(dump with overflow detection into precision_data/overflow/, or pass --npu/--overflow)")
+    scan = scan_overflow(session, values=has_dumps, opdebug=not args.values_only)
+    session.results["overflow"] = scan
+    session.results["cursor"] = FindingCursor("overflow", scan.findings)
+    limit = 0 if args.all else args.limit
+    if limit < 0:
+        raise CommandError("-l must be 0 (all) or a positive number")
+    return scan_table(scan, limit)
+
+
+def overflow_panel(session: Session, finding: OverflowFinding, position: str) -> Sections:
+    info = [("role", finding.role), ("source", finding.source),
+            ("status", ", ".join(finding.status_words) or "-"),
+            ("timestamp", str(finding.timestamp)), ("dump", str(finding.dump_path or "-"))]
+    for rec in finding.records:
+        info.append(("record", f"{rec.unit} task {rec.task_id} stream {rec.stream_id} "
+                               f"status {rec.status} ({rec.path})"))
+    rows = []
+    for t in finding.inputs + finding.outputs:
+        s = t.stats
+        rows.append([f"{t.kind} {t.index}", t.dtype, str(t.shape), s.nan, s.pos_inf, s.neg_inf,
+                     s.fp16_saturated, _num(s.min), _num(s.max), _num(s.mean)])
+    tensors = Table(["tensor", "dtype", "shape", "nan", "+inf", "-inf", "±65504", "min", "max", "mean"], rows)
+    blocks = [("", info), ("tensors", tensors)]
+    golden = golden_stats_rows(session, finding.op)
+    if golden is not None:
+        blocks.append(("golden", golden))
+    return Sections(title=f"[{position}] {finding.op} ({finding.type})", blocks=blocks,
+                    data=finding.to_json())
+
+
+PANELS["overflow"] = overflow_panel

@@ -1,0 +1,146 @@
+"""The one command registry: name, aliases, argparse parser, handler, help, example, completers.
+
+The REPL, batch mode and the tests all go through it, so a command behaves the same everywhere.
+Parsers raise instead of exiting (argparse's default would kill the shell on a typo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from precision_shell.errors import UsageError
+
+
+class HelpRequested(Exception):
+    """``CMD -h``: carries the parser's help text to whoever renders it."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+
+class CommandArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {message} (see `help {self.prog}`)")
+
+    def exit(self, status: int = 0, message: str | None = None):
+        if status:
+            raise UsageError(message.strip() if message else f"{self.prog}: bad arguments")
+        raise HelpRequested(self.format_help())
+
+    def print_help(self, file=None):
+        raise HelpRequested(self.format_help())
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argparse argument plus what the REPL should complete for it."""
+
+    flags: tuple[str, ...]
+    kwargs: dict[str, Any]
+    complete: str | None = None  # "op" | "tensor" | "golden" | "path" | "command" | "dump"
+
+
+def arg(*flags: str, complete: str | None = None, **kwargs: Any) -> Arg:
+    return Arg(flags, kwargs, complete)
+
+
+@dataclass
+class Command:
+    name: str
+    handler: Callable[..., Any]
+    summary: str
+    example: str
+    aliases: tuple[str, ...] = ()
+    args: tuple[Arg, ...] = ()
+    needs_session: bool = True
+    _parser: CommandArgumentParser | None = field(default=None, repr=False)
+
+    @property
+    def parser(self) -> CommandArgumentParser:
+        if self._parser is None:
+            alias_text = f" (alias: {', '.join(self.aliases)})" if self.aliases else ""
+            parser = CommandArgumentParser(
+                prog=self.name, description=self.summary + alias_text,
+                epilog="example:\n  " + self.example.replace("\n", "\n  "),
+                formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+            )
+            for a in self.args:
+                parser.add_argument(*a.flags, **a.kwargs)
+            self._parser = parser
+        return self._parser
+
+    def parse(self, argv: list[str]) -> argparse.Namespace:
+        return self.parser.parse_args(argv)
+
+    def help_text(self) -> str:
+        return self.parser.format_help()
+
+    def flags(self) -> list[str]:
+        out = ["-h", "--help"]
+        for a in self.args:
+            out += [f for f in a.flags if f.startswith("-")]
+        return out
+
+    def completer_for(self, flag_or_position: str | int) -> str | None:
+        """Completion kind of an option (by flag) or of the N-th positional argument."""
+        positionals = [a for a in self.args if not a.flags[0].startswith("-")]
+        if isinstance(flag_or_position, int):
+            if flag_or_position < len(positionals):
+                return positionals[flag_or_position].complete
+            if positionals and positionals[-1].kwargs.get("nargs") in ("*", "+"):
+                return positionals[-1].complete
+            return None
+        for a in self.args:
+            if flag_or_position in a.flags:
+                return a.complete
+        return None
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._commands: dict[str, Command] = {}
+        self._by_alias: dict[str, Command] = {}
+
+    def add(self, cmd: Command) -> Command:
+        for name in (cmd.name, *cmd.aliases):
+            if name in self._by_alias:
+                raise ValueError(f"command name {name!r} registered twice")
+            self._by_alias[name] = cmd
+        self._commands[cmd.name] = cmd
+        return cmd
+
+    def command(self, name: str, *, summary: str, example: str, aliases: tuple[str, ...] = (),
+                args: tuple[Arg, ...] | list[Arg] = (), needs_session: bool = True):
+        """Decorator registering ``handler(session, args) -> result``."""
+
+        def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+            self.add(Command(name, handler, summary, example, tuple(aliases), tuple(args),
+                             needs_session))
+            return handler
+
+        return register
+
+    def get(self, name: str) -> Command | None:
+        return self._by_alias.get(name)
+
+    def lookup(self, name: str) -> Command:
+        cmd = self.get(name)
+        if cmd is None:
+            close = difflib.get_close_matches(name, list(self._by_alias), n=3, cutoff=0.5)
+            hint = f"; did you mean {' or '.join(close)}?" if close else "; type `help` for the list"
+            raise UsageError(f"unknown command {name!r}{hint}")
+        return cmd
+
+    def commands(self) -> list[Command]:
+        return sorted(self._commands.values(), key=lambda c: c.name)
+
+    def all_names(self) -> list[str]:
+        return sorted(self._by_alias)
+
+
+REGISTRY = Registry()
+command = REGISTRY.command

@@ -1,0 +1,52 @@
+"""Result objects that commands return. Rendering lives in ``precision_shell.render``.
+
+Every result can give a JSON form (``to_json``) for ``--format json``; list-like results also give
+a :class:`Table` for text and CSV output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Table:
+    """Rows for the terminal and CSV; ``json_rows`` keep the stable snake_case keys."""
+
+    headers: list[str]
+    rows: list[list[Any]]
+    title: str = ""
+    json_rows: list[dict] | None = None
+    notes: list[str] = field(default_factory=list)
+    total: int | None = None            # rows before a limit was applied
+    highlight: set[int] = field(default_factory=set)   # row positions to emphasise
+    findings: int = 0       # problems found (overflowing/failing ops): --fail-on-findings exits 3
+
+    def to_json(self) -> list[dict]:
+        if self.json_rows is not None:
+            return self.json_rows
+        return [dict(zip(self.headers, row)) for row in self.rows]
+
+
+@dataclass
+class Message:
+    """Plain lines of text (status messages, panels without a table form)."""
+
+    lines: list[str]
+    data: Any = None   # JSON form when the message carries data
+
+    def to_json(self) -> Any:
+        return self.data if self.data is not None else {"message": "\n".join(self.lines)}
+
+
+@dataclass
+class Sections:
+    """A panel made of titled key/value blocks and tables (info, node panels)."""
+
+    title: str
+    blocks: list[tuple[str, Any]]        # (heading, list[tuple[str, str]] | Table | list[str])
+    data: Any = None
+
+    def to_json(self) -> Any:
+        return self.data

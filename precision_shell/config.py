@@ -1,0 +1,228 @@
+"""User settings in an INI file: ``$XDG_CONFIG_HOME/pshell/config.ini`` or ``--config FILE``.
+
+``config set KEY VALUE`` validates a value, applies it to the running session and saves the file,
+so the next REPL starts with it. Only the REPL loads the file at start-up: batch runs take their
+settings from flags, so a CI job gives the same answer on every machine.
+
+Layout::
+
+    [pshell]
+    threshold = 0.98
+    limit = 20
+    pager = on
+    output =
+    editing_mode = emacs
+    color = on
+"""
+
+from __future__ import annotations
+
+import configparser
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from precision_shell.errors import FormatError, UsageError
+
+SECTION = "pshell"
+_TRUE = {"on", "true", "yes", "1"}
+_FALSE = {"off", "false", "no", "0"}
+
+
+def default_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "pshell" / "config.ini"
+
+
+def _parse_threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"threshold must be a number, got {text!r}") from None
+    # A cosine lives in [-1, 1]; NaN or anything outside would make every op pass or fail.
+    if not -1.0 <= value <= 1.0:
+        raise UsageError(f"threshold is a cosine similarity in [-1, 1], got {text!r}")
+    return value
+
+
+def _parse_limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"limit must be a whole number (0 = no limit), got {text!r}") from None
+    if value < 0:
+        raise UsageError(f"limit must be 0 (no limit) or more, got {text!r}")
+    return value
+
+
+def _parse_bool(text: str) -> bool:
+    word = text.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise UsageError(f"expected on or off, got {text!r}")
+
+
+def _parse_editing_mode(text: str) -> str:
+    word = text.strip().lower()
+    if word not in ("vi", "emacs"):
+        raise UsageError(f"editing_mode is vi or emacs, got {text!r}")
+    return word
+
+
+def _parse_output(text: str) -> str:
+    # Empty (or "default") means pshell's own choice: precision_data/temp/pshell.
+    word = text.strip()
+    return "" if word.lower() == "default" else word
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    parse: Callable[[str], Any]
+    help: str
+
+
+KEYS: dict[str, ConfigKey] = {k.name: k for k in (
+    ConfigKey("threshold", _parse_threshold, "cosine at or below which an op fails (vcs -c default)"),
+    ConfigKey("limit", _parse_limit, "rows shown by list commands (0 = all)"),
+    ConfigKey("pager", _parse_bool, "page output taller than the terminal (on/off)"),
+    ConfigKey("output", _parse_output, "output folder (empty or 'default': precision_data/temp/pshell)"),
+    ConfigKey("editing_mode", _parse_editing_mode, "line editing keys: emacs or vi"),
+    ConfigKey("color", _parse_bool, "colour on a terminal (on/off; NO_COLOR always wins)"),
+)}
+
+
+def normalize_key(name: str) -> str:
+    """``editing-mode`` and ``Editing_Mode`` both name ``editing_mode``."""
+    key = name.strip().lower().replace("-", "_")
+    if key == "colour":
+        key = "color"
+    if key not in KEYS:
+        raise UsageError(f"unknown setting {name!r}; settings: {', '.join(KEYS)}")
+    return key
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+@dataclass
+class Config:
+    threshold: float = 0.98
+    limit: int = 20
+    pager: bool = True
+    output: str = ""
+    editing_mode: str = "emacs"
+    color: bool = True
+    path: Path | None = None
+    warnings: list[str] = field(default_factory=list)   # bad lines skipped while loading
+    # The output folder workspace discovery chose, kept so `config set output default` can go back.
+    discovered_output: Path | None = field(default=None, repr=False)
+
+    def values(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in KEYS}
+
+    def set(self, name: str, text: str) -> tuple[str, Any]:
+        """Validate and store one setting; returns the canonical key and the parsed value."""
+        key = normalize_key(name)
+        value = KEYS[key].parse(text)
+        setattr(self, key, value)
+        return key, value
+
+    def apply_to(self, session: Any, keys: list[str] | None = None, *,
+                 output_overridden: bool = False) -> None:
+        """Push settings (all, or just ``keys``) into a session (duck-typed: ``settings`` and
+        ``workspace``). ``output_overridden``: ``-o DIR`` was given, keep it."""
+        if session is None:
+            return
+        keys = list(KEYS) if keys is None else keys
+        settings = session.settings
+        for name in ("threshold", "limit", "pager", "color"):
+            if name in keys:
+                setattr(settings, name, getattr(self, name))
+        workspace = getattr(session, "workspace", None)
+        if workspace is None or output_overridden or "output" not in keys:
+            return
+        if self.discovered_output is None:
+            self.discovered_output = workspace.output_dir
+        workspace.output_dir = (Path(self.output).expanduser() if self.output
+                                else self.discovered_output)
+
+
+def load_config(path: str | os.PathLike | None = None) -> Config:
+    """Read the INI file; a missing file gives the defaults.
+
+    A file that is not INI at all raises :class:`FormatError`; a bad value or an unknown key is
+    skipped with a line in ``Config.warnings``, so one typo does not lose the other settings.
+    """
+    target = Path(path).expanduser() if path else default_config_path()
+    config = Config(path=target)
+    if not target.exists():
+        if path:
+            # An explicit --config FILE that does not exist yet is created by the first `config set`.
+            config.warnings.append(f"{target}: no such config file yet (config set creates it)")
+        return config
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        with open(target, encoding="utf-8") as fh:
+            parser.read_file(fh)
+    except OSError as exc:
+        raise FormatError(target, f"cannot read config file ({exc.strerror or exc})") from None
+    except (configparser.Error, UnicodeDecodeError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise FormatError(target, f"not an INI config file: {first_line}") from None
+    if not parser.has_section(SECTION):
+        if parser.sections():
+            config.warnings.append(f"{target}: no [{SECTION}] section; settings ignored")
+        return config
+    for name, text in parser.items(SECTION):
+        try:
+            config.set(name, text)
+        except UsageError as exc:
+            config.warnings.append(f"{target}: {exc} (setting skipped)")
+    return config
+
+
+def save_config(config: Config, path: str | os.PathLike | None = None) -> Path:
+    """Write every setting to the INI file (atomically); returns the path written."""
+    target = Path(path).expanduser() if path else (config.path or default_config_path())
+    parser = configparser.ConfigParser(interpolation=None)
+    parser[SECTION] = {name: format_value(value) for name, value in config.values().items()}
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            parser.write(fh)
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise FormatError(target, f"cannot save config ({exc.strerror or exc})") from None
+    config.path = target
+    return target
+
+
+# The settings of this process. The REPL installs the file it loaded (``--config``); batch runs
+# that use `config` get the default file, loaded on first use.
+_current: Config | None = None
+
+
+def use_config(config: Config | None) -> None:
+    global _current
+    _current = config
+
+
+def current_config() -> Config:
+    global _current
+    if _current is None:
+        try:
+            _current = load_config(None)
+        except FormatError as exc:
+            _current = Config(path=default_config_path(), warnings=[str(exc)])
+    return _current

@@ -1,0 +1,96 @@
+"""Find the GE graph dumps of a run and load any of them (formats.md §3.1, §3.6).
+
+Which files (the rule §3.6 suggests, in tiers; the first tier with a match wins):
+
+1. ``ge_proto_<counter>_[graph_<id>_]Build.txt`` anywhere below the root (all of them: one per
+   compiled graph; later counters are later compiles of possibly the same graph);
+2. else ``ge_proto_<counter>_[graph_<id>_]PreRunAfterBuild.txt`` (the same graph, other stage name);
+3. else the JSON that ``atc --mode=5`` made of those (``<name>.txt.json`` or ``<name>.json``);
+4. else any other ``*.json`` whose start looks like a GE graph (``"graph"`` key), e.g. a graph
+   converted by hand.
+
+Files are sorted by their numeric counter (then path), so consumers that keep the last copy of a
+graph name keep the newest compile.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from google.protobuf.message import DecodeError
+
+from ..errors import FormatError
+from .graph_json import parse_graph_json
+from .graph_text import parse_graph_text
+from .protoload import ge_ir_pb
+
+__all__ = ["find_graph_files", "load_graph_file"]
+
+_NAME = r"ge_proto_(\d+)_(?:graph_\d+_)?"
+_TIERS = (
+    re.compile(_NAME + r"Build\.txt\Z"),
+    re.compile(_NAME + r"PreRunAfterBuild\.txt\Z"),
+    re.compile(_NAME + r"(?:Build|PreRunAfterBuild)(?:\.txt)?\.json\Z"),
+)
+_GRAPH_JSON_SNIFF = re.compile(rb'^\s*[\[{][\s\S]{0,4096}?"(graph|op)"\s*:')
+
+
+def _walk(root: Path) -> list[Path]:
+    """Every file below root, following directory symlinks once (no loops)."""
+    files, seen = [], set()
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        files.extend(Path(folder, name) for name in sorted(names))
+    return files
+
+
+def _counter_key(path: Path, counter: str | None) -> tuple:
+    return (int(counter) if counter is not None else -1, str(path))
+
+
+def _looks_like_graph_json(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(8192)
+    except OSError:
+        return False
+    return _GRAPH_JSON_SNIFF.match(head) is not None
+
+
+def find_graph_files(root: str | os.PathLike) -> list[Path]:
+    """Graph files to load for a run, oldest compile first (see the module doc for the rule)."""
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        return []
+    files = _walk(root)
+    for pattern in _TIERS:
+        found = [(m.group(1), f) for f in files if (m := pattern.match(f.name))]
+        if found:
+            return [f for counter, f in sorted(found, key=lambda cf: _counter_key(cf[1], cf[0]))]
+    return [f for f in files if f.suffix == ".json" and _looks_like_graph_json(f)]
+
+
+def load_graph_file(path: str | os.PathLike):
+    """A ``ge.proto.ModelDef`` from a graph text (``.txt``/``.pbtxt``), JSON (``.json``) or
+    binary (``.pb``) file; FormatError if it cannot be read."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return parse_graph_json(path)
+    if suffix == ".pb":
+        try:
+            return ge_ir_pb().ModelDef.FromString(path.read_bytes())
+        except OSError as exc:
+            raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
+        except DecodeError as exc:
+            raise FormatError(path, f"not a binary ModelDef: {exc}") from None
+    return parse_graph_text(path)

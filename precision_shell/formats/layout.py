@@ -1,0 +1,208 @@
+"""Restore a tensor from its NPU device layout to its logical shape (formats.md §7, A.6).
+
+C0, C1, N0 and N1 are always read from the device shape (the last dim is C0): the cube size
+depends on dtype and chip (16 for fp16, 32 for int8, 4 for the *_C04 formats, 8 for some NZ
+variants), so a hard-coded 16 would silently scramble data.
+
+Every converter returns a C-contiguous array and raises :class:`FormatError` (never a bare numpy
+error) when the device shape cannot hold the logical shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import FormatError
+from .dtypes import normalize_format
+
+# Formats whose bytes are already in logical order: restoring is a reshape.
+PLAIN_LAYOUTS = frozenset({
+    "ND", "NCHW", "NHWC", "HWCN", "CHWN", "NCDHW", "NDHWC", "DHWCN", "DHWNC", "NC", "CN", "NCL", "MD",
+})
+# Device layouts with a converter here.
+DEVICE_LAYOUTS = frozenset({
+    "NC1HWC0", "NC1HWC0_C04", "NDC1HWC0", "FRACTAL_Z", "FRACTAL_Z_C04", "FRACTAL_NZ",
+    "FRACTAL_NZ_C0_16", "FRACTAL_NZ_C0_32", "FRACTAL_NZ_C0_2", "FRACTAL_NZ_C0_4", "FRACTAL_NZ_C0_8",
+})
+
+# Axis order of each supported 4-D / 5-D target format, as a permutation of NCHW / NCDHW.
+_FROM_NCHW = {"NCHW": (0, 1, 2, 3), "NHWC": (0, 2, 3, 1), "HWCN": (2, 3, 1, 0), "CHWN": (1, 2, 3, 0)}
+_FROM_NCDHW = {"NCDHW": (0, 1, 2, 3, 4), "NDHWC": (0, 2, 3, 4, 1), "DHWCN": (2, 3, 4, 1, 0)}
+
+
+def has_converter(device_format: str | int) -> bool:
+    return normalize_format(device_format) in DEVICE_LAYOUTS
+
+
+def restore_layout(arr: np.ndarray, device_format: str | int, original_shape: Sequence[int] | None, *,
+                   target_format: str | None = None, sub_format: int = 0,
+                   path: str | None = None) -> np.ndarray:
+    """``arr`` (in device layout ``device_format``) as a logical tensor of ``original_shape``.
+
+    ``original_shape`` is read in ``target_format`` (default NCHW for 4-D device layouts,
+    NCDHW for NDC1HWC0, ND for FRACTAL_NZ). ``None`` restores without slicing the padding where
+    the logical dims can be derived from the device shape alone.
+    """
+    fmt = normalize_format(device_format)
+    target = normalize_format(target_format) if target_format else None
+    shape = tuple(int(d) for d in original_shape) if original_shape is not None else None
+    if shape is not None and any(d < 0 for d in shape):
+        raise FormatError(path, f"logical shape {list(shape)} has a negative dim")
+    try:
+        if fmt in PLAIN_LAYOUTS:
+            return _reshape_only(arr, fmt, shape, path)
+        if fmt in ("NC1HWC0", "NC1HWC0_C04"):
+            return _from_nc1hwc0(arr, fmt, shape, target or "NCHW", path)
+        if fmt == "NDC1HWC0":
+            return _from_ndc1hwc0(arr, shape, target or "NCDHW", path)
+        if fmt == "FRACTAL_Z":
+            if sub_format > 1:
+                raise FormatError(path, f"no converter from group-convolution FRACTAL_Z (sub_format={sub_format}) "
+                                        "to logical layout")
+            return _from_fractal_z(arr, shape, target or "NCHW", path)
+        if fmt == "FRACTAL_Z_C04":
+            return _from_fractal_z_c04(arr, shape, target or "NCHW", path)
+        if fmt.startswith("FRACTAL_NZ"):
+            return _from_fractal_nz(arr, fmt, shape, path)
+    except (ValueError, IndexError, OverflowError, MemoryError) as e:
+        # The explicit checks below should catch every inconsistent shape; this is the safety
+        # net that keeps a numpy error from reaching the user as a traceback.
+        raise FormatError(path, f"cannot restore {fmt} shape {list(arr.shape)} to {_show(shape)}: {e}") from None
+    raise FormatError(path, f"no converter from {fmt} to logical layout")
+
+
+def _show(shape: tuple[int, ...] | None) -> str:
+    return "its padded shape" if shape is None else str(list(shape))
+
+
+def _cannot_hold(path, fmt: str, arr: np.ndarray, shape, why: str) -> FormatError:
+    return FormatError(path, f"{fmt} device shape {list(arr.shape)} cannot hold logical shape "
+                             f"{_show(shape)}: {why}")
+
+
+def _finish(out: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(out)
+
+
+def _reshape_only(arr, fmt, shape, path):
+    if shape is None:
+        return arr
+    if math.prod(shape) != arr.size:
+        raise _cannot_hold(path, fmt, arr, shape, f"{arr.size} elements vs {math.prod(shape)}")
+    return arr.reshape(shape)
+
+
+def _require_rank(arr, fmt, rank, path):
+    if arr.ndim != rank:
+        raise FormatError(path, f"device shape {list(arr.shape)} is not a {rank}-D {fmt} shape")
+
+
+def _logical_nchw(fmt, arr, shape, target, path, perms) -> tuple[int, ...]:
+    """``shape`` (written in ``target`` order) reordered to NCHW / NCDHW."""
+    if target not in perms:
+        raise FormatError(path, f"no converter from {fmt} to {target}")
+    perm = perms[target]
+    if len(shape) != len(perm):
+        raise _cannot_hold(path, fmt, arr, shape, f"a {target} shape needs {len(perm)} dims")
+    canonical = [0] * len(perm)
+    for out_axis, canon_axis in enumerate(perm):
+        canonical[canon_axis] = shape[out_axis]
+    return tuple(canonical)
+
+
+def _from_nc1hwc0(arr, fmt, shape, target, path):
+    _require_rank(arr, fmt, 5, path)
+    n, c1, h, w, c0 = arr.shape
+    padded = arr.transpose(0, 1, 4, 2, 3).reshape(n, c1 * c0, h, w)
+    if shape is None:
+        want = (n, c1 * c0, h, w)
+        if target not in _FROM_NCHW:
+            raise FormatError(path, f"no converter from {fmt} to {target}")
+    elif len(shape) != 4:
+        return _reshape_only(arr, fmt, shape, path)  # msaccucmp: 4-D formats with other ranks are reshaped
+    else:
+        want = _logical_nchw(fmt, arr, shape, target, path, _FROM_NCHW)
+    ln, lc, lh, lw = want
+    if (ln, lh, lw) != (n, h, w) or lc > c1 * c0:
+        raise _cannot_hold(path, fmt, arr, shape, f"needs N,H,W = {n},{h},{w} and C <= C1*C0 = {c1 * c0}")
+    return _finish(padded[:, :lc].transpose(_FROM_NCHW[target]))
+
+
+def _from_ndc1hwc0(arr, shape, target, path):
+    fmt = "NDC1HWC0"
+    _require_rank(arr, fmt, 6, path)
+    n, d, c1, h, w, c0 = arr.shape
+    padded = arr.transpose(0, 2, 5, 1, 3, 4).reshape(n, c1 * c0, d, h, w)
+    if shape is None:
+        want = (n, c1 * c0, d, h, w)
+        if target not in _FROM_NCDHW:
+            raise FormatError(path, f"no converter from {fmt} to {target}")
+    elif len(shape) != 5:
+        return _reshape_only(arr, fmt, shape, path)
+    else:
+        want = _logical_nchw(fmt, arr, shape, target, path, _FROM_NCDHW)
+    ln, lc, ld, lh, lw = want
+    if (ln, ld, lh, lw) != (n, d, h, w) or lc > c1 * c0:
+        raise _cannot_hold(path, fmt, arr, shape,
+                           f"needs N,D,H,W = {n},{d},{h},{w} and C <= C1*C0 = {c1 * c0}")
+    return _finish(padded[:, :lc].transpose(_FROM_NCDHW[target]))
+
+
+def _weight_nchw(fmt, arr, shape, target, path):
+    if shape is None:
+        raise FormatError(path, f"{fmt} needs the logical shape to restore (H and W are folded into dim 0)")
+    _require_rank(arr, fmt, 4, path)
+    return _logical_nchw(fmt, arr, shape, target, path, _FROM_NCHW)
+
+
+def _from_fractal_z(arr, shape, target, path):
+    fmt = "FRACTAL_Z"
+    ln, lc, lh, lw = _weight_nchw(fmt, arr, shape, target, path)
+    k, n1, n0, c0 = arr.shape
+    hw = lh * lw
+    if hw == 0 or k % hw:
+        raise _cannot_hold(path, fmt, arr, shape, f"dim 0 ({k}) is not a multiple of H*W ({hw})")
+    c1 = k // hw
+    if lc > c1 * c0 or ln > n1 * n0:
+        raise _cannot_hold(path, fmt, arr, shape, f"needs C <= {c1 * c0} and N <= {n1 * n0}")
+    full = arr.reshape(c1, lh, lw, n1, n0, c0).transpose(3, 4, 0, 5, 1, 2).reshape(n1 * n0, c1 * c0, lh, lw)
+    return _finish(full[:ln, :lc].transpose(_FROM_NCHW[target]))
+
+
+def _from_fractal_z_c04(arr, shape, target, path):
+    """GE's FRACTAL_Z_C04: C padded to 4, (H, W, 4) flattened into the K axis, K split in C0.
+
+    With C0 = 4 this is the same as FRACTAL_Z with C1 = 1 (the ACL doc's description).
+    """
+    fmt = "FRACTAL_Z_C04"
+    ln, lc, lh, lw = _weight_nchw(fmt, arr, shape, target, path)
+    k1, n1, n0, c0 = arr.shape
+    k = lh * lw * 4
+    if lc > 4 or k > k1 * c0 or ln > n1 * n0:
+        raise _cannot_hold(path, fmt, arr, shape,
+                           f"needs C <= 4, H*W*4 <= {k1 * c0} and N <= {n1 * n0}")
+    rows = arr.transpose(1, 2, 0, 3).reshape(n1 * n0, k1 * c0)[:ln, :k]
+    nhwc = rows.reshape(ln, lh, lw, 4)[..., :lc]
+    return _finish(nhwc.transpose(0, 3, 1, 2).transpose(_FROM_NCHW[target]))
+
+
+def _from_fractal_nz(arr, fmt, shape, path):
+    if arr.ndim < 4:
+        raise FormatError(path, f"device shape {list(arr.shape)} is not a {fmt} shape (needs >= 4 dims)")
+    batch = arr.shape[:-4]
+    c1, n1, n0, c0 = arr.shape[-4:]
+    b = math.prod(batch)
+    full = arr.reshape(b, c1, n1, n0, c0).transpose(0, 2, 3, 1, 4).reshape(b, n1 * n0, c1 * c0)
+    if shape is None:
+        return _finish(full.reshape(*batch, n1 * n0, c1 * c0))
+    if len(shape) >= 2:
+        lbatch, ln, lc = shape[:-2], shape[-2], shape[-1]
+    else:  # 1-D (or scalar) tensors are one row of the fractal
+        lbatch, ln, lc = (), 1, (shape[0] if shape else 1)
+    if math.prod(lbatch) != b or ln > n1 * n0 or lc > c1 * c0:
+        raise _cannot_hold(path, fmt, arr, shape,
+                           f"needs batch size {b}, rows <= {n1 * n0} and columns <= {c1 * c0}")
+    return _finish(full[:, :ln, :lc].reshape(shape))

@@ -1,0 +1,112 @@
+"""Run command lines and show their results: shared by batch mode and the REPL.
+
+Rendering and redirects happen here, so a command's handler only returns data. User errors are one
+``error: ...`` line; internal errors are one line pointing at the log file, with the traceback in
+the log. Nothing here ever lets an exception escape for a single bad command.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from precision_shell.commands import REGISTRY
+from precision_shell.commands.outputs import write_atomic
+from precision_shell.commands.runner import Outcome, execute, split_statements
+from precision_shell.errors import PshellError, UsageError
+from precision_shell.logfile import log_internal_error
+from precision_shell.render.style import PLAIN, Style
+from precision_shell.render.text import render
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FINDINGS = 0, 1, 2, 3
+
+
+@dataclass
+class Frontend:
+    session: Any
+    fmt: str = "table"
+    style: Style = PLAIN
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
+    log_path: Path | None = None
+    failed: bool = False
+    usage_failed: bool = False
+    findings: bool = False
+    quit: bool = False
+
+    def error(self, message: str) -> None:
+        print(f"error: {message}", file=self.err, flush=True)
+
+    def run_line(self, line: str) -> list[Outcome]:
+        """Run every statement of ``line``; stop early only on quit."""
+        try:
+            statements = split_statements(line)
+        except PshellError as exc:
+            self._record_error(exc)
+            return []
+        outcomes = []
+        for statement in statements:
+            outcome = self.run_statement(statement)
+            outcomes.append(outcome)
+            if outcome.quit:
+                self.quit = True
+                break
+        return outcomes
+
+    def run_statement(self, statement) -> Outcome:
+        try:
+            outcome = execute(self.session, statement, REGISTRY)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # a bug: keep the shell alive, keep the traceback in the log
+            log_internal_error(statement.text)
+            where = f" (details in {self.log_path})" if self.log_path else ""
+            self.error(f"internal error in `{statement.text}`: {type(exc).__name__}: {exc}{where}")
+            self.failed = True
+            return Outcome(statement, error=PshellError(str(exc)))
+        if outcome.error is not None:
+            self._record_error(outcome.error)
+        elif outcome.help_text is not None:
+            self.emit(outcome.help_text.rstrip("\n"), statement)
+        elif outcome.result is not None and not outcome.quit:
+            if getattr(outcome.result, "findings", 0):
+                self.findings = True
+            style = PLAIN if statement.redirect else self.style
+            try:
+                text = render(outcome.result, statement.fmt or self.fmt, style)
+                self.emit(text, statement)
+            except PshellError as exc:
+                self._record_error(exc)
+        return outcome
+
+    def _record_error(self, exc: PshellError) -> None:
+        self.error(str(exc))
+        if isinstance(exc, UsageError):
+            self.usage_failed = True
+        else:
+            self.failed = True
+
+    def emit(self, text: str, statement=None) -> None:
+        if statement is not None and statement.redirect:
+            target = Path(statement.redirect).expanduser()
+            if self.session is not None:
+                self.session.check_writable_location(target)
+            if statement.append:
+                with open(target, "a", encoding="utf-8") as fh:
+                    fh.write(text + "\n")
+            else:
+                write_atomic(target, lambda fh: fh.write(text + "\n"))
+            return
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def exit_code(self, fail_on_findings: bool = False) -> int:
+        if self.usage_failed:
+            return EXIT_USAGE
+        if self.failed:
+            return EXIT_FAILED
+        if fail_on_findings and self.findings:
+            return EXIT_FINDINGS
+        return EXIT_OK

@@ -1,0 +1,176 @@
+"""The loaded workspace: op graph, dump index, golden index, overflow files, fusion report.
+
+Each part loads on its own: a corrupt graph or a broken fusion report is recorded as a one-line
+error in ``load_errors`` and the rest of the session stays usable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from precision_shell.errors import CommandError, FormatError, PshellError
+from precision_shell.model.dump_index import DumpFile, DumpIndex, scan_dump_dir
+from precision_shell.model.golden_index import GoldenIndex, scan_golden_dir
+from precision_shell.model.progress import silent_progress
+from precision_shell.model.workspace import DumpSet, Workspace, discover
+
+
+@dataclass
+class Settings:
+    """User-tunable defaults (``config set``); the REPL persists them, batch mode takes flags."""
+
+    threshold: float = 0.98
+    limit: int = 20
+    color: bool = True
+    pager: bool = True
+
+
+@dataclass
+class Session:
+    workspace: Workspace
+    settings: Settings = field(default_factory=Settings)
+    load_errors: list[str] = field(default_factory=list)
+    graph: Any = None                      # OpGraph, or None when no graph could be loaded
+    active: DumpSet | None = None
+    dumps: DumpIndex = field(default_factory=lambda: DumpIndex([]))
+    golden: GoldenIndex = field(default_factory=lambda: GoldenIndex(None, []))
+    overflow_dumps: DumpIndex = field(default_factory=lambda: DumpIndex([]))
+    fusion: list = field(default_factory=list)
+    # Results of analyses, kept so that `next`/`export` and later commands can use them.
+    results: dict[str, Any] = field(default_factory=dict)
+    # progress(label, total) -> context manager with .advance(n); the REPL swaps in a real bar
+    progress: Any = silent_progress
+
+    @classmethod
+    def open(cls, path: str | os.PathLike | None = None, **overrides: Any) -> "Session":
+        """Discover and load a workspace. Raises only when the workspace path itself is bad."""
+        ws = discover(path, **overrides)
+        session = cls(workspace=ws)
+        session._load()
+        return session
+
+    # -- loading -----------------------------------------------------------------------------
+    def _guard(self, fn, *args):
+        try:
+            return fn(*args)
+        except PshellError as exc:
+            self.load_errors.append(str(exc))
+        except OSError as exc:
+            self.load_errors.append(f"{exc.filename or '?'}: {exc.strerror or exc}")
+        return None
+
+    def _load(self) -> None:
+        self._guard(self._load_graph)
+        self._guard(self.use)
+        self.golden = self._guard(scan_golden_dir, self.workspace.golden_dir) or self.golden
+        self._guard(self._load_overflow)
+        self._guard(self._load_fusion)
+
+    def _load_graph(self) -> None:
+        from precision_shell.formats.graph_files import load_graph_file
+        from precision_shell.model.op_graph import OpGraph
+
+        models = []
+        for path in self.workspace.graph_files:
+            model = self._guard(load_graph_file, path)
+            if model is not None:
+                models.append((str(path), model))
+        if models:
+            self.graph = OpGraph.from_models(models)
+
+    def _load_overflow(self) -> None:
+        files: list[DumpFile] = []
+        warnings: list[str] = []
+        for folder in self.workspace.overflow_dirs:
+            index = scan_dump_dir(folder, recursive=True)
+            files += index.files
+            warnings += index.warnings
+        self.overflow_dumps = DumpIndex(files, warnings)
+
+    def _load_fusion(self) -> None:
+        from precision_shell.formats.fusion_result import read_fusion_result
+
+        if self.workspace.fusion_file is not None:
+            self.fusion = read_fusion_result(self.workspace.fusion_file)
+
+    # -- dump sets -----------------------------------------------------------------------------
+    def use(self, run: str | None = None, device: str | None = None, step: str | None = None,
+            time: str | None = None) -> DumpSet | None:
+        """Switch the active dump set; unspecified levels keep the current choice when possible."""
+        sets = self.workspace.dump_sets
+        if not sets:
+            self.active, self.dumps = None, DumpIndex([])
+            return None
+        current = self.active
+        if run is None and current is not None and any(s.run == current.run for s in sets):
+            run = current.run
+        if run is not None and not any(s.run == run for s in sets):
+            raise CommandError(f"no run {run!r}; runs: {', '.join(self.workspace.runs)}")
+        chosen = self.workspace.default_dump_set(run)
+        wanted = {"time": time, "device": device, "step": step}
+        if any(v is not None for v in wanted.values()):
+            if current is not None and current.run == chosen.run:
+                # keep the levels the user did not name
+                for level in wanted:
+                    if wanted[level] is None:
+                        wanted[level] = getattr(current, level)
+            matches = [s for s in sets if s.run == chosen.run
+                       and all(v is None or getattr(s, k) == str(v) for k, v in wanted.items())]
+            if not matches:
+                named = ", ".join(f"{k} {v}" for k, v in wanted.items() if v is not None)
+                raise CommandError(f"no dump set with {named} in run {chosen.run}; "
+                                   f"see `info` for devices and steps")
+            chosen = matches[0]
+        index = scan_dump_dir(chosen.path)
+        self.active, self.dumps = chosen, index
+        self.results.clear()  # findings of another dump set no longer apply
+        return chosen
+
+    # -- names ---------------------------------------------------------------------------------
+    def resolve_op(self, text: str):
+        """The graph op named by ``text`` (exact, else a unique substring)."""
+        if self.graph is None:
+            raise CommandError("no graph loaded: op names need ge_proto_*_Build.txt (see `info`)")
+        matches = self.graph.find(text)
+        if not matches:
+            raise CommandError(f"no op matches {text!r}")
+        if len(matches) > 1:
+            shown = ", ".join(m.name for m in matches[:8])
+            more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
+            raise CommandError(f"{text!r} matches {len(matches)} ops: {shown}{more}")
+        return matches[0]
+
+    def op_dump(self, op_name: str) -> DumpFile | None:
+        return self.dumps.latest_for_op(op_name)
+
+    def output_path(self, given: str | os.PathLike | None, default_name: str,
+                    folder: bool = False) -> Path:
+        """Where pshell writes: a path the user gave (relative to the current folder), else
+        ``default_name`` inside the output folder. Creates the folder (``folder``) or the file's
+        parent folder; refuses to write inside dump folders."""
+        path = Path(given).expanduser() if given else self.workspace.output_dir / default_name
+        self.check_writable_location(path)
+        try:
+            (path if folder else path.parent).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise FormatError(path.parent, f"cannot create output folder ({exc.strerror})") from None
+        return path
+
+    def input_folders(self) -> list[Path]:
+        ws = self.workspace
+        folders = [s.path for s in ws.dump_sets] + list(ws.overflow_dirs)
+        folders += [p.parent for p in ws.graph_files]
+        if ws.golden_dir is not None:
+            folders.append(ws.golden_dir)
+        return folders
+
+    def check_writable_location(self, path: Path) -> None:
+        """pshell never writes inside the user's dump folders (their data stays untouched)."""
+        target = path.resolve()
+        for folder in self.input_folders():
+            if target.is_relative_to(folder.resolve()):
+                raise CommandError(f"{path}: refusing to write inside the dump folder {folder}; "
+                                   f"choose another path (outputs go to {self.workspace.output_dir})")

@@ -1,0 +1,56 @@
+"""``python -m precision_shell.samples OUT_DIR``: write a sample training workspace.
+
+Default: the small convnet workspace committed as ``sample_data/convnet``. ``--scale MB`` and
+``--files N`` append a benchmark tower to reach ~MB of NPU dumps or ~N dump files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from .writer import SampleOptions, write_workspace
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m precision_shell.samples",
+                                description="Generate an Ascend precision-debugging sample workspace "
+                                            "(OUT_DIR/precision_data + pshell_sample_manifest.json).")
+    p.add_argument("out_dir", metavar="OUT_DIR")
+    p.add_argument("--seed", type=int, default=0, help="random seed; also fixes all times (default 0)")
+    p.add_argument("--name-fields", type=int, choices=(4, 5, 9), default=5,
+                   help="dump file name grammar: type.name.task[.stream].ts[.x.x.x.x] (default 5)")
+    p.add_argument("--opdebug-layout", choices=("old", "new"), default="old",
+                   help="Opdebug record layout: old 2048-byte or new magic-tagged (default old)")
+    p.add_argument("--fusion-shape", type=int, choices=(1, 2, 3, 4), default=1,
+                   help="fusion_result.json shape (formats.md §4, default 1)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--scale", type=float, metavar="MB", help="large mode: about MB megabytes of NPU dumps")
+    size.add_argument("--files", type=int, metavar="N", help="large mode: about N small NPU dump files")
+    p.add_argument("--force", action="store_true", help="replace an existing workspace in OUT_DIR")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    options = SampleOptions(seed=args.seed, name_fields=args.name_fields, opdebug_layout=args.opdebug_layout,
+                            fusion_shape=args.fusion_shape, scale_mb=args.scale, files=args.files)
+    start = time.perf_counter()
+    try:
+        manifest = write_workspace(args.out_dir, options, force=args.force)
+    except (FileExistsError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    t = manifest["totals"]
+    print(f"wrote {args.out_dir}/precision_data: graph {manifest['graph_name']}, "
+          f"{t['npu_dump_files']} NPU dumps ({t['npu_dump_bytes'] / 1e6:.1f} MB), "
+          f"{t['golden_files']} golden files ({t['golden_bytes'] / 1e6:.1f} MB) "
+          f"in {time.perf_counter() - start:.1f} s")
+    print(f"lossy root: {manifest['lossy']['op']} (cosine {manifest['lossy']['cosine']}); "
+          f"fp16 overflow: {manifest['overflow']['op']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

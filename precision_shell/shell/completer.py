@@ -1,0 +1,256 @@
+"""Tab completion: commands, flags, op names, tensor references, golden names, paths.
+
+What to complete comes from the registry (``Command.completer_for``), so a new command gets
+completion by declaring ``complete="op"`` on its argument. Op, golden and dump-file names come
+from :class:`NameIndex` objects built once per loaded graph / golden folder / dump set; the REPL
+wraps this completer in prompt_toolkit's ``ThreadedCompleter`` so typing never waits for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
+from prompt_toolkit.document import Document
+
+from precision_shell.commands.registry import REGISTRY, Registry
+from precision_shell.shell.line_context import ArgumentSlot, argument_slot, parse_line
+from precision_shell.shell.name_index import NameIndex
+
+MAX_RESULTS = 100
+
+
+def _shape_text(shape: Any) -> str:
+    try:
+        return "[" + ",".join(str(int(d)) for d in shape) + "]"
+    except (TypeError, ValueError):
+        return ""
+
+
+def desc_meta(desc: Any) -> str:
+    """``[2,8,16,16] NC1HWC0``: the logical shape users index with, and the device layout when
+    the dump is stored in a different one (duck-typed TensorDesc)."""
+    if desc is None:
+        return ""
+    shape = getattr(desc, "origin_shape", None) or getattr(desc, "shape", None)
+    text = _shape_text(shape) if shape is not None else ""
+    layout, origin = getattr(desc, "layout", None), getattr(desc, "origin_format", None)
+    if layout and origin and layout != origin:
+        text += f" {layout}"
+    return text
+
+
+def op_meta(op: Any) -> str:
+    """``Conv2D [2,8,16,16] NC1HWC0``: the op type and its first output (duck-typed OpNode)."""
+    if op is None:
+        return ""
+    parts = [str(getattr(op, "type", "") or "")]
+    outputs = getattr(op, "outputs", None) or []
+    if outputs:
+        parts.append(desc_meta(outputs[0]))
+        if len(outputs) > 1:
+            parts.append(f"+{len(outputs) - 1} out")
+    return " ".join(p for p in parts if p)
+
+
+class _CachedIndex:
+    """A NameIndex rebuilt only when the object it was built from is replaced."""
+
+    def __init__(self, names_of):
+        self._names_of = names_of
+        self._source: Any = None
+        self._index: NameIndex | None = None
+        self._lock = threading.Lock()
+
+    def get(self, source: Any) -> NameIndex | None:
+        if source is None:
+            return None
+        with self._lock:   # the warm-up thread and the completer thread may both ask
+            if self._index is None or self._source is not source:
+                self._index = NameIndex(self._names_of(source))
+                self._source = source
+            return self._index
+
+
+def _graph_names(graph: Any) -> Iterable[str]:
+    sorted_names = getattr(graph, "sorted_names", None)
+    return sorted_names() if callable(sorted_names) else list(graph.ops)
+
+
+def _golden_names(golden: Any) -> Iterable[str]:
+    return golden.names()
+
+
+def _dump_names(dumps: Any) -> Iterable[str]:
+    return [f.path.name for f in getattr(dumps, "files", [])]
+
+
+class ShellCompleter(Completer):
+    def __init__(self, session: Any, registry: Registry = REGISTRY):
+        self.session = session
+        self.registry = registry
+        self._ops = _CachedIndex(_graph_names)
+        self._golden = _CachedIndex(_golden_names)
+        self._dumps = _CachedIndex(_dump_names)
+        self._paths = PathCompleter(expanduser=True)
+        self._commands = NameIndex(registry.all_names())
+        self._command_count = len(registry.all_names())
+
+    # -- indexes ---------------------------------------------------------------------------
+    def op_index(self) -> NameIndex | None:
+        return self._ops.get(getattr(self.session, "graph", None))
+
+    def golden_index(self) -> NameIndex | None:
+        return self._golden.get(getattr(self.session, "golden", None))
+
+    def dump_index(self) -> NameIndex | None:
+        return self._dumps.get(getattr(self.session, "dumps", None))
+
+    def warm_up(self) -> None:
+        """Build the indexes now (the REPL calls this in a background thread at start-up)."""
+        self.op_index()
+        self.golden_index()
+
+    def _op(self, name: str) -> Any:
+        graph = getattr(self.session, "graph", None)
+        return None if graph is None else graph.ops.get(name)
+
+    # -- prompt_toolkit entry point --------------------------------------------------------
+    def get_completions(self, document: Document, complete_event: CompleteEvent
+                        ) -> Iterator[Completion]:
+        ctx = parse_line(document.text_before_cursor)
+        if ctx.in_brackets:
+            return
+        if ctx.redirect:
+            yield from self._path_completions(ctx.word, complete_event)
+            return
+        if not ctx.words:
+            yield from self.complete_commands(ctx.word)
+            return
+        command = self.registry.get(ctx.words[0])
+        if command is None:
+            return
+        slot = argument_slot(command, ctx.words[1:], ctx.word)
+        if slot.kind == "flag":
+            yield from self.complete_flags(command, ctx.word, slot)
+            return
+        if slot.kind == "value":
+            kind = command.completer_for(slot.arg.flags[0])
+        else:
+            kind = command.completer_for(slot.position)
+        yield from self.complete_kind(kind, ctx.word, slot, complete_event)
+
+    # -- each kind -------------------------------------------------------------------------
+    def complete_commands(self, word: str) -> Iterator[Completion]:
+        if len(self.registry.all_names()) != self._command_count:  # a command was added
+            self._commands = NameIndex(self.registry.all_names())
+            self._command_count = len(self.registry.all_names())
+        for name in self._commands.search(word, MAX_RESULTS):
+            cmd = self.registry.get(name)
+            meta = cmd.summary if cmd.name == name else f"= {cmd.name}"
+            yield Completion(name, -len(word), display_meta=meta)
+
+    def complete_flags(self, command: Any, word: str, slot: ArgumentSlot) -> Iterator[Completion]:
+        helps = {}
+        repeatable = set()
+        for a in command.args:
+            for f in a.flags:
+                helps[f] = a.kwargs.get("help", "") or ""
+                if a.kwargs.get("action") in ("append", "count", "extend"):
+                    repeatable.add(f)
+        helps.setdefault("-h", "show help and an example")
+        helps.setdefault("--help", "show help and an example")
+        flags = [f for f in command.flags() if f not in slot.used_flags or f in repeatable]
+        starts = [f for f in flags if f.startswith(word)]
+        # `--c` also offers `-c`: the same letters after the dashes
+        bare = word.lstrip("-")
+        inside = [f for f in flags if f not in starts and bare and f.lstrip("-").startswith(bare)]
+        for f in starts + inside:
+            yield Completion(f, -len(word), display_meta=helps.get(f, ""))
+
+    def complete_kind(self, kind: str | None, word: str, slot: ArgumentSlot,
+                      event: CompleteEvent) -> Iterator[Completion]:
+        if kind == "op":
+            yield from self.complete_ops(word)
+        elif kind == "tensor":
+            yield from self.complete_tensors(word, event)
+        elif kind == "golden":
+            yield from self.complete_golden(word)
+        elif kind == "command":
+            yield from self.complete_commands(word)
+        elif kind == "path":
+            yield from self._path_completions(word, event)
+        elif kind == "dump":
+            yield from self.complete_dumps(word, event)
+        elif slot.arg is not None and slot.arg.kwargs.get("choices"):
+            for choice in slot.arg.kwargs["choices"]:
+                if str(choice).startswith(word):
+                    yield Completion(str(choice), -len(word))
+
+    def complete_ops(self, word: str, suffix: str = "") -> Iterator[Completion]:
+        index = self.op_index()
+        if index is None:
+            return
+        for name in index.search(word, MAX_RESULTS):
+            yield Completion(name + suffix, -len(word), display=name,
+                             display_meta=op_meta(self._op(name)))
+
+    def _tensor_refs(self, op_name: str) -> list[tuple[str, str]]:
+        """Each ``OP:output:I`` and ``OP:input:I`` with its shape (inputs: and producer)."""
+        op = self._op(op_name)
+        refs = []
+        for i, desc in enumerate(getattr(op, "outputs", None) or []):
+            refs.append((f"{op_name}:output:{i}", desc_meta(desc)))
+        for i, inp in enumerate(getattr(op, "inputs", None) or []):
+            meta = desc_meta(getattr(inp, "desc", None))
+            producer = getattr(inp, "producer", None)
+            if producer:
+                meta = f"{meta} from {producer}".strip()
+            refs.append((f"{op_name}:input:{i}", meta))
+        return refs
+
+    def complete_tensors(self, word: str, event: CompleteEvent) -> Iterator[Completion]:
+        """``OP:output:I`` / ``OP:input:I`` / ``golden:NAME:I`` / ``.npy`` paths."""
+        if word.startswith("golden:"):
+            yield from self.complete_golden(word)
+            return
+        if word[:1] in ("/", ".", "~"):
+            yield from self._path_completions(word, event)
+            return
+        # An op name already typed in full, then ':': offer each of its inputs and outputs.
+        pos = word.find(":")
+        while pos >= 0:
+            head = word[:pos]
+            if self._op(head) is not None:
+                for ref, meta in self._tensor_refs(head):
+                    if ref.startswith(word):
+                        yield Completion(ref, -len(word), display_meta=meta)
+                return
+            pos = word.find(":", pos + 1)
+        if word and "golden:".startswith(word.lower()) and self.golden_index():
+            yield Completion("golden:", -len(word), display_meta="golden (CPU/GPU) tensors")
+        # The common case is an op's first output; the menu shows the op name and its meta.
+        yield from self.complete_ops(word, suffix=":output:0")
+
+    def complete_golden(self, word: str) -> Iterator[Completion]:
+        index = self.golden_index()
+        if index is None:
+            return
+        query = word[len("golden:"):] if word.startswith("golden:") else word
+        for name in index.search(query, MAX_RESULTS):
+            yield Completion(f"golden:{name}", -len(word), display=name, display_meta="golden")
+
+    def complete_dumps(self, word: str, event: CompleteEvent) -> Iterator[Completion]:
+        """A dump file: a path, or a file name of the active dump folder (``dc`` takes both)."""
+        yield from self._path_completions(word, event)
+        index = self.dump_index()
+        if index is not None and "/" not in word:
+            for name in index.search(word, MAX_RESULTS):
+                yield Completion(name, -len(word), display_meta="active dump set")
+
+    def _path_completions(self, word: str, event: CompleteEvent) -> Iterator[Completion]:
+        sub = Document(word, len(word))
+        for c in self._paths.get_completions(sub, event):
+            yield Completion(c.text, c.start_position, display=c.display)

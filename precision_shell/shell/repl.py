@@ -1,0 +1,192 @@
+"""The interactive shell: prompt_toolkit over the same registry and front end as batch mode.
+
+``run_repl`` reads lines, hands each to :class:`Frontend` (which runs, renders, redirects and
+turns errors into one line), and keeps going whatever happens: Ctrl-C on a line clears it,
+Ctrl-C while a command runs stops the command and returns to the prompt, Ctrl-D, ``quit`` and
+``exit`` leave with status 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, TextIO
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
+from prompt_toolkit.completion import ThreadedCompleter
+from prompt_toolkit.enums import EditingMode
+from prompt_toolkit.filters import completion_is_selected
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.output import ColorDepth
+from prompt_toolkit.styles import Style as PromptStyle
+
+from precision_shell import __version__
+from precision_shell.commands import REGISTRY
+from precision_shell.commands.runner import Statement, execute
+from precision_shell.config import Config, current_config, load_config, use_config
+from precision_shell.errors import FormatError
+from precision_shell.frontend import Frontend
+from precision_shell.logfile import log_internal_error
+from precision_shell.render.style import Style, color_wanted
+from precision_shell.render.text import render
+from precision_shell.shell.completer import ShellCompleter
+from precision_shell.shell.lexer import STYLE_RULES, ShellLexer
+from precision_shell.shell.pager import PagingWriter, pager_wanted
+from precision_shell.shell.toolbar import toolbar_fragments
+
+PROMPT = "pshell> "
+HINT = "Type `help` for commands, Tab to complete, Ctrl-R to search history, Ctrl-D to quit."
+
+
+def default_history_path() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "pshell" / "history"
+
+
+def open_history(path: str | os.PathLike | None) -> tuple[History, str | None]:
+    """A FileHistory, or an in-memory one plus a warning when the file cannot be written."""
+    target = Path(path).expanduser() if path else default_history_path()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a", encoding="utf-8"):
+            pass  # proves we may append before the first command is lost
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        return InMemoryHistory(), f"history not saved: cannot write {target} ({reason})"
+    return FileHistory(str(target)), None
+
+
+def load_repl_config(path: str | None) -> tuple[Config, list[str]]:
+    try:
+        config = load_config(path)
+    except FormatError as exc:
+        return Config(path=Path(path).expanduser() if path else None), [f"{exc} (using defaults)"]
+    return config, list(config.warnings)
+
+
+def banner_text(session: Any, style: Style) -> str:
+    """The ``info`` panel (what is loaded, what is missing) and a hint line."""
+    title = f"precision-shell {__version__}"
+    try:
+        outcome = execute(session, Statement(["info"], text="info"), REGISTRY)
+        if outcome.error is not None:
+            body = f"{title}\nerror: {outcome.error}"
+        else:
+            body = render(outcome.result, "table", style)
+    except Exception as exc:  # the banner must never stop the shell from starting
+        log_internal_error("banner (info)")
+        body = f"{title}\nerror: info failed: {type(exc).__name__}: {exc}"
+    return f"{body}\n{style(HINT, 'dim')}"
+
+
+def key_bindings() -> KeyBindings:
+    kb = KeyBindings()
+
+    @kb.add("enter", filter=completion_is_selected)
+    def _accept_completion(event) -> None:
+        # Enter on a highlighted candidate takes it instead of running a half-typed line.
+        event.current_buffer.complete_state = None
+
+    return kb
+
+
+def prompt_style() -> PromptStyle:
+    rules = {name: rule for name, rule in STYLE_RULES.items()}
+    rules.update({"bottom-toolbar": "bg:#303030 #d0d0d0 noreverse",
+                  "bottom-toolbar.label": "bg:#303030 #87afd7 bold noreverse"})
+    return PromptStyle.from_dict(rules)
+
+
+def make_prompt_session(session: Any, config: Config, history: History, color: bool,
+                        input: Any = None, output: Any = None) -> PromptSession:
+    completer = ShellCompleter(session)
+    # Op names are indexed in the background so the prompt appears before the index is ready.
+    threading.Thread(target=_warm_up, args=(completer,), daemon=True).start()
+    return PromptSession(
+        PROMPT,
+        history=history,
+        auto_suggest=AutoSuggestFromHistory(),
+        completer=ThreadedCompleter(completer),
+        complete_while_typing=True,
+        lexer=ShellLexer(session),
+        bottom_toolbar=lambda: toolbar_fragments(session),
+        style=prompt_style(),
+        include_default_pygments_style=False,
+        key_bindings=key_bindings(),
+        editing_mode=EditingMode.VI if config.editing_mode == "vi" else EditingMode.EMACS,
+        color_depth=None if color else ColorDepth.MONOCHROME,
+        input=input,
+        output=output,
+    )
+
+
+def _warm_up(completer: ShellCompleter) -> None:
+    try:
+        completer.warm_up()
+    except Exception:
+        log_internal_error("building the completion index")
+
+
+def run_repl(session: Any, opts: Any, log_path: Path | None, *, input: Any = None,
+             output: Any = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Read-eval-print until Ctrl-D/quit/exit; returns the exit status (always 0).
+
+    ``input``/``output`` are prompt_toolkit Input/Output objects (tests pass a pipe input and
+    ``DummyOutput``); ``out``/``err`` are where command output and errors go.
+    """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    config, warnings = load_repl_config(getattr(opts, "config", None))
+    use_config(config)
+    config.apply_to(session, output_overridden=getattr(opts, "output", None) is not None)
+    no_color = bool(getattr(opts, "no_color", False))
+    no_pager = bool(getattr(opts, "no_pager", False))
+
+    def color_now() -> bool:
+        return color_wanted(out, requested=not no_color and current_config().color)
+
+    frontend = Frontend(session, fmt=getattr(opts, "format", None) or "table",
+                        style=Style(color_now()), err=err, log_path=log_path)
+    pager = PagingWriter(out, enabled=lambda: pager_wanted(no_pager, session.settings.pager, out))
+    frontend.out = pager
+    history, history_warning = open_history(getattr(opts, "history_file", None))
+    warnings += [history_warning] if history_warning else []
+
+    print(banner_text(session, frontend.style), file=out, flush=True)
+    for warning in warnings:
+        print(f"warning: {warning}", file=err, flush=True)
+
+    prompt = make_prompt_session(session, config, history, color_now(), input, output)
+    while True:
+        try:
+            line = prompt.prompt()
+        except KeyboardInterrupt:
+            continue            # Ctrl-C on a line: drop it, fresh prompt
+        except EOFError:
+            break               # Ctrl-D
+        if not line.strip():
+            continue
+        try:
+            frontend.run_line(line)
+        except KeyboardInterrupt:
+            pager.discard()
+            print("interrupted", file=err, flush=True)
+        except Exception as exc:  # a bug outside any command (rendering, redirects): one line
+            log_internal_error(line)
+            where = f" (details in {log_path})" if log_path else ""
+            frontend.error(f"internal error in `{line.strip()}`: {type(exc).__name__}: {exc}{where}")
+        if frontend.quit:
+            break
+        _follow_settings(prompt, frontend, current_config(), color_now())
+    return 0
+
+
+def _follow_settings(prompt: PromptSession, frontend: Frontend, config: Config, color: bool) -> None:
+    """`config set` may have changed the colour or the editing keys: take effect at once."""
+    frontend.style = Style(color)
+    prompt.color_depth = None if color else ColorDepth.MONOCHROME
+    prompt.editing_mode = EditingMode.VI if config.editing_mode == "vi" else EditingMode.EMACS

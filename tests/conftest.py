@@ -1,0 +1,38 @@
+"""Shared fixtures: workspaces made by the sample generator (the source of every expected value)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from precision_shell.cli import main
+from precision_shell.samples.writer import SampleOptions, write_workspace
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    """Logs, history and config of the code under test go to a temp dir, never to $HOME."""
+    home = tmp_path_factory.getbasetemp() / "home"
+    for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"),
+                     ("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache")):
+        monkeypatch.setenv(var, str(home / sub))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+@pytest.fixture(scope="session")
+def sample_ws(tmp_path_factory) -> tuple[Path, dict]:
+    """A default sample workspace (same as sample_data/convnet) and its manifest."""
+    root = tmp_path_factory.mktemp("sample_ws")
+    return root, write_workspace(root, SampleOptions(seed=0))
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def json_docs(out: str) -> list:
+    return [json.loads(line) for line in out.splitlines() if line.strip()]

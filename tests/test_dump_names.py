@@ -1,0 +1,138 @@
+"""File-name grammar: NPU dump names, golden .npy names, mapping.csv."""
+
+from __future__ import annotations
+
+import pytest
+
+from precision_shell.errors import FormatError
+from precision_shell.formats.dump_names import (
+    DumpName, GoldenName, escape_op_name, parse_dump_name, parse_golden_name, read_mapping_csv,
+)
+
+
+def test_five_field_name():
+    n = parse_dump_name("Conv2D.resnet_conv1_Conv2D.42.3.1700000000123456")
+    assert n == DumpName("Conv2D", "resnet_conv1_Conv2D", 42, 3, 1700000000123456,
+                         None, None, None, None, 5)
+    assert not n.is_opdebug
+
+
+def test_four_field_name_has_no_stream():
+    n = parse_dump_name("/some/dir/MatMul.fc1_MatMul.7.1619492699305998")
+    assert (n.op_type, n.op_name, n.task_id, n.stream_id, n.timestamp, n.n_fields) == \
+        ("MatMul", "fc1_MatMul", 7, None, 1619492699305998, 4)
+
+
+def test_nine_field_name_as_msaccucmp_reads_it():
+    # msaccucmp's own example: task 0, stream 3, then task_type 4, context 1, thread 0, device 0
+    n = parse_dump_name("Add.partition0_rank1_new_sub_graph1_sgt_graph_0_Add.0.3.1673383728093446.4.1.0.0")
+    assert (n.task_id, n.stream_id, n.timestamp) == (0, 3, 1673383728093446)
+    assert (n.task_type, n.context_id, n.thread_id, n.device_id, n.n_fields) == (4, 1, 0, 0, 9)
+
+
+def test_eight_field_name_is_the_doc_form_without_stream():
+    n = parse_dump_name("Add.add_1.5.1673383728093446.4.2.1.7")
+    assert (n.task_id, n.stream_id, n.timestamp) == (5, None, 1673383728093446)
+    assert (n.task_type, n.context_id, n.thread_id, n.device_id) == (4, 2, 1, 7)
+
+
+@pytest.mark.parametrize("name, fields", [
+    ("Add.a.1.2.1700000000000000.9", 6),
+    ("Add.a.1.2.1700000000000000.9.8", 7),
+    ("Add.a.1.2.1700000000000000.4.1.0.0.5", 10),
+])
+def test_other_field_counts_read_task_stream_timestamp_first(name, fields):
+    n = parse_dump_name(name)
+    assert (n.task_id, n.stream_id, n.timestamp, n.n_fields) == (1, 2, 1700000000000000, fields)
+
+
+def test_opdebug_name():
+    n = parse_dump_name("Opdebug.Node_OpDebug.59.1.1700000000000301")
+    assert n.is_opdebug and n.op_name == "Node_OpDebug" and n.task_id == 59
+
+
+@pytest.mark.parametrize("name", [
+    "Add.add_1.3.2.1700000000000000.input.0.npy",     # decoded sibling
+    "Opdebug.Node_OpDebug.0.3.1673383728094391.output.0.json",
+    "Add.add_1.3.2.1700000000000000.csv",             # per-op stats dump
+    "mapping.csv",
+    "1234567890123",                                  # hashed name (looked up in mapping.csv)
+    "fc1_MatMul.0.1619492699305998.npy",
+    "Add.add.1",                                      # too few numeric fields
+    "Add.add\\1.1.2.3",
+    "Add.add 1.1.2.3",
+    "Add..1.2.3",
+    "Add.add.1.²2.3",                                  # a non-ASCII digit
+    "result_20240101.csv",
+    "",
+])
+def test_non_dump_names(name):
+    assert parse_dump_name(name) is None
+
+
+def test_escape_op_name():
+    assert escape_op_name("net/conv.1\\x y") == "net_conv_1_x_y"
+    # escaping is lossy: three spellings collide
+    assert escape_op_name("a/b") == escape_op_name("a.b") == escape_op_name("a_b")
+
+
+def test_escaped_name_round_trips_through_a_file_name():
+    real = "InceptionV3/Mixed_5b/Branch_1/Conv2d_0a_1x1/Conv2D"
+    file_name = f"Conv2D.{escape_op_name(real)}.12.0.1700000000000042"
+    n = parse_dump_name(file_name)
+    assert n.op_name == escape_op_name(real) and n.op_name.count("_") >= real.count("/")
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("fc1_MatMul.0.1619492699305998.npy", GoldenName("fc1_MatMul", 0, 1619492699305998)),
+    ("gradients_x_GreaterEqual.2.1619492699305998.npy", GoldenName("gradients_x_GreaterEqual", 2, 1619492699305998)),
+    ("fc1_MatMul.1.npy", GoldenName("fc1_MatMul", 1, None)),
+    ("/golden/dir/a-b.3.17.npy", GoldenName("a-b", 3, 17)),
+    ("op.with.dots.0.1700000000000000.npy", GoldenName("op.with.dots", 0, 1700000000000000)),
+])
+def test_golden_names(name, expected):
+    assert parse_golden_name(name) == expected
+
+
+@pytest.mark.parametrize("name", [
+    "fc1_MatMul.0.1619492699305998",                  # no .npy
+    "fc1_MatMul.npy",                                 # no index
+    "Add.add_1.3.2.1700000000000000.output.0.npy",    # decoded NPU tensor
+    "Add.add_1.3.2.1700000000000000.input.1.npy",
+    "bad name.0.1.npy",
+    ".0.1.npy",
+    "x.²0.npy",
+])
+def test_non_golden_names(name):
+    assert parse_golden_name(name) is None
+
+
+def test_mapping_csv(tmp_path):
+    p = tmp_path / "mapping.csv"
+    long_name = "Conv2D." + "x" * 300 + ".1.2.1700000000000000"
+    p.write_text(f"1700000000000001,{long_name}\n\n1700000000000002,\"Add.a,b.1.2.3\"\n")
+    assert read_mapping_csv(p) == {"1700000000000001": long_name, "1700000000000002": "Add.a,b.1.2.3"}
+
+
+def test_mapping_csv_empty_file_is_an_empty_mapping(tmp_path):
+    p = tmp_path / "mapping.csv"
+    p.write_text("")
+    assert read_mapping_csv(p) == {}
+
+
+@pytest.mark.parametrize("content", ["123,a,b\n", "123\n", ",name\n", "123,\n"])
+def test_mapping_csv_malformed(tmp_path, content):
+    p = tmp_path / "mapping.csv"
+    p.write_text("1,ok\n" + content)
+    with pytest.raises(FormatError) as e:
+        read_mapping_csv(p)
+    assert str(e.value).startswith(str(p)) and "line 2" in str(e.value)
+
+
+def test_mapping_csv_unreadable(tmp_path):
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    for path in (tmp_path / "missing.csv", tmp_path, binary):
+        with pytest.raises(FormatError) as e:
+            read_mapping_csv(path)
+        assert str(e.value).startswith(str(path))
