@@ -24,6 +24,7 @@ from google.protobuf import text_format  # noqa: E402
 
 from precision_shell.formats.graph_text import parse_graph_text, parse_graph_text_reference  # noqa: E402
 from precision_shell.formats.protoload import ge_ir_pb  # noqa: E402
+from precision_shell.model.op_graph import OpGraph  # noqa: E402
 
 _LAYER = "@LAYER@"  # placeholder replaced per block copy; only ever appears inside quoted names
 _TYPES = ["MatMulV2", "Add", "LayerNorm", "Cast", "TransData", "Mul", "GeluV2", "BatchMatMul",
@@ -127,7 +128,9 @@ def main() -> None:
               f"({small_mb / fast_small:.1f} MB/s); text_format reference {ref_small:.2f} s "
               f"({small_mb / ref_small:.2f} MB/s); equal messages: yes")
         print(f"reference extrapolated to {args.ops} ops: {ref_small * size / small_size:.1f} s "
-              f"-> speed-up x{ref_small / fast_small:.1f}")
+              f"-> speed-up x{ref_small * size / small_size / fast:.1f}")
+        build = _median_time(lambda: OpGraph.from_models([(str(big), model)]), args.repeat)
+        print(f"OpGraph.from_models on the {args.ops}-op model: {build:.2f} s")
 
 
 if __name__ == "__main__":

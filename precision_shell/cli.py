@@ -7,7 +7,7 @@ import sys
 
 from precision_shell import __version__
 from precision_shell.errors import PshellError
-from precision_shell.frontend import EXIT_FAILED, EXIT_USAGE, Frontend
+from precision_shell.frontend import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Frontend
 from precision_shell.logfile import setup_logging
 
 
@@ -82,6 +82,16 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_repl(session, opts, log_path)
 
+    if opts.config:  # an explicit --config also sets batch defaults (threshold, limit, output)
+        from precision_shell.config import load_config, use_config
+
+        try:
+            config = load_config(opts.config)
+        except PshellError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        use_config(config)
+        config.apply_to(session, output_overridden=opts.output is not None)
     # Batch mode: no prompt, no colour, no pager (product.md §6).
     frontend = Frontend(session, fmt=opts.format, log_path=log_path)
     for message in session.load_errors:
@@ -94,5 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
     except KeyboardInterrupt:
         frontend.error("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
+    if frontend.interrupted:
+        return EXIT_INTERRUPTED
     return frontend.exit_code(opts.fail_on_findings)

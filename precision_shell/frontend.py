@@ -15,12 +15,12 @@ from typing import Any, TextIO
 from precision_shell.commands import REGISTRY
 from precision_shell.commands.outputs import write_atomic
 from precision_shell.commands.runner import Outcome, execute, split_statements
-from precision_shell.errors import PshellError, UsageError
+from precision_shell.errors import FormatError, PshellError, UsageError
 from precision_shell.logfile import log_internal_error
 from precision_shell.render.style import PLAIN, Style
 from precision_shell.render.text import render
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FINDINGS = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FINDINGS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 @dataclass
@@ -34,6 +34,7 @@ class Frontend:
     failed: bool = False
     usage_failed: bool = False
     findings: bool = False
+    interrupted: bool = False   # a command stopped early on Ctrl-C and returned partial results
     quit: bool = False
 
     def error(self, message: str) -> None:
@@ -66,19 +67,20 @@ class Frontend:
             self.error(f"internal error in `{statement.text}`: {type(exc).__name__}: {exc}{where}")
             self.failed = True
             return Outcome(statement, error=PshellError(str(exc)))
-        if outcome.error is not None:
-            self._record_error(outcome.error)
-        elif outcome.help_text is not None:
-            self.emit(outcome.help_text.rstrip("\n"), statement)
-        elif outcome.result is not None and not outcome.quit:
-            if getattr(outcome.result, "findings", 0):
-                self.findings = True
-            style = PLAIN if statement.redirect else self.style
-            try:
-                text = render(outcome.result, statement.fmt or self.fmt, style)
-                self.emit(text, statement)
-            except PshellError as exc:
-                self._record_error(exc)
+        try:
+            if outcome.error is not None:
+                self._record_error(outcome.error)
+            elif outcome.help_text is not None:
+                self.emit(outcome.help_text.rstrip("\n"), statement)
+            elif outcome.result is not None and not outcome.quit:
+                if getattr(outcome.result, "findings", 0):
+                    self.findings = True
+                if getattr(outcome.result, "interrupted", False):
+                    self.interrupted = True
+                style = PLAIN if statement.redirect else self.style
+                self.emit(render(outcome.result, statement.fmt or self.fmt, style), statement)
+        except PshellError as exc:
+            self._record_error(exc)
         return outcome
 
     def _record_error(self, exc: PshellError) -> None:
@@ -94,8 +96,11 @@ class Frontend:
             if self.session is not None:
                 self.session.check_writable_location(target)
             if statement.append:
-                with open(target, "a", encoding="utf-8") as fh:
-                    fh.write(text + "\n")
+                try:
+                    with open(target, "a", encoding="utf-8") as fh:
+                        fh.write(text + "\n")
+                except OSError as exc:
+                    raise FormatError(target, f"cannot append ({exc.strerror})") from None
             else:
                 write_atomic(target, lambda fh: fh.write(text + "\n"))
             return

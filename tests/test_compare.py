@@ -349,3 +349,18 @@ def test_against_a_changed_run_names_the_changed_op(two_runs, sample, capsys, tm
 def test_against_unknown_run_is_a_clear_error(sample, capsys, tmp_path):
     rc, out, err = _run_cli(capsys, sample[0], "-o", tmp_path, "-c", "vc --against debug_9")
     assert rc == 1 and "no run 'debug_9'" in err and "debug_0" in err
+
+
+def test_npu_and_golden_folders_can_be_given(sample, capsys, tmp_path):
+    root, manifest = sample
+    npu_dir = root / manifest["paths"]["npu_dump_dir"]
+    golden_dir = root / manifest["paths"]["golden_dir"]
+    rc, out, err = _run_cli(capsys, root, "-o", tmp_path, "-c",
+                            f"vc --npu {npu_dir} --golden {golden_dir}; vc", "--format", "json")
+    assert rc == 0, err
+    given, default = (json.loads(line) for line in out.splitlines())
+    assert given["compared"] == default["compared"] > 0
+    rc, out, err = _run_cli(capsys, root, "-o", tmp_path, "-c", f"vc --golden {tmp_path}/nope")
+    assert rc == 1 and "golden folder does not exist" in err
+    rc, out, err = _run_cli(capsys, root, "-o", tmp_path, "-c", "vc -j 0")
+    assert rc == 2

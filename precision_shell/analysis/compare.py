@@ -9,6 +9,10 @@ Why it is shaped like this:
 * Jobs are batched (one op or a group of small ops per task) so inter-process overhead is paid
   per batch, not per tensor; batches are sized so that every worker gets several of them (load
   balance) and results stream back while the rest runs (progress bar).
+* A golden is compared twice (as its op's output and as each consumer's input), and a dumped
+  input is usually the very bytes of its producer's dumped output. Such inputs are checked with
+  a memcmp and take the producer row's metrics (exactly the same numbers), so chains cost one
+  metric pass per tensor instead of two.
 * Any ``Executor`` works: a local process pool by default, ``-j 1`` runs in-process, tests and a
   Dask client can pass their own. Results are keyed by row, so the outcome does not depend on the
   executor or the number of workers.
@@ -65,6 +69,12 @@ class TensorResult:
     @property
     def tensor(self) -> str:
         return f"{self.op}:{self.io}:{self.index}"
+
+    def to_json(self) -> dict:
+        return {"index": self.order, "op": self.op, "type": self.op_type, "tensor": self.tensor,
+                "golden": self.golden_ops, "golden_tensor": self.golden_ref, "npu_dtype": self.npu_dtype,
+                "golden_dtype": self.golden_dtype, "shape": list(self.shape) if self.shape else None,
+                "compared": self.compared, **self.metrics.as_json(), "reason": self.reason or None}
 
 
 @dataclass
@@ -250,7 +260,9 @@ def _harvest(fut: Future, batch: list[PairJob], col: _Collector, problems: list[
         return
     except Exception as exc:  # a bug in a worker: keep the other batches' results
         col.fail(batch, f"internal error: {type(exc).__name__}: {exc}")
-        problems.append(f"internal error in a compare batch: {type(exc).__name__}: {exc}")
+        if not any(p.startswith("internal error") for p in problems):
+            problems.append(f"internal error in a compare batch ({type(exc).__name__}: {exc}); "
+                            f"its tensors are NaN rows")
         return
     for job, res in zip(batch, results):
         col.store(job, res)
@@ -274,6 +286,21 @@ def _csv_row(row: TensorResult):
     return CompareRow(row.order, row.op_type, row.op, list(row.golden_ops), row.tensor, row.io, row.index,
                       row.shape, metrics, std, row.reason,
                       extra={"NPUDataType": row.npu_dtype, "GroundTruthDataType": row.golden_dtype})
+
+
+def write_vendor_csv(path: Path, result: CompareResult) -> int:
+    """The vendor-layout CSV (formats.md §6, A.8.1), written atomically; returns the row count."""
+    from precision_shell.formats.compare_csv import write_compare_csv
+
+    rows = csv_rows(result)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        # NPU vs NPU: both sides are dumps, so both Address columns exist (msaccucmp's layout)
+        write_compare_csv(tmp, rows, golden_address=result.mode == "npu")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return len(rows)
 
 
 def csv_rows(result: CompareResult) -> list:

@@ -128,6 +128,28 @@ class Suspect:
         return row
 
 
+    def to_flat_json(self) -> dict:
+        """``to_json`` with every value a scalar (one CSV cell each)."""
+        row = self.to_json()
+        for key in ("inputs", "outputs"):
+            row[key] = "; ".join(f"{t['tensor']} {'-' if t['cosine'] is None else round(t['cosine'], 6)}"
+                                 for t in row[key])
+        for key in ("golden", "failed_outputs", "failed_inputs", "passes"):
+            row[key] = ",".join(row[key])
+        row["pass_kinds"] = ",".join(f"{p}:{k}" for p, k in row["pass_kinds"].items())
+        row.update(row.pop("standard_deviation"))
+        return row
+
+
+@dataclass
+class SuspectList:
+    """What the last ``vcs`` found (``session.results["vcs"]``: ``export suspects``, ``ni``)."""
+
+    suspects: list[Suspect]
+    criteria: Criteria
+    source: str                     # "compare" | "partial compare" | "vendor CSV"
+
+
 def _tensor_json(t: TensorResult) -> dict:
     return {"tensor": t.tensor, "golden": t.golden_ref,
             "cosine": t.metrics.cosine if t.compared and t.metrics.cosine == t.metrics.cosine else None,

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from precision_shell.analysis.compare import CompareResult, default_workers, result_from_csv, run_compare
+from precision_shell.analysis.compare import (
+    CompareResult, default_workers, result_from_csv, run_compare, write_vendor_csv,
+)
 from precision_shell.analysis.compare_mapping import plan_golden_compare, plan_npu_compare
 from precision_shell.analysis.root_cause import (
-    Criteria, Suspect, find_suspects, fusion_switch_config, keep_fp32_names, parse_condition,
+    Criteria, Suspect, SuspectList, find_suspects, fusion_switch_config, keep_fp32_names, parse_condition,
 )
 from precision_shell.analysis.tensor_compare import compare_pair
 from precision_shell.commands.export import EXPORTERS, write_rows
@@ -27,7 +27,6 @@ from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Message, Sections, Table
 from precision_shell.commands.stepping import PANELS, golden_stats_rows
 from precision_shell.errors import CommandError, UsageError
-from precision_shell.formats.compare_csv import write_compare_csv
 from precision_shell.model.dump_index import DumpIndex, scan_dump_dir
 from precision_shell.model.findings import FindingCursor
 from precision_shell.model.golden_index import scan_golden_dir
@@ -37,15 +36,6 @@ from precision_shell.model.tensor_resolve import resolve_tensor
 # Executor factory for ``vc``: None = the built-in process pool. A Dask client (``--scheduler``)
 # or a test sets ``EXECUTOR_FACTORY = lambda workers: executor``.
 EXECUTOR_FACTORY: Callable[[int], Any] | None = None
-
-
-@dataclass
-class SuspectList:
-    """What the last ``vcs`` found (kept for ``export suspects`` and ``ni``)."""
-
-    suspects: list[Suspect]
-    criteria: Criteria
-    source: str
 
 
 # ------------------------------------------------------------------------------------------------
@@ -69,19 +59,6 @@ def _other_run(session: Session, run: str) -> tuple[DumpIndex, str]:
     return scan_dump_dir(chosen.path), chosen.label
 
 
-def write_result_csv(path: Path, result: CompareResult) -> int:
-    """The vendor-layout CSV (formats.md §6), written atomically; returns the row count."""
-    rows = result.csv_rows()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        # NPU vs NPU: both sides are dumps, so both Address columns exist (msaccucmp's layout)
-        write_compare_csv(tmp, rows, golden_address=result.mode == "npu")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return len(rows)
-
-
 def run_vc(session: Session, *, npu: str | None = None, golden: str | None = None,
            against: str | None = None, jobs: int | None = None, executor: Any = None) -> CompareResult:
     """Plan, run, keep (``session.results["compare"]``) and write the CSV of a whole-network compare."""
@@ -101,9 +78,9 @@ def run_vc(session: Session, *, npu: str | None = None, golden: str | None = Non
         other, label = _other_run(session, against)
         plan = plan_npu_compare(session.graph, dumps, other, left_label=npu_label, right_label=label)
     else:
-        index = scan_golden_dir(Path(golden).expanduser()) if golden else session.golden
         if golden and not Path(golden).expanduser().is_dir():
             raise CommandError(f"{golden}: golden folder does not exist")
+        index = scan_golden_dir(Path(golden).expanduser()) if golden else session.golden
         if index.folder is None or not len(index):
             raise CommandError("no golden .npy files (tf/dump/*.npy): pass --golden DIR, or compare "
                                "two NPU runs with --against RUN")
@@ -118,7 +95,7 @@ def run_vc(session: Session, *, npu: str | None = None, golden: str | None = Non
     result = run_compare(plan, progress=session.progress, workers=workers, executor=executor)
     stamp = datetime.now().strftime("%Y%m%d%H%M%S")
     path = session.output_path(None, f"compare/result_{stamp}.csv")
-    write_result_csv(path, result)
+    write_vendor_csv(path, result)
     result.csv_path = path
     session.results["compare"] = result
     session.results.pop("vcs", None)   # suspects of an older compare no longer apply
@@ -152,7 +129,9 @@ def vc_summary(session: Session, result: CompareResult) -> Message:
             "csv": str(result.csv_path) if result.csv_path else None,
             "seconds": round(result.elapsed, 4), "mb_per_s": round(result.mb_per_s, 1),
             "workers": result.workers, "cancelled": result.cancelled, "problems": result.problems}
-    return Message(lines, data=data)
+    if result.cancelled:
+        lines.append("interrupted: the results above are partial")
+    return Message(lines, data=data, interrupted=result.cancelled)
 
 
 @command("compare", aliases=("vc",),
@@ -195,7 +174,7 @@ def _shown(suspects: list[Suspect], limit: int) -> list[Suspect]:
     return sorted(ranked, key=lambda s: s.order)
 
 
-def suspects_table(found: SuspectList, limit: int, problems: list[str]) -> Table:
+def suspects_table(found: SuspectList, limit: int, problems: list[str], info: list[str] = ()) -> Table:
     suspects = found.suspects
     shown = _shown(suspects, limit)
     rows, highlight = [], set()
@@ -209,12 +188,12 @@ def suspects_table(found: SuspectList, limit: int, problems: list[str]) -> Table
             highlight.add(pos)
     roots = [s for s in suspects if s.role == "root"]
     cond = "".join(f" or {c.text}" for c in found.criteria.conditions)
-    notes = [f"failing: an output with cosine <= {found.criteria.threshold:g}, NaN{cond}; "
-             f"root = every input still matches golden"]
+    notes = [f"failing = an output with cosine <= {found.criteria.threshold:g} or NaN, or NaN/Inf on one "
+             f"side only{cond}; root = its inputs still match golden"]
     for s in roots:
         if s.fusion_blame:
             notes.append(f"fusion blame: {s.op} {s.fusion_blame}")
-    notes += [f"warning: {p}" for p in problems]
+    notes += list(info) + [f"warning: {p}" for p in problems]
     if suspects:
         notes.append("`next` steps through the list with each op's full metric panel")
     title = (f"{_count(len(suspects), 'failing op')} ({_count(len(roots), 'root')}), "
@@ -222,7 +201,8 @@ def suspects_table(found: SuspectList, limit: int, problems: list[str]) -> Table
     return Table(["#", "op", "type", "role", "output", "cosine", "max_abs_err", "inputs (cosine)",
                   "golden", "fusion passes"], rows, title=title,
                  json_rows=[s.to_json() for s in suspects], notes=notes, total=len(suspects),
-                 highlight=highlight, findings=len(suspects))
+                 highlight=highlight, findings=len(suspects),
+                 interrupted=found.source == "partial compare")
 
 
 def _vcs_source(session: Session, files: list[str] | None) -> CompareResult:
@@ -265,12 +245,15 @@ def vcs(session: Session, args) -> Table:
     if limit < 0:
         raise UsageError("-l must be 0 (all) or a positive number")
     criteria = Criteria(threshold, tuple(parse_condition(t) for t in args.metric or ()))
+    ran_vc = not args.file and "compare" not in session.results
     result = _vcs_source(session, args.file)
+    info = [f"no compare result yet, so `vc` ran first ({len(result.rows)} tensors in "
+            f"{result.elapsed:.2f} s; CSV {result.csv_path})"] if ran_vc and result.mode != "csv" else []
     source = "vendor CSV" if result.mode == "csv" else ("partial compare" if result.cancelled else "compare")
     found = SuspectList(find_suspects(result, criteria, session.fusion), criteria, source)
     session.results["vcs"] = found
     session.results["cursor"] = FindingCursor("compare", found.suspects)
-    return suspects_table(found, limit, result.problems)
+    return suspects_table(found, limit, result.problems, info)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -379,24 +362,11 @@ def _suspects(session: Session) -> list[Suspect]:
     return found.suspects
 
 
-def _flat(s: Suspect) -> dict:
-    row = s.to_json()
-    for key in ("inputs", "outputs"):
-        row[key] = "; ".join(f"{t['tensor']} {'-' if t['cosine'] is None else round(t['cosine'], 6)}"
-                             for t in row[key])
-    for key in ("golden", "failed_outputs", "failed_inputs", "passes"):
-        row[key] = ",".join(row[key])
-    row["pass_kinds"] = ",".join(f"{p}:{k}" for p, k in row["pass_kinds"].items())
-    std = row.pop("standard_deviation")
-    row.update(std)
-    return row
-
-
 def _export_suspects(fmt: str) -> Callable[[Session, Path], int]:
     def export(session: Session, path: Path) -> int:
         suspects = _suspects(session)
         if fmt == "csv":
-            return write_rows(path, [_flat(s) for s in suspects], "csv")
+            return write_rows(path, [s.to_flat_json() for s in suspects], "csv")
         return write_rows(path, [s.to_json() for s in suspects], "json")
     return export
 
@@ -427,13 +397,8 @@ def _export_compare(fmt: str) -> Callable[[Session, Path], int]:
         if result is None:
             raise CommandError("no compare result yet: run `vc` first")
         if fmt == "csv":
-            return write_result_csv(path, result)
-        rows = [{"index": r.order, "op": r.op, "type": r.op_type, "tensor": r.tensor,
-                 "golden": r.golden_ops, "golden_tensor": r.golden_ref, "npu_dtype": r.npu_dtype,
-                 "golden_dtype": r.golden_dtype, "shape": list(r.shape) if r.shape else None,
-                 "compared": r.compared, **r.metrics.as_json(), "reason": r.reason or None}
-                for r in result.done_rows]
-        return write_rows(path, rows, "json")
+            return write_vendor_csv(path, result)
+        return write_rows(path, [r.to_json() for r in result.done_rows], "json")
     return export
 
 

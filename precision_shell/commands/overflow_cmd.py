@@ -48,7 +48,8 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
     title = f"{len(scan.findings)} overflowing op{'s' * (len(scan.findings) != 1)} ({', '.join(what)})"
     return Table(["#", "op", "type", "source", "status", "role", "outputs"], rows,
                  title=title, json_rows=[f.to_json() for f in scan.findings], notes=notes,
-                 total=len(scan.findings), highlight=highlight, findings=len(scan.findings))
+                 total=len(scan.findings), highlight=highlight, findings=len(scan.findings),
+                 interrupted=scan.cancelled)
 
 
 @command("overflow", aliases=("ac",),

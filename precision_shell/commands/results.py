@@ -22,6 +22,7 @@ class Table:
     total: int | None = None            # rows before a limit was applied
     highlight: set[int] = field(default_factory=set)   # row positions to emphasise
     findings: int = 0       # problems found (overflowing/failing ops): --fail-on-findings exits 3
+    interrupted: bool = False   # stopped early by Ctrl-C: the rows are partial (batch exits 130)
 
     def to_json(self) -> list[dict]:
         if self.json_rows is not None:
@@ -35,6 +36,7 @@ class Message:
 
     lines: list[str]
     data: Any = None   # JSON form when the message carries data
+    interrupted: bool = False
 
     def to_json(self) -> Any:
         return self.data if self.data is not None else {"message": "\n".join(self.lines)}

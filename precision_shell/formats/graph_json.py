@@ -24,6 +24,7 @@ import json
 import math
 import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 from google.protobuf import descriptor as _desc
@@ -37,15 +38,22 @@ __all__ = ["parse_graph_json"]
 
 _FD = _desc.FieldDescriptor
 _MASK64 = (1 << 64) - 1
-_RANGES = {_FD.TYPE_INT32: (-(1 << 31), (1 << 31) - 1), _FD.TYPE_INT64: (-(1 << 63), (1 << 63) - 1),
-           _FD.TYPE_UINT32: (0, (1 << 32) - 1), _FD.TYPE_UINT64: (0, _MASK64)}
+_I32, _I64 = (-(1 << 31), (1 << 31) - 1), (-(1 << 63), (1 << 63) - 1)
+_RANGES = {_FD.TYPE_INT32: _I32, _FD.TYPE_INT64: _I64, _FD.TYPE_UINT32: (0, (1 << 32) - 1),
+           _FD.TYPE_UINT64: (0, _MASK64), _FD.TYPE_SINT32: _I32, _FD.TYPE_SINT64: _I64}
 _WIRE = {_FD.TYPE_MESSAGE: 2, _FD.TYPE_STRING: 2, _FD.TYPE_BYTES: 2, _FD.TYPE_FLOAT: 5,
          _FD.TYPE_DOUBLE: 1}  # every other type ge.proto uses is a varint
 
 
 class _JsonShapeError(Exception):
-    def __init__(self, where: str, reason: str):
-        super().__init__(f"{where}: {reason}")
+    """A value that does not fit the schema; ``path`` grows while the error unwinds."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason, self.path = reason, []
+
+    def where(self) -> str:
+        return "$" + "".join(reversed(self.path))
 
 
 def _varint(value: int) -> bytes:
@@ -58,112 +66,149 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-_TABLES: dict[_desc.Descriptor, dict[str, tuple[_desc.FieldDescriptor, bytes]]] = {}
+_VARINT = [_varint(i) for i in range(1 << 14)]
 
 
-def _table(message_desc: _desc.Descriptor) -> dict[str, tuple[_desc.FieldDescriptor, bytes]]:
-    """JSON key (proto name and camelCase json_name) -> (field, tag bytes)."""
+@dataclass(frozen=True)
+class _Field:
+    desc: _desc.FieldDescriptor
+    tag: bytes
+    repeated: bool
+    is_map: bool
+    bounds: tuple[int, int] | None  # integer range (enums: int32)
+    message: _desc.Descriptor | None  # for message fields
+
+
+_TABLES: dict[_desc.Descriptor, dict[str, _Field]] = {}
+
+
+def _table(message_desc: _desc.Descriptor) -> dict[str, _Field]:
+    """JSON key (proto name and camelCase json_name) -> how to encode the field."""
     table = _TABLES.get(message_desc)
     if table is None:
         table = {}
         for fd in message_desc.fields:
-            entry = (fd, _varint(fd.number << 3 | _WIRE.get(fd.type, 0)))
-            table[fd.json_name] = entry
-            table[fd.name] = entry
+            is_map = fd.message_type is not None and fd.message_type.GetOptions().map_entry
+            entry = _Field(fd, _varint(fd.number << 3 | _WIRE.get(fd.type, 0)), fd.is_repeated,
+                           is_map, _I32 if fd.type == _FD.TYPE_ENUM else _RANGES.get(fd.type),
+                           fd.message_type)
+            table[fd.json_name] = table[fd.name] = entry
         _TABLES[message_desc] = table
     return table
 
 
-def _as_int(value, bounds: tuple[int, int], where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise _JsonShapeError(where, f"expected an integer, got {json.dumps(value)[:40]}")
-    try:
-        number = int(value)
-    except ValueError:
-        raise _JsonShapeError(where, f"expected an integer, got {value[:40]!r}") from None
-    if not bounds[0] <= number <= bounds[1]:
-        raise _JsonShapeError(where, f"integer {number} out of range")
-    return number
+def _shown(value) -> str:
+    return json.dumps(value)[:40]
 
 
-def _as_float(value, where: str) -> float:
+def _as_int(value, bounds: tuple[int, int]) -> int:
+    if type(value) is not int:
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise _JsonShapeError(f"expected an integer, got {_shown(value)}")
+        try:
+            value = int(value)
+        except ValueError:
+            raise _JsonShapeError(f"expected an integer, got {_shown(value)}") from None
+    if not bounds[0] <= value <= bounds[1]:
+        raise _JsonShapeError(f"integer {value} out of range")
+    return value
+
+
+def _as_float(value) -> float:
     if value is None:  # nlohmann::json writes NaN and +-inf as null
         return math.nan
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _JsonShapeError(where, f"expected a number, got {json.dumps(value)[:40]}")
+        raise _JsonShapeError(f"expected a number, got {_shown(value)}")
     try:
         return float(value)  # "%g" strings: "0.5", "1e-05", "inf", "nan"
     except ValueError:
-        raise _JsonShapeError(where, f"expected a number, got {value[:40]!r}") from None
+        raise _JsonShapeError(f"expected a number, got {_shown(value)}") from None
 
 
-def _scalar(value, fd: _desc.FieldDescriptor, repeated: bool, where: str) -> bytes:
+def _scalar(value, f: _Field, repeated: bool) -> bytes:
     """Wire payload (no tag) of one scalar JSON value."""
-    kind = fd.type
-    if kind in (_FD.TYPE_STRING, _FD.TYPE_BYTES):
-        if not isinstance(value, str):
-            raise _JsonShapeError(where, f"expected a string, got {json.dumps(value)[:40]}")
+    kind = f.desc.type
+    if f.bounds is not None and type(value) is int and kind != _FD.TYPE_ENUM \
+            and 0 <= value < 16384 and f.bounds[0] <= 0 and kind != _FD.TYPE_SINT32 and kind != _FD.TYPE_SINT64:
+        return _VARINT[value]  # the common small int
+    if kind == _FD.TYPE_STRING or kind == _FD.TYPE_BYTES:
+        if type(value) is not str:
+            raise _JsonShapeError(f"expected a string, got {_shown(value)}")
         raw = value.encode("utf-8", "surrogateescape")
         if kind == _FD.TYPE_BYTES and not repeated and "\\" in value:
             try:  # newer GE C-escapes singular bytes; older GE wrote them raw (then keep them)
                 raw = text_encoding.CUnescape(value)
             except ValueError:
                 pass
-        return _varint(len(raw)) + raw
-    if kind == _FD.TYPE_BOOL:
-        if isinstance(value, bool):
-            return b"\x01" if value else b"\x00"
-        if value in ("true", "false", 0, 1):
-            return b"\x01" if value in ("true", 1) else b"\x00"
-        raise _JsonShapeError(where, f"expected true or false, got {json.dumps(value)[:40]}")
+        return (_VARINT[len(raw)] if len(raw) < 16384 else _varint(len(raw))) + raw
+    if f.bounds is not None and kind != _FD.TYPE_ENUM:
+        number = _as_int(value, f.bounds)
+        if kind == _FD.TYPE_SINT32 or kind == _FD.TYPE_SINT64:
+            number = number << 1 if number >= 0 else (-number << 1) - 1
+        return _VARINT[number] if 0 <= number < 16384 else _varint(number)
     if kind == _FD.TYPE_ENUM:
         if isinstance(value, str) and not value.lstrip("-").isdigit():
-            enum_value = fd.enum_type.values_by_name.get(value)
+            enum_value = f.desc.enum_type.values_by_name.get(value)
             if enum_value is None:
-                raise _JsonShapeError(where, f"enum {fd.enum_type.full_name} has no value {value!r}")
+                raise _JsonShapeError(f"enum {f.desc.enum_type.full_name} has no value {value!r}")
             return _varint(enum_value.number)
-        return _varint(_as_int(value, _RANGES[_FD.TYPE_INT32], where))
+        return _varint(_as_int(value, f.bounds))
+    if kind == _FD.TYPE_BOOL:
+        if value is True or value in ("true", 1):
+            return b"\x01"
+        if value is False or value in ("false", 0):
+            return b"\x00"
+        raise _JsonShapeError(f"expected true or false, got {_shown(value)}")
     if kind == _FD.TYPE_FLOAT:
-        number = _as_float(value, where)
+        number = _as_float(value)
         try:
             return struct.pack("<f", number)
         except OverflowError:  # beyond float32: what a C cast gives
             return struct.pack("<f", math.copysign(math.inf, number))
     if kind == _FD.TYPE_DOUBLE:
-        return struct.pack("<d", _as_float(value, where))
-    return _varint(_as_int(value, _RANGES.get(kind, _RANGES[_FD.TYPE_INT64]), where))
+        return struct.pack("<d", _as_float(value))
+    raise _JsonShapeError(f"field type {kind} is not supported")
 
 
-def _message(obj, message_desc: _desc.Descriptor, where: str) -> bytes:
+def _message(obj, table: dict[str, _Field]) -> bytes:
     """Wire bytes of one message given as a JSON object (``null`` = empty message)."""
     if obj is None:
         return b""
-    if not isinstance(obj, dict):
-        raise _JsonShapeError(where, f"expected an object for {message_desc.name}, "
-                              f"got {type(obj).__name__}")
-    table, out = _table(message_desc), []
+    if type(obj) is not dict:
+        raise _JsonShapeError(f"expected an object, got {type(obj).__name__}")
+    out = []
     for key, value in obj.items():
-        entry = table.get(key)
-        if entry is None or value is None:  # unknown key, or a field written as null
+        f = table.get(key)
+        if f is None or value is None:  # unknown key, or a field written as null
             continue
-        fd, tag = entry
-        here = f"{where}.{key}"
-        if fd.is_repeated:
-            if isinstance(value, dict) and fd.message_type is not None \
-                    and fd.message_type.GetOptions().map_entry:
-                value = [{"key": k, "value": v} for k, v in value.items()]  # canonical JSON map
-            if not isinstance(value, list):
-                raise _JsonShapeError(here, f"expected a list, got {type(value).__name__}")
-            items = enumerate(value)
-        else:
-            items = ((None, value),)
-        for index, item in items:
-            at = here if index is None else f"{here}[{index}]"
-            if fd.type == _FD.TYPE_MESSAGE:
-                body = _message(item, fd.message_type, at)
-                out.append(tag + _varint(len(body)) + body)
-            else:
-                out.append(tag + _scalar(item, fd, index is not None, at))
+        try:
+            if f.message is None and not f.repeated:
+                out.append(f.tag + _scalar(value, f, False))
+                continue
+            if not f.repeated:
+                body = _message(value, _table(f.message))
+                out.append(f.tag + (_VARINT[len(body)] if len(body) < 16384 else _varint(len(body))))
+                out.append(body)
+                continue
+            if f.is_map and type(value) is dict:  # canonical proto3 JSON map
+                value = [{"key": k, "value": v} for k, v in value.items()]
+            if type(value) is not list:
+                raise _JsonShapeError(f"expected a list, got {type(value).__name__}")
+            child = _table(f.message) if f.message is not None else None
+            for index, item in enumerate(value):
+                try:
+                    if child is not None:
+                        body = _message(item, child)
+                        out.append(f.tag + (_VARINT[len(body)] if len(body) < 16384 else _varint(len(body))))
+                        out.append(body)
+                    else:
+                        out.append(f.tag + _scalar(item, f, True))
+                except _JsonShapeError as exc:
+                    exc.path.append(f"[{index}]")
+                    raise
+        except _JsonShapeError as exc:
+            exc.path.append(f".{key}")
+            raise
     return b"".join(out)
 
 
@@ -187,8 +232,8 @@ def parse_graph_json(path: str | os.PathLike):
         raise FormatError(path, 'not a GE graph JSON: expected an object with a "graph" list')
     model_cls = ge_ir_pb().ModelDef
     try:
-        return model_cls.FromString(_message(tree, model_cls.DESCRIPTOR, "$"))
+        return model_cls.FromString(_message(tree, _table(model_cls.DESCRIPTOR)))
     except _JsonShapeError as exc:
-        raise FormatError(path, str(exc)) from None
+        raise FormatError(path, f"{exc.where()}: {exc.reason}") from None
     except (RecursionError, DecodeError):
         raise FormatError(path, "graph JSON nested too deeply") from None

@@ -60,8 +60,10 @@ _STMT = re.compile(_STMT_RE)
 _LINE = re.compile(_STMT_RE + _WS)  # fullmatch: a line holding exactly one statement
 _WS_ONLY = re.compile(_WS)
 _TRAILER = re.compile(_WS + rb"\Z")
-# A line starting with a quote or separator continues the previous line's statement
-# ("a" "b" concatenation, a ',' after a value): such files take the statement path throughout.
+# A line starting with a quote or separator continues the statement of an earlier line ("a" "b"
+# concatenation, a ',' after a value), which line mode has already applied: such (hand-written)
+# files are parsed again from the start on the statement path.
+_CONTINUES = (b'"', b"'", b",", b";")
 _CONTINUATION = re.compile(rb"\n[ \t\r\f\v]*+[\"',;]")
 _LIST_ITEM = re.compile(_WS + rb"(?:(" + _STR + rb")|(" + _ATOM + rb")|(,)|(\]))")
 _STR_PIECE = re.compile(_STR)
@@ -416,29 +418,40 @@ class _Builder:
             stack[:] = [frame[:5] + (None, None) for frame in stack]
 
 
+def _line_pass(builder: _Builder, data: bytes) -> int:
+    """Apply ``data`` line by line while each line is one statement; returns where it stopped
+    (len(data) when done, 0 when the file must be read as statements from the start)."""
+    pos, line = 0, 1
+    while pos < len(data):
+        end = len(data)
+        if pos + _CHUNK < end:  # cut at a line end (after the chunk if one line is longer)
+            end = data.rfind(b"\n", pos, pos + _CHUNK)
+            if end < 0:
+                end = data.find(b"\n", pos + _CHUNK)
+                end = len(data) if end < 0 else end
+        lines = data[pos:end].split(b"\n")
+        try:
+            done = builder.run(lines, True)
+        except _TextError as exc:
+            if _CONTINUATION.search(data) is not None:
+                return 0  # a later line may change this statement: decide on the statement path
+            exc.line += line
+            raise
+        if done < len(lines):
+            if lines[done].lstrip()[:1] in _CONTINUES:
+                return 0
+            return pos + sum(map(len, lines[:done])) + done
+        pos, line = end + 1, line + len(lines)
+    return len(data)
+
+
 def _text_to_wire(data: bytes, message_desc: _desc.Descriptor) -> bytes:
     """Translate TextFormat bytes (valid UTF-8) of ``message_desc`` into its wire format."""
     builder = _Builder(_Spec(_fields_of(message_desc)))
-    pos, line = 0, 1
-    if _CONTINUATION.search(data) is None:  # fast path: one statement per line
-        while pos < len(data):
-            end = len(data)
-            if pos + _CHUNK < end:  # cut at a line end (after the chunk if one line is longer)
-                end = data.rfind(b"\n", pos, pos + _CHUNK)
-                if end < 0:
-                    end = data.find(b"\n", pos + _CHUNK)
-                    end = len(data) if end < 0 else end
-            lines = data[pos:end].split(b"\n")
-            try:
-                done = builder.run(lines, True)
-            except _TextError as exc:
-                exc.line += line
-                raise
-            if done < len(lines):  # not one statement per line: statements from here on
-                pos += sum(map(len, lines[:done])) + done
-                break
-            pos, line = end + 1, line + len(lines)
-    if pos < len(data):
+    pos = _line_pass(builder, data)
+    if pos < len(data):  # the rest, statement by statement
+        if pos == 0:
+            builder = _Builder(_Spec(_fields_of(message_desc)))
         units, offsets = [], []
         for m in _STMT.finditer(data, pos):
             if m.start() != pos:

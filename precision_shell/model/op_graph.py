@@ -101,7 +101,14 @@ def _split_input(raw: str) -> tuple[str, int] | None:
         return None
 
 
-def _op_node(op, graph_name: str, order: int) -> OpNode:
+def _names(value) -> list[str]:
+    """A names attr GE writes as ``list.s`` (or as ``s``): the non-empty names."""
+    if value.WhichOneof("value") == "list":
+        return [name for name in map(text, value.list.s) if name]  # direct: it runs for every op
+    return string_list(decode_attr(value))
+
+
+def _op_node(op, graph_name: str, order: int, memo: dict) -> OpNode:
     attrs = op.attr
     original = attrs.get(ORIGINAL_OP_NAMES)  # .get: indexing a message map would insert the key
     passes = attrs.get(PASS_NAME)
@@ -112,10 +119,10 @@ def _op_node(op, graph_name: str, order: int) -> OpNode:
     return OpNode(
         name=op.name, type=op.type, graph=graph_name, order=order, id=op.id,
         stream_id=op.stream_id, inputs=[], control_inputs=[],
-        outputs=[tensor_desc(i, d) for i, d in enumerate(op.output_desc)], attrs=LazyAttrs(attrs),
-        original_ops=string_list(decode_attr(original)) if original is not None else [],
+        outputs=[tensor_desc(i, d, memo) for i, d in enumerate(op.output_desc)], attrs=LazyAttrs(attrs),
+        original_ops=_names(original) if original is not None else [],
         has_original_attr=original is not None,
-        passes=string_list(decode_attr(passes)) if passes is not None else [],
+        passes=_names(passes) if passes is not None else [],
         kernel=text(kernel.s) or None if kernel is not None else None,
         engine=text(engine.s) or None if engine is not None else None)
 
@@ -143,11 +150,13 @@ class OpGraph:
                                          f"using it instead of {latest[graph.name][0]}")
                     del latest[graph.name]  # re-inserted below: the order of the copy used
                 latest[graph.name] = (str(source), graph)
+        self._memo = {}  # identical tensor descriptors -> one TensorDesc (build time only)
         with _gc_paused():
             pending = [self._add_graph(name, source, graph) for name, (source, graph) in latest.items()]
             for local, nodes in pending:
                 for node, op in nodes:
                     self._link(node, op, local)
+        del self._memo
         return self
 
     def _add_graph(self, graph_name: str, source: str, graph) -> tuple[dict[str, str], list]:
@@ -158,7 +167,7 @@ class OpGraph:
                 self.warnings.append(f"graph {graph_name!r}: op name {op.name!r} repeated; "
                                      "keeping the first")
                 continue
-            node = _op_node(op, graph_name, order)
+            node = _op_node(op, graph_name, order, self._memo)
             node.key = op.name if op.name not in self.ops else f"{graph_name}/{op.name}"
             local[op.name] = node.key
             self.ops[node.key] = node
@@ -190,7 +199,7 @@ class OpGraph:
                 continue
             index = len(node.inputs)
             ref = InputRef(index=index, producer=None, producer_output=None,
-                           desc=tensor_desc(index, descs[index]) if index < len(descs) else None,
+                           desc=tensor_desc(index, descs[index], self._memo) if index < len(descs) else None,
                            raw=raw)
             node.inputs.append(ref)
             if not raw:

@@ -8,6 +8,7 @@ Ctrl-C while a command runs stops the command and returns to the prompt, Ctrl-D,
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import threading
@@ -27,6 +28,7 @@ from prompt_toolkit.styles import Style as PromptStyle
 from precision_shell import __version__
 from precision_shell.commands import REGISTRY
 from precision_shell.commands.runner import Statement, execute
+from precision_shell.shell.progress import progress_factory
 from precision_shell.config import Config, current_config, load_config, use_config
 from precision_shell.errors import FormatError
 from precision_shell.frontend import Frontend
@@ -57,7 +59,22 @@ def open_history(path: str | os.PathLike | None) -> tuple[History, str | None]:
     except OSError as exc:
         reason = exc.strerror or str(exc)
         return InMemoryHistory(), f"history not saved: cannot write {target} ({reason})"
-    return FileHistory(str(target)), None
+    history = FileHistory(str(target))
+    _preload(history)
+    return history, None
+
+
+def _preload(history: History) -> None:
+    """Read the history file now: prompt_toolkit would load it in the background, and keys typed
+    at once (Up, Ctrl-R, a pasted line) would miss it."""
+    async def consume() -> None:
+        async for _ in history.load():
+            pass
+
+    try:
+        asyncio.run(consume())
+    except (OSError, UnicodeDecodeError, RuntimeError):
+        pass  # unreadable now: prompt_toolkit retries, and the shell works without it
 
 
 def load_repl_config(path: str | None) -> tuple[Config, list[str]]:
@@ -161,6 +178,8 @@ def run_repl(session: Any, opts: Any, log_path: Path | None, *, input: Any = Non
         print(f"warning: {warning}", file=err, flush=True)
 
     prompt = make_prompt_session(session, config, history, color_now(), input, output)
+    if output is None:  # a real terminal: long analyses draw a progress bar
+        session.progress = progress_factory()
     while True:
         try:
             line = prompt.prompt()
