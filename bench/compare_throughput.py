@@ -4,14 +4,14 @@ Generates (or reuses) a large sample workspace (``python -m precision_shell.samp
 warms the page cache, then runs, each in a fresh process and ``--repeat`` times:
 
 * ``vc -j N`` for each N in ``--jobs`` (the real CLI, batch mode, JSON summary), and
-* a naive baseline over exactly the same tensor pairs: ``np.fromfile`` / ``np.load`` of the
-  whole tensors, the layout restored, both cast to float32, and each vendor metric computed with
-  its own whole-array numpy expression (formats.md A.8.3) -- what a straightforward
-  implementation does (the vendor engine itself is slower still: A.9).
+* the naive baseline over exactly the same tensor pairs (``bench/baseline.py compare``):
+  ``np.fromfile`` / ``np.load`` of the whole tensors, the layout restored, both cast to float32,
+  and each vendor metric computed with its own whole-array numpy expression (formats.md A.8.3) --
+  what a straightforward implementation does (the vendor engine itself is slower still: A.9).
 
 Prints medians of wall time, MB/s of dump data (NPU dump files + golden .npy files on disk),
-peak RSS (``resource.getrusage(RUSAGE_CHILDREN)``: the largest process of the run, pool workers
-included) and the speed-up over the baseline.
+peak RSS (``os.wait4``: the largest process of the run, pool workers included) and the speed-up
+over the baseline. ``bench/run.py`` runs this and every other measurement in one go.
 
     python bench/compare_throughput.py --scale 1000 --jobs 1 2 --repeat 3
 """
@@ -21,132 +21,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import ROOT, bench_env, ensure_workspace, run_child, warm_page_cache, workspace_files  # noqa: E402
 
-# ------------------------------------------------------------------------------------------------
-# measuring one run in a fresh process
+BASELINE = str(ROOT / "bench" / "baseline.py")
+
 
 def measure(cmd: list[str]) -> dict:
-    """Run ``cmd`` from a fresh measuring process: its wall time and the peak RSS of the run."""
-    out = subprocess.run([sys.executable, __file__, "--measure", "--", *cmd], check=True,
-                         capture_output=True, text=True, env=_env())
-    return json.loads(out.stdout.splitlines()[-1])
-
-
-def _measure_child(cmd: list[str]) -> None:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-        sys.exit(proc.returncode)
-    rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss   # KiB on Linux
-    print(json.dumps({"wall": wall, "rss_mb": rss_kb / 1024, "stdout": proc.stdout}))
-
-
-def _env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    # one BLAS/OpenMP thread per process: parallelism is what -j measures
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env.setdefault("OPENBLAS_NUM_THREADS", "1")
-    return env
-
-
-# ------------------------------------------------------------------------------------------------
-# the naive baseline (runs in its own process via --baseline)
-
-def naive_metrics(x, y) -> list[float]:
-    """The ten vendor metrics, one whole-array numpy expression each (formats.md A.8.3)."""
-    import numpy as np
-
-    x = x.reshape(-1).astype(np.float32)
-    y = y.reshape(-1).astype(np.float32)
-    eps = np.finfo(np.float64).eps
-    with np.errstate(all="ignore"):
-        nx, ny = np.linalg.norm(x), np.linalg.norm(y)
-        cos = 1.0 if nx <= eps and ny < eps else float(np.sum((x / nx) * (y / ny)))
-        diff = x - y
-        mae_max = float(np.max(np.abs(diff)))
-        nz = np.abs(y) > eps
-        rel = np.where(nz, np.abs(x / np.where(nz, y, 1) - 1), 0)
-        red = float(np.sqrt(np.sum(diff ** 2) / np.sum(y ** 2))) if ny > eps else 0.0
-
-        def scale(v):
-            lo, hi = v.min(), v.max()
-            v = (v - lo) / (hi - lo) if hi > lo else v
-            v = np.maximum(v, np.finfo(np.float32).eps)
-            return v / v.sum()
-
-        p, q = scale(x), scale(y)
-        kl = float(np.sum(p * np.log(p / q)))
-        std = (float(np.mean(x.astype(np.float64))), float(np.std(x.astype(np.float64))),
-               float(np.mean(y.astype(np.float64))), float(np.std(y.astype(np.float64))))
-        return [cos, mae_max, float(rel.sum()), red, kl, *std, float(np.mean(np.abs(diff))),
-                float(np.sqrt(np.mean(diff ** 2))), float(rel.max()), float(rel.mean())]
-
-
-def _baseline_child(ws: str) -> None:
-    import numpy as np
-
-    from precision_shell.analysis.compare_mapping import plan_golden_compare
-    from precision_shell.formats.dump_file import read_dump_header, read_logical_array
-    from precision_shell.model.session import Session
-
-    session = Session.open(ws)
-    plan = plan_golden_compare(session.graph, session.dumps, session.golden)
-    pairs = 0
-    for job in plan.jobs:
-        if job.npu is None or job.golden is None:
-            continue
-        header = read_dump_header(job.npu.path)   # no header cache: one read per tensor
-        entry = header.entry(job.npu.io, job.npu.index)
-        npu = read_logical_array(header, entry, target_format=job.npu.target_format)
-        golden = np.load(job.golden.path)
-        if npu.size == golden.size:
-            naive_metrics(npu, golden)
-            pairs += 1
-    print(json.dumps({"pairs": pairs}))
-
-
-# ------------------------------------------------------------------------------------------------
-
-def _workspace(args) -> Path:
-    ws = Path(args.workdir) / f"scale_{int(args.scale)}"
-    if not (ws / "pshell_sample_manifest.json").exists():
-        print(f"generating a {args.scale:g} MB workspace in {ws} ...", flush=True)
-        subprocess.run([sys.executable, "-m", "precision_shell.samples", str(ws), "--scale",
-                        str(args.scale), "--force"], check=True, env=_env())
-    return ws
-
-
-def _warm(ws: Path) -> int:
-    """Read every file once (warm page cache, as product.md §8 specifies); returns total bytes."""
-    total = 0
-    for path in (ws / "precision_data").rglob("*"):
-        if path.is_file():
-            with path.open("rb") as fh:
-                while chunk := fh.read(16 << 20):
-                    total += len(chunk)
-    return total
+    """Run ``cmd`` in a fresh process: its wall time and its own peak RSS (``os.wait4``)."""
+    run = run_child(cmd, env=bench_env())
+    if not run.ok:
+        sys.stderr.write(run.stderr)
+        raise SystemExit(run.returncode)
+    return {"wall": run.wall, "rss_mb": run.rss_mb, "stdout": run.stdout}
 
 
 def main() -> int:
-    if len(sys.argv) > 2 and sys.argv[1] == "--measure":
-        _measure_child(sys.argv[3:])
-        return 0
-    if len(sys.argv) > 2 and sys.argv[1] == "--baseline":
-        _baseline_child(sys.argv[2])
-        return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scale", type=float, default=1000, help="MB of NPU dumps to generate (default 1000)")
     p.add_argument("--jobs", type=int, nargs="+", default=[1, os.cpu_count() or 1], help="vc -j values")
@@ -155,10 +51,9 @@ def main() -> int:
     p.add_argument("--no-baseline", action="store_true", help="skip the naive baseline")
     args = p.parse_args()
 
-    ws = _workspace(args)
-    manifest = json.loads((ws / "pshell_sample_manifest.json").read_text())
-    data_bytes = manifest["totals"]["npu_dump_bytes"] + manifest["totals"]["golden_bytes"]
-    _warm(ws)
+    bench_ws = ensure_workspace(Path(args.workdir), scale_mb=args.scale)
+    ws, manifest, data_bytes = bench_ws.path, bench_ws.manifest, bench_ws.data_bytes
+    warm_page_cache(workspace_files(ws))
     print(f"workspace {ws}: {manifest['totals']['npu_dump_files']} NPU dumps "
           f"({manifest['totals']['npu_dump_bytes'] / 1e6:.0f} MB) + {manifest['totals']['golden_files']} "
           f"golden files ({manifest['totals']['golden_bytes'] / 1e6:.0f} MB) = {data_bytes / 1e6:.0f} MB; "
@@ -168,7 +63,7 @@ def main() -> int:
     configs = [(f"vc -j {j}", [sys.executable, "-m", "precision_shell", str(ws), "-o", str(out_dir),
                                "-c", f"vc -j {j}", "--format", "json"]) for j in args.jobs]
     if not args.no_baseline:
-        configs.append(("naive baseline (1 process)", [sys.executable, __file__, "--baseline", str(ws)]))
+        configs.append(("naive baseline (1 process)", [sys.executable, BASELINE, "compare", str(ws)]))
     for name, cmd in configs:
         runs = [measure(cmd) for _ in range(args.repeat)]
         wall = statistics.median(r["wall"] for r in runs)

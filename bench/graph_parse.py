@@ -12,19 +12,19 @@ linear in size), since a full run would take minutes.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from google.protobuf import text_format  # noqa: E402
 
 from precision_shell.formats.graph_text import parse_graph_text, parse_graph_text_reference  # noqa: E402
 from precision_shell.formats.protoload import ge_ir_pb  # noqa: E402
 from precision_shell.model.op_graph import OpGraph  # noqa: E402
+from common import median_time as _median_time  # noqa: E402
 
 _LAYER = "@LAYER@"  # placeholder replaced per block copy; only ever appears inside quoted names
 _TYPES = ["MatMulV2", "Add", "LayerNorm", "Cast", "TransData", "Mul", "GeluV2", "BatchMatMul",
@@ -94,15 +94,6 @@ def make_graph_text(path: Path, n_ops: int, block: int = 200) -> int:
                 str(_OFFSET // 10000), str(10000 + layer)))
         out.write('  attr {\n    key: "_session_graph_id"\n    value {\n      s: "0_1"\n    }\n  }\n}\n')
     return path.stat().st_size
-
-
-def _median_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

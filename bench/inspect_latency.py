@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +25,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from common import pshell_cmd, run_child  # noqa: E402
 
 from precision_shell.commands import REGISTRY  # noqa: E402
 from precision_shell.commands.runner import execute, split_statements  # noqa: E402
@@ -39,15 +40,12 @@ def _median_ms(samples: list[float]) -> str:
 
 
 def whole_process(ws: Path, command: str, repeat: int) -> list[float]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "precision_shell", str(ws), "-c", command,
-                               "--format", "json"], capture_output=True, env=env, check=False)
-        times.append(time.perf_counter() - start)
-        if proc.returncode != 0:
-            raise SystemExit(f"`{command}` failed: {proc.stderr.decode().strip()}")
+        run = run_child(pshell_cmd(ws, command))
+        times.append(run.wall)
+        if not run.ok:
+            raise SystemExit(f"`{command}` failed: {run.stderr.strip()}")
     return times
 
 

@@ -12,70 +12,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from baseline import naive_metrics  # noqa: E402  (formats.md A.8.3 the straightforward way)
+from common import median_wall_cpu as median_seconds  # noqa: E402
 from precision_shell.analysis.metrics import DEFAULT_CHUNK, compute_metrics  # noqa: E402
-
-EPS = np.finfo(np.float64).eps
-EPS32 = np.finfo(np.float32).eps
-
-
-def naive_metrics(npu: np.ndarray, golden: np.ndarray) -> dict:
-    """formats.md A.8.3 (+ msprobe's thousandth ratios) the straightforward way."""
-    x = npu.reshape(-1).astype(np.float32)
-    y = golden.reshape(-1).astype(np.float32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        nx, ny = np.linalg.norm(x), np.linalg.norm(y)
-        cos = min(float(np.sum((x / nx) * (y / ny))), 1.0)
-        diff = x - y
-        rel = np.where(np.abs(y) > EPS, np.abs(x / y - 1), 0)
-        out = {
-            "cosine": cos,
-            "max_abs_error": float(np.max(np.abs(diff))),
-            "accumulated_relative_error": float(rel.sum()),
-            "relative_euclidean_distance": float(np.sqrt(np.sum(diff ** 2) / np.sum(y ** 2))),
-            "mean_abs_error": float(np.mean(np.abs(diff))),
-            "rmse": float(np.sqrt(np.mean(diff ** 2))),
-            "max_relative_error": float(rel.max()),
-            "mean_relative_error": float(rel.mean()),
-            "std": (np.mean(x, dtype=np.float64), np.std(x, dtype=np.float64),
-                    np.mean(y, dtype=np.float64), np.std(y, dtype=np.float64)),
-        }
-
-        def scaled(v):
-            span = v.max() - v.min()
-            v = (v - v.min()) / span if span != 0 else v
-            return np.maximum(v, EPS32)
-
-        p, q = scaled(x), scaled(y)
-        p, q = p / p.sum(), q / q.sum()
-        out["kl_divergence"] = float(np.sum(p * np.log(p / q)))
-        zero = y == 0
-        xn, yn = x.copy(), y.copy()
-        xn[zero] += EPS32
-        yn[zero] += EPS32
-        err = np.abs((xn - yn) / yn)
-        out["one_thousandth_err_ratio"] = float(np.sum(err < 0.001) / err.size)
-        out["five_thousandths_err_ratio"] = float(np.sum(err < 0.005) / err.size)
-    return out
-
-
-def median_seconds(func, repeat: int) -> tuple[float, float]:
-    """(wall, CPU) medians: on a shared box the CPU time is the steadier of the two."""
-    wall, cpu = [], []
-    for _ in range(repeat):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        func()
-        wall.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
-    return statistics.median(wall), statistics.median(cpu)
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -109,7 +55,7 @@ def main() -> None:
             ours, ref = compute_metrics(npu, gold).as_json(), naive_metrics(npu, gold)
             # the naive float32 sums are themselves off by ~1e-8 relative at this size
             worst = max(abs(ours[key] - ref[key]) / max(1.0, abs(ref[key]))
-                        for key in ref if key != "std")
+                        for key in ref if key != "standard_deviation")
             line += f"  (max rel. diff vs naive {worst:.1e})"
         print(line, flush=True)
 

@@ -7,20 +7,25 @@ size of the dumps.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_file import DumpHeader, read_dump_header
 from precision_shell.formats.dump_names import DumpName, escape_op_name, parse_dump_name, read_mapping_csv
+from precision_shell.model.folder_listing import list_tree
+from precision_shell.model.load_cache import LoadCache
 
 
-@dataclass(frozen=True)
-class DumpFile:
-    path: Path
+class DumpFile(NamedTuple):  # a tuple: 10^5 of them are built at start-up
+    folder: Path
+    filename: str
     name: DumpName
     size: int
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.filename
 
     @property
     def op_key(self) -> str:
@@ -30,7 +35,7 @@ class DumpFile:
 
 class DumpIndex:
     def __init__(self, files: list[DumpFile], warnings: list[str] | None = None):
-        self.files = sorted(files, key=lambda f: (f.name.timestamp, f.path.name))
+        self.files = sorted(files, key=lambda f: (f.name.timestamp, f.filename))
         self.warnings = warnings or []
         self.by_key: dict[str, list[DumpFile]] = {}
         self.opdebug: list[DumpFile] = []
@@ -74,56 +79,47 @@ class DumpIndex:
         return hdr
 
 
-def scan_dump_dir(folder: Path, recursive: bool = False) -> DumpIndex:
-    """Index the dump files in ``folder`` (and below it when ``recursive``).
-
-    All-digit file names are hashed over-long names: their real names come from the folder's
-    ``mapping.csv`` (formats.md §1.1).
-    """
-    files: list[DumpFile] = []
-    warnings: list[str] = []
-    folders = [folder]
-    while folders:
-        current = folders.pop()
-        mapping: dict[str, str] | None = None
-        try:
-            entries = list(os.scandir(current))
-        except OSError as exc:
-            warnings.append(f"{current}: cannot list folder ({exc.strerror})")
-            continue
-        for entry in entries:
-            if entry.is_dir():
-                if recursive:
-                    folders.append(Path(entry.path))
-                continue
-            name = entry.name
-            if name.isdigit():
-                if mapping is None:
-                    mapping = _load_mapping(Path(current), warnings)
-                real = mapping.get(name)
-                if real is None:
-                    warnings.append(f"{entry.path}: hashed dump name not in mapping.csv")
-                    continue
-                parsed = parse_dump_name(real)
-            else:
-                parsed = parse_dump_name(name)
-            if parsed is None:
-                continue
-            try:
-                size = entry.stat().st_size
-            except OSError as exc:
-                warnings.append(f"{entry.path}: cannot stat ({exc.strerror})")
-                continue
-            files.append(DumpFile(Path(entry.path), parsed, size))
-    return DumpIndex(files, warnings)
+def _parse_dump_file(filename: str, folder: Path, warnings: list[str]) -> DumpName | None:
+    """All-digit file names are hashed over-long names: the real name is in the folder's
+    ``mapping.csv`` (formats.md §1.1)."""
+    if not filename.isdigit():
+        return parse_dump_name(filename)
+    mapping = _mapping(folder, warnings)
+    real = mapping.get(filename)
+    if real is None:
+        warnings.append(f"{folder / filename}: hashed dump name not in mapping.csv")
+        return None
+    return parse_dump_name(real)
 
 
-def _load_mapping(folder: Path, warnings: list[str]) -> dict[str, str]:
+_MAPPINGS: dict[Path, tuple[int, dict[str, str]]] = {}  # mapping.csv -> (mtime, rows), read once
+
+
+def _mapping(folder: Path, warnings: list[str]) -> dict[str, str]:
     path = folder / "mapping.csv"
-    if not path.exists():
-        return {}
     try:
-        return read_mapping_csv(path)
-    except FormatError as exc:
-        warnings.append(str(exc))
+        stamp = path.stat().st_mtime_ns
+    except OSError:
         return {}
+    if _MAPPINGS.get(path, (None,))[0] != stamp:
+        try:
+            _MAPPINGS[path] = (stamp, read_mapping_csv(path))
+        except FormatError as exc:
+            warnings.append(str(exc))
+            _MAPPINGS[path] = (stamp, {})
+    return _MAPPINGS[path][1]
+
+
+def _mapping_key(folder: Path) -> tuple:
+    try:
+        return ((folder / "mapping.csv").stat().st_mtime_ns,)
+    except OSError:
+        return ()
+
+
+def scan_dump_dir(folder: Path, recursive: bool = False, cache: LoadCache | None = None) -> DumpIndex:
+    """Index the dump files in ``folder`` (and below it when ``recursive``)."""
+    listing = list_tree(Path(folder), _parse_dump_file, kind="dumps", recursive=recursive,
+                        cache=cache, extra_key=_mapping_key)
+    files = [DumpFile(f, name, parsed, size) for f, name, parsed, size in listing.entries]
+    return DumpIndex(files, listing.warnings)

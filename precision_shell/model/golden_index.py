@@ -6,26 +6,35 @@ and ``.`` replaced by ``_``, plus the output index; the newest timestamp wins.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from precision_shell.formats.dump_names import GoldenName, escape_op_name, parse_golden_name
+from precision_shell.model.folder_listing import list_tree
+from precision_shell.model.load_cache import LoadCache
 
 
-@dataclass(frozen=True)
-class GoldenFile:
-    path: Path
+class GoldenFile(NamedTuple):  # a tuple: 10^5 of them are built at start-up
+    folder: Path
+    filename: str
     name: GoldenName
     size: int
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.filename
 
 
 class GoldenIndex:
     def __init__(self, folder: Path | None, files: list[GoldenFile]):
         self.folder = folder
         self.by_key: dict[tuple[str, int], GoldenFile] = {}
-        for f in sorted(files, key=lambda f: (f.name.timestamp or 0, f.path.name)):
-            self.by_key[(f.name.op_name, f.name.output_index)] = f  # later (newer) wins
+        for f in files:
+            key = (f.name.op_name, f.name.output_index)
+            old = self.by_key.get(key)
+            # several dumps of one tensor: the newest timestamp wins (formats.md §5)
+            if old is None or (f.name.timestamp or 0, f.filename) > (old.name.timestamp or 0, old.filename):
+                self.by_key[key] = f
 
     def __len__(self) -> int:
         return len(self.by_key)
@@ -46,22 +55,9 @@ class GoldenIndex:
         return [f"{name}:{idx}" for name, idx in sorted(self.by_key)]
 
 
-def scan_golden_dir(folder: Path | None) -> GoldenIndex:
+def scan_golden_dir(folder: Path | None, cache: LoadCache | None = None) -> GoldenIndex:
     if folder is None:
         return GoldenIndex(None, [])
-    files = []
-    stack = [folder]
-    while stack:
-        current = stack.pop()
-        try:
-            entries = list(os.scandir(current))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir():
-                stack.append(Path(entry.path))
-                continue
-            parsed = parse_golden_name(entry.name)
-            if parsed is not None:
-                files.append(GoldenFile(Path(entry.path), parsed, entry.stat().st_size))
-    return GoldenIndex(folder, files)
+    listing = list_tree(Path(folder), lambda name, _folder, _warnings: parse_golden_name(name),
+                        kind="golden", recursive=True, cache=cache)
+    return GoldenIndex(folder, [GoldenFile(f, name, parsed, size) for f, name, parsed, size in listing.entries])

@@ -158,8 +158,13 @@ class LazyAttrs(Mapping):
 
     def _values(self) -> dict[str, object]:
         if self._decoded is None:
-            self._decoded, self._source = decode_attrs(self._source), None
+            self._decoded, self._source = decode_attrs(self._map()), None
         return self._decoded
+
+    def _map(self):
+        if isinstance(self._source, bytes):  # from the start-up cache: parse on first use
+            self._source = _named_attrs_class().FromString(self._source).attr
+        return self._source
 
     def __getitem__(self, key: str) -> object:
         return self._values()[key]
@@ -171,13 +176,22 @@ class LazyAttrs(Mapping):
         return len(self._values())
 
     def __contains__(self, key: object) -> bool:
-        return key in (self._source if self._decoded is None else self._decoded)
+        return key in (self._map() if self._decoded is None else self._decoded)
 
     def __repr__(self) -> str:
         return repr(self._values())
 
-    def __reduce__(self):  # pickles as the plain decoded dict, never the protobuf map
-        return dict, (self._values(),)
+    def __reduce__(self):
+        """Pickled (start-up cache) as the serialized attrs, still undecoded: decoding every
+        op's attrs would cost seconds; only displayed ops ever need them."""
+        if self._decoded is not None:
+            return dict, (self._decoded,)
+        if isinstance(self._source, bytes):
+            return LazyAttrs, (self._source,)
+        holder = _named_attrs_class()()
+        for key in self._source:
+            holder.attr[key].CopyFrom(self._source[key])
+        return LazyAttrs, (holder.SerializeToString(),)
 
 
 def string_list(value: object) -> list[str]:
@@ -189,3 +203,9 @@ def string_list(value: object) -> list[str]:
     if isinstance(value, list):
         return [v for v in value if isinstance(v, str) and v]
     return []
+
+
+def _named_attrs_class():
+    from precision_shell.formats.protoload import ge_ir_pb
+
+    return ge_ir_pb().NamedAttrs

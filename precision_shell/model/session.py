@@ -6,6 +6,7 @@ error in ``load_errors`` and the rest of the session stays usable.
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 from precision_shell.errors import CommandError, FormatError, PshellError
 from precision_shell.model.dump_index import DumpFile, DumpIndex, scan_dump_dir
 from precision_shell.model.golden_index import GoldenIndex, scan_golden_dir
+from precision_shell.model.load_cache import LoadCache, file_key
 from precision_shell.model.progress import silent_progress
 from precision_shell.model.workspace import DumpSet, Workspace, discover
 
@@ -43,6 +45,7 @@ class Session:
     results: dict[str, Any] = field(default_factory=dict)
     # progress(label, total) -> context manager with .advance(n); the REPL swaps in a real bar
     progress: Any = silent_progress
+    cache: LoadCache = field(default_factory=lambda: LoadCache(None))
 
     @classmethod
     def open(cls, path: str | os.PathLike | None = None, **overrides: Any) -> "Session":
@@ -63,29 +66,57 @@ class Session:
         return None
 
     def _load(self) -> None:
-        self._guard(self._load_graph)
-        self._guard(self.use)
-        self.golden = self._guard(scan_golden_dir, self.workspace.golden_dir) or self.golden
-        self._guard(self._load_overflow)
-        self._guard(self._load_fusion)
+        self.cache = self._make_cache()
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # loading makes 100k+ small objects; cyclic GC passes only slow it down
+        try:
+            self._guard(self._load_graph)
+            self._guard(self.use)
+            self.golden = self._guard(scan_golden_dir, self.workspace.golden_dir, self.cache) or self.golden
+            self._guard(self._load_overflow)
+            self._guard(self._load_fusion)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        gc.freeze()  # the loaded workspace lives as long as the session: keep it out of GC passes
+
+    def _make_cache(self) -> LoadCache:
+        folder = self.workspace.output_dir / "cache"
+        try:
+            self.check_writable_location(folder)
+        except CommandError:
+            return LoadCache(None)  # an output folder inside the dumps: never write there
+        return LoadCache(folder)
 
     def _load_graph(self) -> None:
         from precision_shell.formats.graph_files import load_graph_file
         from precision_shell.model.op_graph import OpGraph
 
-        models = []
-        for path in self.workspace.graph_files:
-            model = self._guard(load_graph_file, path)
-            if model is not None:
-                models.append((str(path), model))
-        if models:
-            self.graph = OpGraph.from_models(models)
+        files = self.workspace.graph_files
+        if not files:
+            return
+        key = tuple(file_key(p) for p in files)
+        graph = self.cache.load("graph", key)
+        if graph is None:
+            models = []
+            for path in files:
+                model = self._guard(load_graph_file, path)
+                if model is not None:
+                    models.append((str(path), model))
+            if not models:
+                return
+            graph = OpGraph.from_models(models)
+            if len(models) == len(files):  # a graph with load errors is not cached
+                self.cache.store("graph", key, graph)
+        self.graph = graph
+        source = files[0] if len(files) == 1 else files[0].parent
+        self.load_errors += [f"{source}: {w}" for w in graph.warnings]
 
     def _load_overflow(self) -> None:
         files: list[DumpFile] = []
         warnings: list[str] = []
         for folder in self.workspace.overflow_dirs:
-            index = scan_dump_dir(folder, recursive=True)
+            index = scan_dump_dir(folder, recursive=True, cache=self.cache)
             files += index.files
             warnings += index.warnings
         self.overflow_dumps = DumpIndex(files, warnings)
@@ -124,7 +155,7 @@ class Session:
                 raise CommandError(f"no dump set with {named} in run {chosen.run}; "
                                    f"see `info` for devices and steps")
             chosen = matches[0]
-        index = scan_dump_dir(chosen.path)
+        index = scan_dump_dir(chosen.path, cache=self.cache)
         self.active, self.dumps = chosen, index
         self.results.clear()  # findings of another dump set no longer apply
         return chosen

@@ -1,0 +1,340 @@
+"""Helpers shared by the benchmark scripts: child processes with their own rusage, medians,
+sample workspaces, page-cache control and a description of the machine.
+
+Why whole processes: what a user waits for is ``pshell WS -c CMD`` from exec to exit (interpreter
+start, imports, discovery, the command). Each child is reaped with ``os.wait4`` so its rusage is
+its own: ``resource.getrusage(RUSAGE_CHILDREN)`` is a running maximum over every child ever
+reaped, so after one large child it would report that child's RSS for every later one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import mmap
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+MANIFEST = "pshell_sample_manifest.json"
+# pshell's start-up cache (being added by the lead): deleting it makes the next start "cold".
+PSHELL_CACHE = Path("precision_data") / "temp" / "pshell" / "cache"
+
+
+# ------------------------------------------------------------------------------------------------
+# child processes
+
+def bench_env(**extra: str) -> dict[str, str]:
+    """Environment for children: the repo importable without installing it, one BLAS/OpenMP
+    thread per process (parallelism is what ``-j`` measures, not hidden BLAS threads)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, "1")
+    env.setdefault("NO_COLOR", "1")
+    env.update(extra)
+    return env
+
+
+@dataclass
+class ChildRun:
+    """One measured child process."""
+
+    cmd: list[str]
+    wall: float                 # seconds, exec to exit
+    user: float                 # CPU seconds of the child and the children it reaped
+    sys: float
+    rss_mb: float               # peak RSS of the largest single process of the child's tree, MiB
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def brief(self) -> dict:
+        return {"wall": round(self.wall, 4), "user": round(self.user, 3), "sys": round(self.sys, 3),
+                "rss_mb": round(self.rss_mb, 1)}
+
+
+def run_child(cmd: Sequence[str], *, env: dict[str, str] | None = None,
+              cwd: str | os.PathLike | None = None) -> ChildRun:
+    """Run ``cmd`` to completion; wall time and the child's own rusage (via ``os.wait4``).
+
+    Linux ``wait4`` reports the child plus the descendants it reaped, and ``ru_maxrss`` is the
+    largest of those processes (not a sum): for ``vc -j 2`` that is the bigger of the parent and
+    its pool workers. stdout/stderr go through temporary files so a chatty child cannot block on
+    a full pipe while we sit in ``wait4``.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env or bench_env(), cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: tell Popen
+        out.seek(0)
+        err.seek(0)
+        return ChildRun(list(cmd), wall, usage.ru_utime, usage.ru_stime, usage.ru_maxrss / 1024,
+                        proc.returncode, out.read().decode(errors="replace"),
+                        err.read().decode(errors="replace"))
+
+
+def pshell_cmd(ws: Path, command: str, *extra: str) -> list[str]:
+    """``python -m precision_shell WS -c COMMAND --format json`` (batch mode, one JSON per command)."""
+    return [sys.executable, "-m", "precision_shell", str(ws), "-c", command, "--format", "json", *extra]
+
+
+def last_json(text: str):
+    """The last line of ``text`` that parses as JSON (batch mode prints one document per line)."""
+    for line in reversed(text.strip().splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# statistics
+
+@dataclass
+class Series:
+    """Repeated samples of one quantity."""
+
+    values: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values) if self.values else float("nan")
+
+    def as_json(self, digits: int = 4) -> dict:
+        return {"median": round(self.median, digits), "min": round(min(self.values), digits) if self.values else None,
+                "max": round(max(self.values), digits) if self.values else None,
+                "runs": [round(v, digits) for v in self.values]}
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1) of ``values``."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def median_time(fn: Callable[[], object], repeat: int) -> float:
+    """Median wall seconds of ``repeat`` calls of ``fn``."""
+    return statistics.median(timed(fn)[0] for _ in range(repeat))
+
+
+def median_wall_cpu(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """(wall, CPU) medians: on a shared box the CPU time is the steadier of the two."""
+    wall, cpu = [], []
+    for _ in range(repeat):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, object]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+# ------------------------------------------------------------------------------------------------
+# sample workspaces
+
+@dataclass
+class BenchWorkspace:
+    name: str                    # "scale_1000" | "files_50000"
+    path: Path
+    manifest: dict
+    generated: bool              # written by this run (False: an existing one was reused)
+    generate_seconds: float | None = None
+
+    @property
+    def totals(self) -> dict:
+        return self.manifest["totals"]
+
+    @property
+    def data_bytes(self) -> int:
+        """NPU dump + golden .npy bytes on disk: the denominator of every MB/s figure."""
+        return self.totals["npu_dump_bytes"] + self.totals["golden_bytes"]
+
+
+def _wanted_options(scale_mb: float | None, files: int | None, seed: int) -> dict:
+    return {"seed": seed, "scale_mb": float(scale_mb) if scale_mb is not None else None, "files": files}
+
+
+def manifest_matches(manifest: dict, scale_mb: float | None, files: int | None, seed: int = 0) -> bool:
+    options = manifest.get("options", {})
+    wanted = _wanted_options(scale_mb, files, seed)
+    defaults = {"name_fields": 5, "opdebug_layout": "old", "fusion_shape": 1}
+    return (all(options.get(k) == v for k, v in wanted.items())
+            and all(options.get(k, v) == v for k, v in defaults.items()))
+
+
+def ensure_workspace(parent: Path, *, scale_mb: float | None = None, files: int | None = None,
+                     seed: int = 0, log: Callable[[str], None] = print) -> BenchWorkspace:
+    """``parent/scale_MB`` or ``parent/files_N``: reused when its manifest records the same
+    generator options (and the dumps are still there), else (re)generated in a child process."""
+    name = f"scale_{scale_mb:g}" if scale_mb is not None else f"files_{files}"
+    path = Path(parent) / name
+    manifest_path = path / MANIFEST
+    if manifest_path.exists() and (path / "precision_data").is_dir():
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except ValueError:
+            manifest = {}
+        if manifest_matches(manifest, scale_mb, files, seed):
+            return BenchWorkspace(name, path, manifest, generated=False)
+    size = ["--scale", f"{scale_mb:g}"] if scale_mb is not None else ["--files", str(files)]
+    log(f"generating {path} ({' '.join(size)}) ...")
+    run = run_child([sys.executable, "-m", "precision_shell.samples", str(path), *size,
+                     "--seed", str(seed), "--force"])
+    if not run.ok:
+        raise SystemExit(f"sample generator failed for {path}:\n{run.stderr.strip()}")
+    manifest = json.loads(manifest_path.read_text())
+    return BenchWorkspace(name, path, manifest, generated=True, generate_seconds=run.wall)
+
+
+def remove_workspace(ws: BenchWorkspace) -> None:
+    shutil.rmtree(ws.path, ignore_errors=True)
+
+
+def drop_pshell_cache(ws_path: Path) -> bool:
+    """Delete pshell's start-up cache of this workspace; True if there was one."""
+    cache = Path(ws_path) / PSHELL_CACHE
+    if cache.exists():
+        shutil.rmtree(cache, ignore_errors=True)
+        return True
+    return False
+
+
+# ------------------------------------------------------------------------------------------------
+# page cache (no root needed)
+
+def workspace_files(ws_path: Path) -> list[Path]:
+    """Every input file of the workspace (pshell's own output folder excluded)."""
+    out = []
+    skip = Path(ws_path) / "precision_data" / "temp" / "pshell"
+    for dirpath, dirnames, filenames in os.walk(Path(ws_path) / "precision_data"):
+        if Path(dirpath) == skip.parent:
+            dirnames[:] = [d for d in dirnames if d != "pshell"]
+        out.extend(Path(dirpath) / f for f in filenames)
+    return out
+
+
+def evict_page_cache(paths: Iterable[Path]) -> int:
+    """Drop these files' pages from the page cache: ``fsync`` (written pages must be clean to
+    be dropped) then ``posix_fadvise(DONTNEED)``. Works as any user, touches only these files,
+    unlike ``/proc/sys/vm/drop_caches`` (root, and it would slow everyone on a shared box).
+    Returns the number of files advised."""
+    count = 0
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            try:
+                os.fsync(fd)
+            except OSError:
+                pass
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            count += 1
+        finally:
+            os.close(fd)
+    return count
+
+
+def warm_page_cache(paths: Iterable[Path]) -> int:
+    """Read every file once so the next runs find it in the page cache; returns bytes read."""
+    total = 0
+    for path in paths:
+        with open(path, "rb", buffering=0) as fh:
+            while chunk := fh.read(16 << 20):
+                total += len(chunk)
+    return total
+
+
+_libc = None
+
+
+def resident_fraction(paths: Sequence[Path], sample: int = 200) -> float | None:
+    """Fraction of the pages of (up to ``sample`` of) ``paths`` that are in the page cache,
+    via ``mincore``; None where that is unavailable. Used to check that eviction worked."""
+    global _libc
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import numpy as np
+        _libc = _libc or ctypes.CDLL(None, use_errno=True)
+    except (ImportError, OSError):
+        return None
+    step = max(1, len(paths) // sample)
+    page = mmap.PAGESIZE
+    resident = total = 0
+    for path in list(paths)[::step]:
+        size = path.stat().st_size
+        if size == 0:
+            continue
+        pages = (size + page - 1) // page
+        vec = (ctypes.c_ubyte * pages)()
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), size, prot=mmap.PROT_READ) as mapped:
+            view = np.frombuffer(mapped, dtype=np.uint8)   # zero-copy: only to learn the address
+            failed = _libc.mincore(ctypes.c_void_p(view.ctypes.data), ctypes.c_size_t(size), vec)
+            del view
+        if failed:
+            return None
+        resident += sum(v & 1 for v in vec)
+        total += pages
+    return resident / total if total else None
+
+
+# ------------------------------------------------------------------------------------------------
+# the machine
+
+def machine_info() -> dict:
+    import numpy
+
+    info = {"cpu_count": os.cpu_count(), "python": platform.python_version(), "numpy": numpy.__version__,
+            "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "load_average": [round(v, 2) for v in os.getloadavg()]}
+    try:
+        import google.protobuf
+        from google.protobuf.internal import api_implementation
+        info["protobuf"] = f"{google.protobuf.__version__} ({api_implementation.Type()})"
+    except ImportError:
+        pass
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith(("MemTotal:", "MemAvailable:")):
+                    key, value = line.split(":")
+                    info[key.lower()+"_gb"] = round(int(value.split()[0]) / 1024 ** 2, 1)
+    except OSError:
+        pass
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return info
+
+
+def as_dict(obj) -> dict:
+    return asdict(obj)

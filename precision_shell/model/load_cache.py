@@ -1,0 +1,100 @@
+"""Start-up cache: the parsed op graph and folder listings, kept in the output folder.
+
+A second start on a big workspace should take well under a second (product.md §8): parsing a
+20k-op graph text and listing 50k dump files takes seconds, unpickling their result does not.
+Every entry is keyed by what it was made from (paths, sizes, mtimes, the pshell version), so
+changed inputs miss the cache and are read again. The cache is an optimisation only: any problem
+reading or writing it is ignored and the workspace is read from the files.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from precision_shell import __version__
+
+CACHE_FORMAT = 1
+
+
+def _code_stamp() -> str:
+    """The cached objects are instances of these modules' classes: any edit to them (not only a
+    version bump) must invalidate old entries."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha1()
+    for rel in ("op_graph.py", "op_attrs.py", "folder_listing.py", "../formats/dump_names.py"):
+        try:
+            digest.update((here / rel).read_bytes())
+        except OSError:
+            pass
+    return digest.hexdigest()[:16]
+
+
+_CODE_STAMP = _code_stamp()
+
+
+def file_key(path: Path) -> tuple:
+    st = path.stat()
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+def folder_key(path: Path) -> tuple:
+    """A folder's mtime changes when entries are added, removed or renamed in it."""
+    return (str(path.resolve()), path.stat().st_mtime_ns)
+
+
+class LoadCache:
+    def __init__(self, folder: Path | None):
+        self.folder = folder
+
+    def _file(self, kind: str, key: tuple) -> Path | None:
+        if self.folder is None:
+            return None
+        digest = hashlib.sha1(repr((kind, key)).encode()).hexdigest()[:20]
+        return self.folder / f"{kind}-{digest}.pkl"
+
+    def load(self, kind: str, key: tuple) -> Any | None:
+        path = self._file(kind, key)
+        if path is None or not path.exists():
+            return None
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # unpickling 100k+ small objects: cyclic GC passes would double the time
+        try:
+            with open(path, "rb") as fh:
+                fmt, version, stored_key, value = pickle.load(fh)
+        except Exception:  # a stale or damaged cache is never an error: read the files instead
+            return None
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        if (fmt, version, stored_key) != (CACHE_FORMAT, (__version__, _CODE_STAMP), key):
+            return None
+        return value
+
+    def store(self, kind: str, key: tuple, value: Any) -> None:
+        path = self._file(kind, key)
+        if path is None:
+            return
+        tmp = None
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump((CACHE_FORMAT, (__version__, _CODE_STAMP), key, value), fh,
+                            protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+            tmp = None
+        except Exception:
+            pass  # read-only output folder, full disk: start-up just stays uncached
+        finally:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            if gc_was_enabled:
+                gc.enable()
