@@ -180,3 +180,16 @@ def test_raw_dump_folder_and_overrides(sample_ws, capsys):
     doc = json_docs(out)[0]
     assert doc["npu_dump_files"] == len([o for o in manifest["ops"] if o.get("dump_file")])
     assert doc["golden_tensors"] > 0 and doc["ops"] > 0
+
+
+def test_graph_input_naming_a_missing_op_is_one_line_and_the_edge_is_dropped(sample_ws, capsys, tmp_path):
+    ws = _copy(sample_ws[0], tmp_path)
+    graph = next((ws / "precision_data/npu/debug_0/graph").glob("ge_proto_*_Build.txt"))
+    text = graph.read_text()
+    first_input = text.index('    input: "') + len('    input: "')  # an op's input, not the graph's
+    graph.write_text(text[:first_input] + "no_such_producer" + text[text.index(":", first_input):])
+    rc, out, err = run_cli(capsys, ws, "-c", "info", "--format", "json")
+    assert rc == 1
+    errors = [l for l in err.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and str(graph) in errors[0] and "no_such_producer" in errors[0]
+    assert json_docs(out)[0]["ops"] == _graph_op_count(ws)

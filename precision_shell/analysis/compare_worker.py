@@ -21,10 +21,10 @@ from precision_shell.analysis.metrics import Metrics, compute_metrics
 from precision_shell.errors import PshellError
 from precision_shell.formats.dtypes import DT_BOOL, DT_UNDEFINED, numpy_dtype
 from precision_shell.formats.dump_file import (
-    DumpHeader, TensorEntry, read_device_array, read_dump_header,
+    DumpHeader, TensorEntry, read_device_array, read_dump_header, to_logical,
 )
 from precision_shell.formats.golden_npy import load_npy, read_npy_header
-from precision_shell.formats.layout import PLAIN_LAYOUTS, restore_layout
+from precision_shell.formats.layout import PLAIN_LAYOUTS
 
 # Vendor wording (msaccucmp) for pairs that could not be compared, kept so that users who grep
 # their old CSVs find the same reasons.
@@ -125,15 +125,8 @@ def dump_logical_array(header: DumpHeader, entry: TensorEntry, target_format: st
                        fallback_shape: tuple[int, ...] | None = None) -> np.ndarray:
     """As ``dump_file.read_logical_array``, but memory-mapped and with the graph's logical shape
     as a fallback when the dump does not record one."""
-    arr = _mapped_device_array(header, entry)
-    original = entry.original_shape or fallback_shape
-    fmt = entry.format_name
-    if fmt in PLAIN_LAYOUTS or entry.dtype == DT_UNDEFINED:
-        if original is not None and math.prod(original) == arr.size:
-            return arr.reshape(original)
-        return arr
-    return restore_layout(arr, fmt, original, target_format=target_format,
-                          sub_format=entry.sub_format, path=header.path)
+    return to_logical(header, entry, _mapped_device_array(header, entry),
+                      target_format=target_format, fallback_shape=fallback_shape)
 
 
 def _golden_array(path: str) -> np.ndarray:

@@ -365,9 +365,16 @@ def read_logical_array(header: DumpHeader, entry: TensorEntry, *, target_format:
     written in (default NCHW for 4-D device layouts; NHWC for TF graphs, from the graph's
     ``origin_format``).
     """
-    arr = read_device_array(header, entry)
+    return to_logical(header, entry, read_device_array(header, entry), target_format=target_format)
+
+
+def to_logical(header: DumpHeader, entry: TensorEntry, arr: np.ndarray, *,
+               target_format: str | None = None,
+               fallback_shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """Restore a device array of ``entry`` (read or memory-mapped by the caller) to its logical
+    shape; ``fallback_shape`` (e.g. the graph's origin_shape) serves when the dump has none."""
     fmt = entry.format_name
-    original = entry.original_shape
+    original = entry.original_shape or fallback_shape
     if fmt in PLAIN_LAYOUTS or entry.dtype == DT_UNDEFINED:
         if original is not None and math.prod(original) == arr.size:
             return arr.reshape(original)
