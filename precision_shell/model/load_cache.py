@@ -76,10 +76,38 @@ class LoadCache:
             return None
         return value
 
-    def store(self, kind: str, key: tuple, value: Any) -> None:
+    def store(self, kind: str, key: tuple, value: Any, *, background: bool = False) -> None:
+        """Write an entry. ``background``: in a detached child process (POSIX), so the first
+        start does not wait the second or so that pickling a 50k-op graph takes."""
         path = self._file(kind, key)
         if path is None:
             return
+        if background and hasattr(os, "fork"):
+            self._store_detached(path, key, value)
+            return
+        self._write(path, key, value)
+
+    def _store_detached(self, path: Path, key: tuple, value: Any) -> None:
+        # Double fork: the grandchild writes, the child exits at once and is reaped here, so no
+        # zombie is left behind in a long REPL session. Copy-on-write makes the fork cheap.
+        try:
+            pid = os.fork()
+        except OSError:
+            self._write(path, key, value)
+            return
+        if pid == 0:  # child
+            try:
+                if os.fork() == 0:  # grandchild
+                    try:
+                        os.setsid()
+                        self._write(path, key, value)
+                    finally:
+                        os._exit(0)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+
+    def _write(self, path: Path, key: tuple, value: Any) -> None:
         tmp = None
         gc_was_enabled = gc.isenabled()
         gc.disable()

@@ -107,7 +107,7 @@ class Session:
                 return
             graph = OpGraph.from_models(models)
             if len(models) == len(files):  # a graph with load errors is not cached
-                self.cache.store("graph", key, graph)
+                self.cache.store("graph", key, graph, background=True)
         self.graph = graph
         source = files[0] if len(files) == 1 else files[0].parent
         self.load_errors += [f"{source}: {w}" for w in graph.warnings]
