@@ -193,3 +193,18 @@ def test_graph_input_naming_a_missing_op_is_one_line_and_the_edge_is_dropped(sam
     errors = [l for l in err.splitlines() if l.startswith("error:")]
     assert len(errors) == 1 and str(graph) in errors[0] and "no_such_producer" in errors[0]
     assert json_docs(out)[0]["ops"] == _graph_op_count(ws)
+
+
+def test_raw_dump_folder_as_current_folder_writes_beside_it(sample_ws, capsys, tmp_path, monkeypatch):
+    ws, manifest = sample_ws
+    raw = tmp_path / "raw"
+    src = next((ws / o["dump_file"]).parent for o in manifest["ops"] if o.get("dump_file"))
+    shutil.copytree(src, raw)
+    before = sorted(p.name for p in raw.iterdir())
+    op = next(o for o in manifest["ops"] if o.get("dump_file"))
+    monkeypatch.chdir(raw)
+    rc, out, err = run_cli(capsys, ".", "-c", f"dc {(raw / (ws / op['dump_file']).name)}", "--format", "json")
+    assert rc == 0, err
+    written = json_docs(out)[0][0]["file"]
+    assert written.startswith(str(tmp_path / "raw_pshell"))
+    assert sorted(p.name for p in raw.iterdir()) == before

@@ -203,7 +203,11 @@ def discover(path: str | os.PathLike | None = None, *, npu: str | None = None,
     elif pd is not None:
         ws.output_dir = pd / "temp" / "pshell"
     else:
+        # A raw dump folder: ./pshell_out, unless the current folder is inside the dumps (pshell
+        # never writes there); then a sibling folder next to the dumps.
         ws.output_dir = Path.cwd() / "pshell_out"
+        if ws.output_dir.resolve().is_relative_to(root.resolve()):
+            ws.output_dir = root.resolve().parent / f"{root.resolve().name}_pshell"
 
     ws.missing = _missing_parts(ws)
     return ws
