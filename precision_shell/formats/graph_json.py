@@ -24,7 +24,6 @@ import json
 import math
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 from google.protobuf import descriptor as _desc
@@ -32,17 +31,12 @@ from google.protobuf import text_encoding
 from google.protobuf.message import DecodeError
 
 from ..errors import FormatError
+from .proto_wire import VARINT as _VARINT, WireField, varint as _varint, wire_field
 from .protoload import ge_ir_pb
 
 __all__ = ["parse_graph_json"]
 
 _FD = _desc.FieldDescriptor
-_MASK64 = (1 << 64) - 1
-_I32, _I64 = (-(1 << 31), (1 << 31) - 1), (-(1 << 63), (1 << 63) - 1)
-_RANGES = {_FD.TYPE_INT32: _I32, _FD.TYPE_INT64: _I64, _FD.TYPE_UINT32: (0, (1 << 32) - 1),
-           _FD.TYPE_UINT64: (0, _MASK64), _FD.TYPE_SINT32: _I32, _FD.TYPE_SINT64: _I64}
-_WIRE = {_FD.TYPE_MESSAGE: 2, _FD.TYPE_STRING: 2, _FD.TYPE_BYTES: 2, _FD.TYPE_FLOAT: 5,
-         _FD.TYPE_DOUBLE: 1}  # every other type ge.proto uses is a varint
 
 
 class _JsonShapeError(Exception):
@@ -56,43 +50,16 @@ class _JsonShapeError(Exception):
         return "$" + "".join(reversed(self.path))
 
 
-def _varint(value: int) -> bytes:
-    value &= _MASK64
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+_TABLES: dict[_desc.Descriptor, dict[str, WireField]] = {}
 
 
-_VARINT = [_varint(i) for i in range(1 << 14)]
-
-
-@dataclass(frozen=True)
-class _Field:
-    desc: _desc.FieldDescriptor
-    tag: bytes
-    repeated: bool
-    is_map: bool
-    bounds: tuple[int, int] | None  # integer range (enums: int32)
-    message: _desc.Descriptor | None  # for message fields
-
-
-_TABLES: dict[_desc.Descriptor, dict[str, _Field]] = {}
-
-
-def _table(message_desc: _desc.Descriptor) -> dict[str, _Field]:
+def _table(message_desc: _desc.Descriptor) -> dict[str, WireField]:
     """JSON key (proto name and camelCase json_name) -> how to encode the field."""
     table = _TABLES.get(message_desc)
     if table is None:
         table = {}
         for fd in message_desc.fields:
-            is_map = fd.message_type is not None and fd.message_type.GetOptions().map_entry
-            entry = _Field(fd, _varint(fd.number << 3 | _WIRE.get(fd.type, 0)), fd.is_repeated,
-                           is_map, _I32 if fd.type == _FD.TYPE_ENUM else _RANGES.get(fd.type),
-                           fd.message_type)
-            table[fd.json_name] = table[fd.name] = entry
+            table[fd.json_name] = table[fd.name] = wire_field(fd)
         _TABLES[message_desc] = table
     return table
 
@@ -125,7 +92,7 @@ def _as_float(value) -> float:
         raise _JsonShapeError(f"expected a number, got {_shown(value)}") from None
 
 
-def _scalar(value, f: _Field, repeated: bool) -> bytes:
+def _scalar(value, f: WireField, repeated: bool) -> bytes:
     """Wire payload (no tag) of one scalar JSON value."""
     kind = f.desc.type
     if f.bounds is not None and type(value) is int and kind != _FD.TYPE_ENUM \
@@ -170,7 +137,7 @@ def _scalar(value, f: _Field, repeated: bool) -> bytes:
     raise _JsonShapeError(f"field type {kind} is not supported")
 
 
-def _message(obj, table: dict[str, _Field]) -> bytes:
+def _message(obj, table: dict[str, WireField]) -> bytes:
     """Wire bytes of one message given as a JSON object (``null`` = empty message)."""
     if obj is None:
         return b""
