@@ -19,8 +19,9 @@ def _tensor_summary(t) -> str:
     s = t.stats
     parts = [f"{n} {label}" for n, label in ((s.nan, "nan"), (s.pos_inf, "+inf"), (s.neg_inf, "-inf"),
                                               (s.fp16_saturated, "±65504")) if n]
-    return f"{t.kind[:3]}{t.index}: " + (", ".join(parts) if parts else "finite") + \
-        f" [{_num(s.min)}, {_num(s.max)}]"
+    finite = s.count - s.nan - s.pos_inf - s.neg_inf
+    value_range = f"finite range [{_num(s.min)}, {_num(s.max)}]" if finite else "no finite value"
+    return f"{t.kind[:3]}{t.index}: " + (", ".join(parts) if parts else "finite") + f"; {value_range}"
 
 
 def scan_table(scan: OverflowScan, limit: int) -> Table:
