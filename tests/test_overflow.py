@@ -105,3 +105,23 @@ def test_export_overflow_csv_and_json(sample_ws, capsys, tmp_path):
     data = json.load(open(tmp_path / "o.json"))
     assert rows[0]["op"] == data[0]["op"] == manifest["overflow"]["op"]
     assert len(rows) == len(data) == 1 + len(manifest["overflow"]["downstream_non_finite"])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "bfloat16"])
+def test_looks_clean_agrees_with_numpy_on_special_values(dtype):
+    import ml_dtypes
+    from precision_shell.analysis.overflow import looks_clean
+
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(0)
+    base = (rng.standard_normal(3000) * 1000).astype(dt)
+    assert looks_clean(base)
+    specials = [np.nan, np.inf, -np.inf, -0.0]
+    if dtype == "float16":
+        specials += [65504.0, -65504.0, 65500.0]
+    for value in specials:
+        arr = base.copy()
+        arr[1234] = value
+        f32 = arr.astype(np.float64)
+        expected = bool(np.isfinite(f32).all()) and not (dtype == "float16" and (np.abs(f32) == 65504).any())
+        assert looks_clean(arr) == expected, value
