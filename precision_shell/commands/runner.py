@@ -7,7 +7,7 @@ in one word. Execution returns an :class:`Outcome` and never raises for user err
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from precision_shell.commands.registry import REGISTRY, Command, HelpRequested, Registry
