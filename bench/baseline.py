@@ -226,8 +226,9 @@ def startup(ws: Path) -> dict:
 
 
 def overflow_scan(ws: Path) -> dict:
-    """Every output of every dump, read and checked for nan/inf, in timestamp order."""
-    found = []
+    """Every output of every dump, read and checked for nan/inf, in timestamp order; an op with
+    a non-finite output is a producer when all its inputs are finite (product.md §5)."""
+    found, producers = [], 0
     scanned = 0
     for path, parts in sorted(walk_dumps(ws / "precision_data" / "npu"), key=lambda p: int(p[1][-1])):
         if parts[0] == "Opdebug":
@@ -238,8 +239,10 @@ def overflow_scan(ws: Path) -> dict:
             scanned += 1
             if stats["nan"] or stats["pos_inf"] or stats["neg_inf"]:
                 found.append(dump.msg.op_name)
+                inputs = [tensor_stats(dump.logical_array("input", j)) for j in range(len(dump.msg.input))]
+                producers += all(not (s["nan"] or s["pos_inf"] or s["neg_inf"]) for s in inputs)
                 break
-    return {"outputs_scanned": scanned, "non_finite_ops": len(found)}
+    return {"outputs_scanned": scanned, "non_finite_ops": len(found), "producers": producers}
 
 
 def compare(ws: Path) -> dict:
@@ -326,6 +329,76 @@ def naive_complete(names: list[str], query: str) -> list[str]:
     hits = [n for n in names if pattern.search(n)]
     hits.sort(key=lambda n: (query not in n, len(n), n))
     return hits
+
+
+# ------------------------------------------------------------------------------------------------
+# the vendor engine (msaccucmp inside mindstudio-probe), when it happens to be installed
+
+def vendor_engine() -> tuple[Path | None, str]:
+    """(path of msaccucmp.py, "") when ``msprobe`` is importable, else (None, why not). Only
+    detected: a benchmark must not install anything."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("msprobe")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return None, "not installed"
+    for folder in spec.submodule_search_locations:
+        script = Path(folder) / "msaccucmp" / "msaccucmp.py"
+        if script.exists():
+            return script, ""
+    return None, "msprobe is installed but has no msaccucmp/msaccucmp.py"
+
+
+def _attr_json(attr) -> dict:
+    """One ge.proto AttrDef the way atc's Pb2Json writes it (formats.md A.8.5): the fields the
+    vendor's fusion rule reads (s, i, b, f, list of s/i/b/f)."""
+    kind = attr.WhichOneof("value")
+    if kind == "s":
+        return {"s": attr.s.decode(errors="replace")}
+    if kind in ("i", "b", "f"):
+        return {kind: getattr(attr, kind)}
+    if kind == "list":
+        lst = attr.list
+        return {"list": {k: ([v.decode(errors="replace") for v in lst.s] if k == "s" else list(getattr(lst, k)))
+                         for k in ("s", "i", "b", "f") if len(getattr(lst, k))}}
+    return {}
+
+
+def _enum_name(message, field: str) -> str | int:
+    value = getattr(message, field)
+    named = message.DESCRIPTOR.fields_by_name[field].enum_type.values_by_number.get(value)
+    return named.name if named is not None else value
+
+
+def write_vendor_rule(graph_file: Path, out: Path) -> Path:
+    """The GE graph as the JSON fusion rule ``msaccucmp compare -f`` takes (``atc --mode=5``)."""
+    from precision_shell.formats.graph_text import parse_graph_text
+
+    model = parse_graph_text(graph_file)
+    graphs = []
+    for g in model.graph:
+        ops = []
+        for op in g.op:
+            ops.append({"name": op.name, "type": op.type, "id": op.id, "input": list(op.input),
+                        "attr": [{"key": k, "value": _attr_json(v)} for k, v in op.attr.items()],
+                        "output_desc": [{"dtype": _enum_name(d, "dtype"), "attr": [{"key": k, "value": _attr_json(v)}
+                                                                   for k, v in d.attr.items()]}
+                                        for d in op.output_desc]})
+        graphs.append({"name": g.name, "op": ops})
+    out.write_text(json.dumps({"name": model.name, "graph": graphs}))
+    return out
+
+
+def vendor_compare_cmd(script: Path, ws: Path, manifest: dict, out: Path) -> list[str]:
+    """``msaccucmp compare`` on the workspace's NPU dump set and golden folder (its default
+    worker count: half the cores, formats.md A.9)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rule = write_vendor_rule(ws / manifest["paths"]["graph_file"], out / "fusion_rule.json")
+    return [sys.executable, str(script), "compare", "-m", str(ws / manifest["paths"]["npu_dump_dir"]),
+            "-g", str(ws / manifest["paths"]["golden_dir"]), "-f", str(rule), "-out", str(out)]
 
 
 def main(argv: list[str]) -> int:

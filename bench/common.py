@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -57,24 +57,33 @@ class ChildRun:
     returncode: int
     stdout: str = ""
     stderr: str = ""
+    detached_s: float = 0.0     # waited after exit for processes it left behind (cache writers)
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0
 
     def brief(self) -> dict:
-        return {"wall": round(self.wall, 4), "user": round(self.user, 3), "sys": round(self.sys, 3),
-                "rss_mb": round(self.rss_mb, 1)}
+        out = {"wall": round(self.wall, 4), "user": round(self.user, 3), "sys": round(self.sys, 3),
+               "rss_mb": round(self.rss_mb, 1)}
+        if self.detached_s:
+            out["detached_s"] = round(self.detached_s, 3)
+        return out
 
 
 def run_child(cmd: Sequence[str], *, env: dict[str, str] | None = None,
-              cwd: str | os.PathLike | None = None) -> ChildRun:
+              cwd: str | os.PathLike | None = None, wait_detached: bool = False) -> ChildRun:
     """Run ``cmd`` to completion; wall time and the child's own rusage (via ``os.wait4``).
 
     Linux ``wait4`` reports the child plus the descendants it reaped, and ``ru_maxrss`` is the
     largest of those processes (not a sum): for ``vc -j 2`` that is the bigger of the parent and
     its pool workers. stdout/stderr go through temporary files so a chatty child cannot block on
     a full pipe while we sit in ``wait4``.
+
+    ``wait_detached``: then wait until no process with the same command line is left. pshell
+    writes its start-up cache from a detached (double-forked) copy of itself, which the user
+    does not wait for; the next measurement must not start before it is done, or it would run
+    without the cache and share the CPUs with the writer.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
@@ -84,9 +93,34 @@ def run_child(cmd: Sequence[str], *, env: dict[str, str] | None = None,
         proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: tell Popen
         out.seek(0)
         err.seek(0)
-        return ChildRun(list(cmd), wall, usage.ru_utime, usage.ru_stime, usage.ru_maxrss / 1024,
-                        proc.returncode, out.read().decode(errors="replace"),
-                        err.read().decode(errors="replace"))
+        run = ChildRun(list(cmd), wall, usage.ru_utime, usage.ru_stime, usage.ru_maxrss / 1024,
+                       proc.returncode, out.read().decode(errors="replace"),
+                       err.read().decode(errors="replace"))
+    if wait_detached:
+        run.detached_s = wait_for_same_cmdline(cmd)
+    return run
+
+
+def wait_for_same_cmdline(cmd: Sequence[str], timeout: float = 600.0) -> float:
+    """Seconds spent waiting until no process runs exactly ``cmd`` (a forked copy keeps its
+    parent's command line). Linux /proc only; elsewhere returns at once."""
+    target = ("\0".join(cmd) + "\0").encode()
+    proc = Path("/proc")
+    start = time.perf_counter()
+    while proc.is_dir() and time.perf_counter() - start < timeout:
+        alive = False
+        for entry in proc.iterdir():
+            if entry.name.isdigit():
+                try:
+                    alive = (entry / "cmdline").read_bytes() == target
+                except OSError:
+                    continue
+                if alive:
+                    break
+        if not alive:
+            break
+        time.sleep(0.05)
+    return time.perf_counter() - start
 
 
 def pshell_cmd(ws: Path, command: str, *extra: str) -> list[str]:
@@ -336,5 +370,14 @@ def machine_info() -> dict:
     return info
 
 
-def as_dict(obj) -> dict:
-    return asdict(obj)
+def code_version() -> dict:
+    """The commit measured and the files that differ from it (the tree may be edited while a
+    long run goes on: recorded at start and end). Read-only git calls (no index refresh)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", "--no-optional-locks", "-C", str(ROOT), *args], capture_output=True,
+                                  text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    changed = [line[3:] for line in git("status", "--porcelain").splitlines() if line[3:].startswith("precision_shell")]
+    return {"commit": git("rev-parse", "--short", "HEAD") or None, "uncommitted": changed}
