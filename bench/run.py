@@ -206,8 +206,16 @@ def measure_vendor(ws: BenchWorkspace, opts, script: Path, vc: Measurement) -> M
     """msaccucmp compare on the same dump and golden folders, as the baseline of pshell's vc runs."""
     v = Side(note="msaccucmp compare -f, its own worker count (half the cores)")
     try:
-        cmd = vendor_compare_cmd(script, ws.path, ws.manifest, Path(opts.out) / "vendor" / ws.name)
-        v.runs = [run_child(cmd) for _ in range(opts.runs)]
+        folder = Path(opts.out) / "vendor" / ws.name
+        cmd = vendor_compare_cmd(script, ws.path, ws.manifest, folder)
+        for _ in range(opts.runs):
+            started = time.time()
+            run = run_child(cmd)
+            # msaccucmp exits 2 when graph ops have no dump (Data/Const, formats.md A.8.5) even
+            # though it compared everything else: a fresh result CSV is what counts
+            if run.returncode == 2 and any(f.stat().st_mtime >= started for f in folder.rglob("result_*.csv")):
+                run.returncode = 0
+            v.runs.append(run)
     except Exception as exc:          # a broken optional engine must not end the benchmark
         v.note = f"could not run: {exc}"
     m = Measurement(ws.name, "vc vs vendor msaccucmp", vc.command, vc.pshell, v, vc.data_bytes)
@@ -270,37 +278,36 @@ HEADER = ("| workspace | measurement | pshell (median) | baseline (median) | bas
           "|---|---|---|---|---|---|---|---|---|")
 
 
-def targets(measurements: list[Measurement], workspaces: list[BenchWorkspace]) -> list[str]:
+def targets(measurements: list[Measurement]) -> list[str]:
     """product.md §8 / issue 7 targets, each with the figure that decides it."""
     lines = []
-    by = {(m.workspace, m.name): m for m in measurements}
-    for ws in workspaces:
-        vc = next((m for (w, n), m in by.items() if w == ws.name and n.startswith("vc -j")), None)
-        if vc and vc.mb_per_s(vc.pshell) and "scale" in ws.name:
-            speed = vc.mb_per_s(vc.pshell)
-            lines.append(f"- `{vc.command}` on {ws.name}: {speed:.0f} MB/s whole process (target >= 1000: "
-                         f"{'met' if speed >= 1000 else 'NOT met'}); {vc.ratio:.1f}x the naive baseline; "
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    for m in measurements:
+        if not m.pshell.wall.values:
+            continue
+        base = f"; baseline {_fmt_s(m.baseline.wall.median)}" if m.baseline and m.baseline.wall.values else ""
+        if m.name.startswith("vc -j") and "scale" in m.workspace:
+            speed = m.mb_per_s(m.pshell)
+            lines.append(f"- `{m.command}` on {m.workspace}: {speed:.0f} MB/s whole process (target >= 1000: "
+                         f"{verdict(speed >= 1000)}); {m.ratio or float('nan'):.1f}x the naive baseline; "
                          f"{speed / VENDOR_MB_S:.0f}x the vendor's ~{VENDOR_MB_S:.0f} MB/s (formats.md A.9, "
-                         f"not rerun); peak RSS {vc.pshell.rss.median:.0f} MB")
+                         f"not rerun); peak RSS {m.pshell.rss.median:.0f} MB")
+        elif m.name.startswith("start-up") and "files" in m.workspace:
+            limit = 3.0 if "cold" in m.name else 1.0
+            lines.append(f"- {m.name} on {m.workspace}: {_fmt_s(m.pshell.wall.median)} (target < {limit:g} s: "
+                         f"{verdict(m.pshell.wall.median < limit)}){base}")
+        elif m.name == "completion" and m.extra.get("completion"):
+            worst = m.extra["completion"]["pshell"]["all"]["max_ms"]
+            lines.append(f"- completion over {m.extra['completion']['names']:,} names: worst keystroke "
+                         f"{worst:.1f} ms (target < 50 ms: {verdict(worst < 50)})")
     rss = [(m.workspace, m.pshell.rss.median) for m in measurements
            if m.name.startswith("vc -j") and "scale" in m.workspace and m.pshell.rss.values]
     if len(rss) > 1:
         lines.append("- vc peak RSS by workspace size (target: about equal): "
                      + ", ".join(f"{n} {v:.0f} MB" for n, v in rss))
-    for ws in workspaces:
-        for label, limit in (("start-up cold", 3.0), ("start-up warm", 1.0)):
-            m = by.get((ws.name, label))
-            if m and m.pshell.wall.values and "files" in ws.name:
-                t = m.pshell.wall.median
-                lines.append(f"- {label} on {ws.name} ({ws.totals['npu_dump_files']} dump files): {t:.2f} s "
-                             f"(target < {limit:g} s: {'met' if t < limit else 'NOT met'}); "
-                             f"baseline {m.baseline.wall.median:.2f} s" if m.baseline and m.baseline.wall.values
-                             else f"- {label} on {ws.name}: {t:.2f} s")
-    comp = next((m for m in measurements if m.name == "completion"), None)
-    if comp and comp.extra.get("completion"):
-        worst = comp.extra["completion"]["pshell"]["all"]["max_ms"]
-        lines.append(f"- completion over {comp.extra['completion']['names']:,} names: worst keystroke "
-                     f"{worst:.1f} ms (target < 50 ms: {'met' if worst < 50 else 'NOT met'})")
     return lines
 
 
@@ -352,7 +359,7 @@ def write_results(out: Path, payload: dict, measurements: list[Measurement],
         t = ws.totals
         lines.append(f"- {ws.name}: {t['npu_dump_files']} NPU dumps ({t['npu_dump_bytes'] / 1e6:.0f} MB) + "
                      f"{t['golden_files']} golden .npy ({t['golden_bytes'] / 1e6:.0f} MB)")
-    lines += ["", HEADER, *(table_row(m) for m in measurements), "", "Targets:", *targets(measurements, workspaces),
+    lines += ["", HEADER, *(table_row(m) for m in measurements), "", "Targets:", *targets(measurements),
               "", "Notes:", *notes(measurements),
               f"- vendor engine: {payload['vendor']}.", f"- page cache: {payload['page_cache']}"]
     text = "\n".join(lines) + "\n"
