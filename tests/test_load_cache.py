@@ -50,12 +50,13 @@ def test_second_open_uses_the_cache_and_a_changed_graph_misses_it(sample_ws, tmp
     _wait_for(cache_dir, "graph-*.pkl")
     time.sleep(0.2)
 
-    import precision_shell.formats.graph_files as graph_files
+    import precision_shell.model.graph_load as graph_load
 
-    def no_parse(path):
+    def no_parse(files, errors):
         raise AssertionError("graph parsed although the cache is valid")
 
-    monkeypatch.setattr(graph_files, "load_graph_file", no_parse)
+    real_load = graph_load.load_op_graph
+    monkeypatch.setattr(graph_load, "load_op_graph", no_parse)
     second = Session.open(ws)
     assert list(second.graph.ops) == list(first.graph.ops)
     op = next(iter(first.graph.ops))
@@ -67,8 +68,8 @@ def test_second_open_uses_the_cache_and_a_changed_graph_misses_it(sample_ws, tmp
     stat = graph.stat()
     os.utime(graph, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     parsed = []
-    monkeypatch.setattr(graph_files, "load_graph_file",
-                        lambda path: parsed.append(path) or graph_files.parse_graph_text(path))
+    monkeypatch.setattr(graph_load, "load_op_graph",
+                        lambda files, errors: parsed.extend(files) or real_load(files, errors))
     third = Session.open(ws)
     assert parsed == [graph] and list(third.graph.ops) == list(first.graph.ops)
 

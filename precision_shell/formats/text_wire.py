@@ -29,7 +29,7 @@ from .proto_wire import (BYTES, DUP_NONE, DUP_NONDEFAULT, DUP_PRESENCE, MSG, STR
 from .text_values import (ATOM, STR, WS, TextError, check_unknown_value, encode_scalar, list_items,
                           show)
 
-__all__ = ["CHUNK", "TextError", "line_of", "text_to_wire"]
+__all__ = ["CHUNK", "TextError", "Translator", "line_of", "text_to_wire"]
 
 # ---- one statement, as a regex (possessive quantifiers: no catastrophic backtracking) -----------
 _NAME = rb"[A-Za-z_][\w+-]*+|\d[\w.+-]*+"  # text_format's identifier-or-number tokens
@@ -262,12 +262,40 @@ def text_to_wire(data: bytes, message_desc: _desc.Descriptor, chunk: int = CHUNK
             gc.enable()
 
 
-def _translate(data: bytes, message_desc: _desc.Descriptor, chunk: int) -> bytes:
-    builder = _Builder(_Spec(_fields_of(message_desc)))
+class Translator:
+    """:func:`text_to_wire` for many small texts of one message type (the ops of one graph file,
+    parsed one by one on demand): translated lines and memoised blocks are kept between calls,
+    so the second op costs a fraction of the first (GE repeats most lines verbatim)."""
+
+    def __init__(self, message_desc: _desc.Descriptor):
+        self._root = _Spec(_fields_of(message_desc))
+        self._specs: dict = {None: _Spec({})}
+
+    def _builder(self) -> _Builder:
+        builder = _Builder(self._root)
+        builder.specs = self._specs
+        return builder
+
+    def __call__(self, data: bytes) -> bytes:
+        """Like text_to_wire (same TextError rules); ``data`` must be valid UTF-8."""
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return _translate(data, None, CHUNK, self._builder)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+
+def _translate(data: bytes, message_desc: _desc.Descriptor | None, chunk: int,
+               new_builder=None) -> bytes:
+    if new_builder is None:
+        new_builder = lambda: _Builder(_Spec(_fields_of(message_desc)))  # noqa: E731
+    builder = new_builder()
     pos = _line_pass(builder, data, chunk)
     if pos < len(data):  # the rest, statement by statement
         if pos == 0:
-            builder = _Builder(_Spec(_fields_of(message_desc)))
+            builder = new_builder()
         units, offsets = [], []
         for m in _STMT.finditer(data, pos):
             if m.start() != pos:

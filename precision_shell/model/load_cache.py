@@ -27,7 +27,8 @@ def _code_stamp() -> str:
     version bump) must invalidate old entries."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha1()
-    for rel in ("op_graph.py", "op_attrs.py", "folder_listing.py", "../formats/dump_names.py"):
+    for rel in ("op_graph.py", "op_node.py", "op_attrs.py", "folder_listing.py", "../formats/dump_names.py",
+                "../formats/graph_scan.py"):
         try:
             digest.update((here / rel).read_bytes())
         except OSError:

@@ -17,54 +17,16 @@ Edges (§3.4): ``OpDef.input`` holds one ``"producer:out"`` per data input ancho
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 
-from .op_attrs import (KERNEL_LIB, KERNEL_SUFFIX, ORIGINAL_OP_NAMES, PASS_NAME, LazyAttrs,
-                       TensorDesc, decode_attr, string_list, tensor_desc, text)
+from ..formats.graph_scan import ScannedGraph, special_attrs
+from .op_attrs import TensorDesc
+from .op_node import InputRef, OpDetails, OpNode, details_of
 
 __all__ = ["GraphSummary", "InputRef", "OpGraph", "OpNode", "TensorDesc"]
-
-
-@dataclass
-class InputRef:
-    """Data input anchor ``index`` of an op and what feeds it."""
-
-    index: int
-    producer: str | None  # key of the producing op; None if unconnected or unresolved
-    producer_output: int | None
-    desc: TensorDesc | None
-    raw: str = ""  # the OpDef.input text ("a/b:0", "" when unconnected)
-
-
-@dataclass
-class OpNode:
-    name: str  # GE op name, as in dump file names
-    type: str
-    graph: str  # name of the GraphDef holding the op
-    order: int  # position in the graph's op list = execution order
-    id: int
-    stream_id: int
-    inputs: list[InputRef]
-    control_inputs: list[str]  # keys of ops with a control edge into this one
-    outputs: list[TensorDesc]
-    attrs: Mapping[str, object]  # decoded on first use (op_attrs.LazyAttrs)
-    original_ops: list[str]  # _datadump_original_op_names ([] when present but empty)
-    has_original_attr: bool
-    passes: list[str]  # pass_name (s or list.s): fusion passes that produced the op
-    kernel: str | None  # {name}_kernelname or any *_kernelname attr
-    engine: str | None  # _ge_attr_op_kernel_lib_name
-    key: str = ""  # unique key in OpGraph.ops (== name unless taken by an earlier graph)
-
-    @property
-    def is_fused(self) -> bool:
-        return len(self.original_ops) > 1 or bool(self.passes)
-
-    def golden_names(self) -> list[str]:
-        """Framework ops whose golden tensors this op is compared with (formats.md §3.5)."""
-        return list(self.original_ops) if self.has_original_attr else [self.name]
 
 
 @dataclass
@@ -99,30 +61,24 @@ def _split_input(raw: str) -> tuple[str, int] | None:
         return None
 
 
-def _names(value) -> list[str]:
-    """A names attr GE writes as ``list.s`` (or as ``s``): the non-empty names."""
-    if value.WhichOneof("value") == "list":
-        return [name for name in map(text, value.list.s) if name]  # direct: it runs for every op
-    return string_list(decode_attr(value))
+# An op record, what both sources give the builder:
+# (name, type, raw inputs, original names or None, passes, kernel, engine, detail holder)
+OpRecord = tuple
 
 
-def _op_node(op, graph_name: str, order: int, memo: dict) -> OpNode:
-    attrs = op.attr
-    original = attrs.get(ORIGINAL_OP_NAMES)  # .get: indexing a message map would insert the key
-    passes = attrs.get(PASS_NAME)
-    kernel = attrs.get(op.name + KERNEL_SUFFIX)
-    if kernel is None:
-        kernel = next((attrs[k] for k in attrs if k.endswith(KERNEL_SUFFIX)), None)
-    engine = attrs.get(KERNEL_LIB)
-    return OpNode(
-        name=op.name, type=op.type, graph=graph_name, order=order, id=op.id,
-        stream_id=op.stream_id, inputs=[], control_inputs=[],
-        outputs=[tensor_desc(i, d, memo) for i, d in enumerate(op.output_desc)], attrs=LazyAttrs(attrs),
-        original_ops=_names(original) if original is not None else [],
-        has_original_attr=original is not None,
-        passes=_names(passes) if passes is not None else [],
-        kernel=text(kernel.s) or None if kernel is not None else None,
-        engine=text(engine.s) or None if engine is not None else None)
+def _graphdef_records(graph, memo: dict) -> Iterable[OpRecord]:
+    """Records of a parsed ``GraphDef``: details decoded now, the message is not kept."""
+    for op in graph.op:
+        original, passes, kernel, engine = special_attrs(op.name, op.attr)
+        yield (op.name, op.type, op.input, original, passes, kernel, engine,
+               [details_of(op, memo), None, 0, 0])
+
+
+def _scanned_records(graph: ScannedGraph, reader) -> Iterable[OpRecord]:
+    """Records of a scanned graph: details read from the op's text span on first use."""
+    for op in graph.ops:
+        yield (op.name, op.type, op.inputs, op.original_ops, op.passes, op.kernel, op.engine,
+               [None, reader, op.start, op.end])
 
 
 class OpGraph:
@@ -132,85 +88,111 @@ class OpGraph:
         self.ops: dict[str, OpNode] = {}
         self.graphs: list[GraphSummary] = []
         self.warnings: list[str] = []
-        # key -> (consumer key, output index, consumer input index), filled while linking
-        self._consumers: dict[str, list[tuple[str, int, int]]] = {}
+        self.readers: list = []  # graph_scan.OpTextReader of each scanned file
         self._sorted_names: list[str] | None = None
 
     @classmethod
     def from_models(cls, models: list[tuple[str, object]]) -> "OpGraph":
         """Build from ``(source path, ge.proto.ModelDef)`` pairs, in file-counter order."""
-        self = cls()
-        latest: dict[str, tuple[str, object]] = {}  # GraphDef name -> (source, GraphDef)
-        for source, model in models:
-            for graph in model.graph:
-                if graph.name in latest:
-                    self.warnings.append(f"graph {graph.name!r} appears again in {source}: "
-                                         f"using it instead of {latest[graph.name][0]}")
-                    del latest[graph.name]  # re-inserted below: the order of the copy used
-                latest[graph.name] = (str(source), graph)
-        self._memo = {}  # identical tensor descriptors -> one TensorDesc (build time only)
-        with _gc_paused():
-            pending = [self._add_graph(name, source, graph) for name, (source, graph) in latest.items()]
-            for local, nodes in pending:
-                for node, op in nodes:
-                    self._link(node, op, local)
-        del self._memo
+        memo: dict = {}  # identical tensor descriptors -> one TensorDesc
+        return cls.from_sources([(str(source), graph.name, partial(_graphdef_records, graph, memo))
+                                 for source, model in models for graph in model.graph])
+
+    @classmethod
+    def from_scans(cls, scans: list[tuple[str, list[ScannedGraph], object]]) -> "OpGraph":
+        """Build from ``(source path, scanned graphs, OpTextReader)`` (formats.graph_scan)."""
+        self = cls.from_sources([(str(source), g.name, partial(_scanned_records, g, reader))
+                                 for source, graphs, reader in scans for g in graphs])
+        self.readers = [reader for _, _, reader in scans]
         return self
 
-    def _add_graph(self, graph_name: str, source: str, graph) -> tuple[dict[str, str], list]:
-        local: dict[str, str] = {}  # op name -> key, within this graph
-        nodes = []
-        for order, op in enumerate(graph.op):
-            if op.name in local:
-                self.warnings.append(f"graph {graph_name!r}: op name {op.name!r} repeated; "
-                                     "keeping the first")
+    @classmethod
+    def from_sources(cls, graphs: list[tuple[str, str, Callable[[], Iterable[OpRecord]]]]) -> "OpGraph":
+        """``(source, graph name, records)`` per GraphDef. When the same GraphDef name comes from
+        several files (one Build dump per compile), the last one given wins (formats.md §3.6)."""
+        self = cls()
+        latest: dict[str, tuple[str, Callable]] = {}
+        for source, name, records in graphs:
+            if name in latest:
+                self.warnings.append(f"graph {name!r} appears again in {source}: "
+                                     f"using it instead of {latest[name][0]}")
+                del latest[name]  # re-inserted below: the order of the copy used
+            latest[name] = (source, records)
+        with _gc_paused():
+            pending = [self._add_graph(name, source, records()) for name, (source, records) in latest.items()]
+            names = {key: record[0] for _, rows in pending for key, _, record in rows}
+            for graph_name, rows in pending:
+                local = {record[0]: key for key, _, record in rows}
+                for key, order, record in rows:
+                    self.ops[key] = self._node(graph_name, key, order, record, local, names)
+        return self
+
+    def _add_graph(self, graph_name: str, source: str, records: Iterable[OpRecord]) -> tuple[str, list]:
+        """Claim a key for every op of the graph (inputs are linked once all graphs are in)."""
+        local: set[str] = set()
+        rows = []
+        fused, passes = 0, set()
+        for order, record in enumerate(records):
+            name = record[0]
+            if name in local:
+                self.warnings.append(f"graph {graph_name!r}: op name {name!r} repeated; keeping the first")
                 continue
-            node = _op_node(op, graph_name, order, self._memo)
-            node.key = op.name if op.name not in self.ops else f"{graph_name}/{op.name}"
-            local[op.name] = node.key
-            self.ops[node.key] = node
-            nodes.append((node, op))
-        self.graphs.append(GraphSummary(
-            name=graph_name, source=source, ops=len(nodes),
-            fused_ops=sum(node.is_fused for node, _ in nodes),
-            passes=sorted({p for node, _ in nodes for p in node.passes})))
-        return local, nodes
+            local.add(name)
+            key = name if name not in self.ops else f"{graph_name}/{name}"
+            self.ops[key] = None  # placeholder: keeps the execution order of the dict
+            rows.append((key, order, record))
+            if record[4] or (record[3] is not None and len(record[3]) > 1):
+                fused += 1
+            passes.update(record[4])
+        self.graphs.append(GraphSummary(name=graph_name, source=source, ops=len(rows), fused_ops=fused,
+                                        passes=sorted(passes)))
+        return graph_name, rows
 
-    def _resolve(self, name: str, local: dict[str, str]) -> str | None:
-        key = local.get(name)
-        if key is None and name in self.ops and self.ops[name].name == name:
-            key = name  # an op of another graph with that exact name
-        return key
-
-    def _link(self, node: OpNode, op, local: dict[str, str]) -> None:
-        """Fill node.inputs / control_inputs and the consumer index."""
-        descs = op.input_desc
-        for raw in op.input:
+    def _node(self, graph_name: str, key: str, order: int, record: OpRecord, local: dict,
+              names: dict) -> OpNode:
+        """The OpNode of ``record`` with its inputs resolved (formats.md §3.4): ``OpDef.input``
+        holds one ``"producer:out"`` per data anchor (``""`` = unconnected optional input), then
+        ``"producer:-1"`` per control edge. Inputs resolve within the op's graph first. Bad
+        references never raise: they go to ``warnings`` and the edge is dropped."""
+        name, op_type, raw_inputs, original, passes, kernel, engine, lazy = record
+        inputs: list[InputRef] = []
+        control: list[str] = []
+        for raw in raw_inputs:
             parsed = _split_input(raw) if raw else None
-            if parsed is not None and parsed[1] == -1:  # control edge
-                key = self._resolve(parsed[0], local)
-                if key is None:
-                    self.warnings.append(f"op {node.key!r}: control input from missing op "
-                                         f"{parsed[0]!r}")
+            producer = out = None
+            if parsed is not None:
+                producer = local.get(parsed[0])
+                if producer is None and names.get(parsed[0]) == parsed[0]:
+                    producer = parsed[0]  # an op of another graph with that exact name
+                if parsed[1] == -1:  # control edge
+                    if producer is None:
+                        self.warnings.append(f"op {key!r}: control input from missing op {parsed[0]!r}")
+                    else:
+                        control.append(producer)
+                    continue
+                if parsed[1] < 0:
+                    self.warnings.append(f"op {key!r}: cannot read input {raw!r}")
+                    producer = None
+                elif producer is None:
+                    self.warnings.append(f"op {key!r}: input {len(inputs)} from missing op {parsed[0]!r}")
                 else:
-                    node.control_inputs.append(key)
-                continue
-            index = len(node.inputs)
-            ref = InputRef(index=index, producer=None, producer_output=None,
-                           desc=tensor_desc(index, descs[index], self._memo) if index < len(descs) else None,
-                           raw=raw)
-            node.inputs.append(ref)
-            if not raw:
-                continue  # unconnected optional input
-            if parsed is None or parsed[1] < 0:
-                self.warnings.append(f"op {node.key!r}: cannot read input {raw!r}")
-                continue
-            key = self._resolve(parsed[0], local)
-            if key is None:
-                self.warnings.append(f"op {node.key!r}: input {index} from missing op {parsed[0]!r}")
-                continue
-            ref.producer, ref.producer_output = key, parsed[1]
-            self._consumers.setdefault(key, []).append((node.key, parsed[1], index))
+                    out = parsed[1]
+            elif raw:
+                self.warnings.append(f"op {key!r}: cannot read input {raw!r}")
+            inputs.append(InputRef(len(inputs), producer, out, raw, lazy))
+        return OpNode(name, op_type, graph_name, order, key, inputs, control,
+                      list(original) if original is not None else [], original is not None,
+                      list(passes), kernel, engine, lazy)
+
+    @cached_property
+    def _consumers(self) -> dict[str, list[tuple[str, int, int]]]:
+        """key -> (consumer key, output index, consumer input index), in graph order."""
+        found: dict[str, list[tuple[str, int, int]]] = {}
+        for key, node in self.ops.items():
+            for ref in node.inputs:
+                if ref.producer is not None:
+                    found.setdefault(ref.producer, []).append((key, ref.producer_output, ref.index))
+        return found
 
     @cached_property
     def nx(self):
@@ -229,11 +211,32 @@ class OpGraph:
                 graph.add_edges_from((src, key, {"kind": "control"}) for src in node.control_inputs)
         return graph
 
+    # ---- start-up cache: one row of plain values per op (unpickles ~10x faster than objects) ----
     def __getstate__(self) -> dict:
-        """Pickled for the start-up cache without the derived networkx view."""
-        state = dict(self.__dict__)
-        state.pop("nx", None)
-        return state
+        readers = {id(r): i for i, r in enumerate(self.readers)}
+        rows = []
+        for node in self.ops.values():
+            lazy = node.lazy
+            source = (readers[id(lazy[1])], lazy[2], lazy[3]) if lazy[1] is not None else lazy[0]
+            rows.append((node.name, node.type, node.graph, node.order, node.key,
+                         [(r.producer, r.producer_output, r.raw) for r in node.inputs],
+                         node.control_inputs, node.original_ops if node.has_original_attr else None,
+                         node.passes, node.kernel, node.engine, source))
+        return {"graphs": self.graphs, "warnings": self.warnings, "readers": self.readers, "rows": rows}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+        self.graphs, self.warnings, self.readers = state["graphs"], state["warnings"], state["readers"]
+        readers, ops = self.readers, self.ops
+        with _gc_paused():
+            for (name, op_type, graph, order, key, inputs, control, original, passes, kernel, engine,
+                 source) in state["rows"]:
+                lazy = [source, None, 0, 0] if isinstance(source, OpDetails) else \
+                    [None, readers[source[0]], source[1], source[2]]
+                ops[key] = OpNode(name, op_type, graph, order, key,
+                                  [InputRef(i, p, o, raw, lazy) for i, (p, o, raw) in enumerate(inputs)],
+                                  control, original if original is not None else [], original is not None,
+                                  passes, kernel, engine, lazy)
 
     # ---- queries -------------------------------------------------------------------------------
     def find(self, text: str) -> list[OpNode]:

@@ -89,8 +89,7 @@ class Session:
         return LoadCache(folder)
 
     def _load_graph(self) -> None:
-        from precision_shell.formats.graph_files import load_graph_file
-        from precision_shell.model.op_graph import OpGraph
+        from precision_shell.model.graph_load import load_op_graph
 
         files = self.workspace.graph_files
         if not files:
@@ -98,15 +97,10 @@ class Session:
         key = tuple(file_key(p) for p in files)
         graph = self.cache.load("graph", key)
         if graph is None:
-            models = []
-            for path in files:
-                model = self._guard(load_graph_file, path)
-                if model is not None:
-                    models.append((str(path), model))
-            if not models:
+            graph, loaded = load_op_graph(files, self.load_errors)
+            if graph is None:
                 return
-            graph = OpGraph.from_models(models)
-            if len(models) == len(files):  # a graph with load errors is not cached
+            if loaded == len(files):  # a graph with load errors is not cached
                 self.cache.store("graph", key, graph, background=True)
         self.graph = graph
         source = files[0] if len(files) == 1 else files[0].parent

@@ -1,0 +1,182 @@
+"""The start-up scan of GE graph texts (formats.graph_scan) must give exactly the graph the
+whole-file parse gives: the same ops, inputs, fusion facts, warnings and, read on demand, the
+same details; texts it cannot vouch for go to the whole-file parse."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import pytest
+from google.protobuf import text_format
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from precision_shell.errors import FormatError
+from precision_shell.formats.graph_scan import scan_graph_text
+from precision_shell.formats.graph_text import parse_graph_text
+from precision_shell.model.graph_load import load_op_graph
+from precision_shell.model.op_graph import OpGraph
+from tests.test_graph_text import BASE_TEXT, models, rich_model, write
+from tests.test_op_graph import sample_models
+
+
+def scan(path):
+    data = path.read_bytes()
+    st_ = os.stat(path)
+    return scan_graph_text(path, data, (st_.st_size, st_.st_mtime_ns))
+
+
+def exact_graph(paths):
+    return OpGraph.from_models([(str(p), parse_graph_text(p)) for p in paths])
+
+
+def scanned_graph(paths):
+    scans = []
+    for p in paths:
+        found = scan(p)
+        assert found is not None, f"{p} should be scanned"
+        scans.append((str(p), *found))
+    return OpGraph.from_scans(scans)
+
+
+def assert_same_graph(got: OpGraph, want: OpGraph):
+    assert list(got.ops) == list(want.ops)
+    assert got.graphs == want.graphs and got.warnings == want.warnings
+    for key, op in want.ops.items():
+        mine = got.ops[key]
+        assert mine == op, key  # name, type, graph, order, key, inputs, control, fusion facts
+        assert (mine.id, mine.stream_id, mine.outputs) == (op.id, op.stream_id, op.outputs), key
+        assert [r.desc for r in mine.inputs] == [r.desc for r in op.inputs], key
+        assert dict(mine.attrs) == dict(op.attrs), key
+
+
+def test_sample_workspace_graph_scans_to_the_same_graph(sample_ws):
+    ws, _ = sample_ws
+    path = next((ws / "precision_data/npu/debug_0/graph").glob("ge_proto_*_Build.txt"))
+    got = scanned_graph([path])
+    assert all(op.lazy[0] is None for op in got.ops.values())  # nothing decoded yet
+    want = exact_graph([path])
+    assert len(want.ops) > 30
+    assert_same_graph(got, want)
+
+
+def test_two_files_with_cross_graph_inputs_and_warnings(tmp_path):
+    paths = []
+    for source, model in sample_models():
+        paths.append(write(tmp_path, text_format.MessageToString(model), source.split("/")[-1]))
+    got, want = scanned_graph(paths), exact_graph(paths)
+    assert_same_graph(got, want)
+    assert len(got.warnings) == 2 and got.ops["loss"].kernel == "te_reducemean_x"
+
+
+def test_rich_model_with_escapes_and_subgraphs(tmp_path):
+    """Escaped names and a nested GraphDef inside an attr: those ops take the exact route."""
+    path = write(tmp_path, BASE_TEXT)
+    got, want = scanned_graph([path]), exact_graph([path])
+    assert_same_graph(got, want)
+    fused = got.ops["conv1/fused"]
+    assert fused.original_ops == ["conv1/Conv2D", "conv1/BiasAdd\u00e9", "q\"\\'\x00\x01\ufffd\t\n"]
+    assert fused.inputs[2].raw == "weights/\xe4\xb8\xad:1"
+
+
+def test_details_are_read_per_op_and_the_cache_keeps_them_lazy(tmp_path):
+    paths = [write(tmp_path, text_format.MessageToString(m), s.split("/")[-1]) for s, m in sample_models()]
+    errors: list[str] = []
+    graph, loaded = load_op_graph(paths, errors)
+    assert loaded == 2 and errors == [] and graph.readers
+    op = graph.ops["fc1/MatMul"]
+    assert op.outputs[0].origin_name == "fc1/BiasAdd"
+    assert [key for key, o in graph.ops.items() if o.lazy[0] is not None] == ["fc1/MatMul"]
+    copy = pickle.loads(pickle.dumps(graph))
+    assert all(o.lazy[0] is None for o in copy.ops.values())
+    assert_same_graph(copy, exact_graph(paths))
+
+
+def test_a_changed_file_is_an_error_not_a_wrong_op(tmp_path):
+    path = write(tmp_path, text_format.MessageToString(sample_models()[0][1]))
+    graph, _ = load_op_graph([path], [])
+    path.write_text(path.read_text().replace("fc1/BiasAdd", "fc1/Other"))
+    graph.readers[0].release()
+    with pytest.raises(FormatError, match="changed since pshell loaded it"):
+        graph.ops["fc1/MatMul"].outputs
+
+
+def test_a_corrupt_op_body_fails_when_read_with_file_and_line(tmp_path):
+    text = text_format.MessageToString(sample_models()[0][1])
+    bad_at = text.index("dtype: DT_FLOAT\n")
+    text = text[:bad_at] + "dtype: DT_FLOAT99\n" + text[bad_at + len("dtype: DT_FLOAT\n"):]
+    path = write(tmp_path, text)
+    graph, _ = load_op_graph([path], [])
+    assert graph is not None and len(graph.ops) == 6  # the op index is intact
+    line = text[:bad_at].count("\n") + 1
+    with pytest.raises(FormatError) as exc:
+        graph.ops["fc1/MatMul"].outputs
+    assert str(exc.value) == f"{path}: line {line}: enum ge.proto.DataType has no value named 'DT_FLOAT99'"
+    with pytest.raises(FormatError) as whole:
+        parse_graph_text(path)
+    assert str(whole.value) == str(exc.value)
+
+
+@pytest.mark.parametrize("layout", [{"as_one_line": True}, {"indent": 3}, {"pointy_brackets": True}])
+def test_other_layouts_take_the_whole_file_route(tmp_path, layout):
+    model = sample_models()[0][1]
+    path = write(tmp_path, text_format.MessageToString(model, **layout))
+    assert scan(path) is None
+    graph, loaded = load_op_graph([path], [])
+    assert loaded == 1 and graph.readers == []
+    assert_same_graph(graph, exact_graph([path]))
+
+
+@pytest.mark.parametrize("cut", ["\n  }\n}\n", "\n}\n"])
+def test_truncated_text_takes_the_whole_file_route_and_its_error(tmp_path, cut):
+    text = text_format.MessageToString(sample_models()[0][1])
+    path = write(tmp_path, text[:text.rindex(cut)])
+    assert scan(path) is None
+    errors: list[str] = []
+    assert load_op_graph([path], errors) == (None, 0)
+    assert len(errors) == 1 and errors[0].startswith(f"{path}: line ")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(model=models())
+def test_random_models_scan_like_the_whole_file(tmp_path, model):
+    path = write(tmp_path, text_format.MessageToString(model, as_utf8=False))
+    found = scan(path)
+    if found is not None:
+        assert_same_graph(OpGraph.from_scans([(str(path), *found)]), exact_graph([path]))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.integers(0, len(BASE_TEXT)), st.sampled_from(["del", "ins", "dup"]),
+                                st.sampled_from(' \n{}:"\\-0123456789abexDT_'), st.integers(1, 30)),
+                      min_size=1, max_size=3))
+def test_mutated_text_scans_exactly_or_defers_to_the_whole_file(tmp_path, edits):
+    """Any corruption: the scan declines (None), or gives the whole-file graph, or - when the
+    whole-file parse rejects the text - reading the broken op's details raises FormatError."""
+    text = BASE_TEXT
+    for pos, how, char, length in edits:
+        pos = min(pos, len(text))
+        if how == "del":
+            text = text[:pos] + text[pos + 1:]
+        elif how == "ins":
+            text = text[:pos] + char + text[pos:]
+        else:
+            text = text[:pos] + text[pos:pos + length] + text[pos:]
+    path = write(tmp_path, text)
+    found = scan(path)
+    if found is None:
+        return
+    got = OpGraph.from_scans([(str(path), *found)])
+    try:
+        want = exact_graph([path])
+    except FormatError as exc:
+        with pytest.raises(FormatError) as lazy:
+            for op in got.ops.values():
+                op.details
+        assert str(lazy.value).startswith(f"{path}: line ")
+        # the same reason; the line may be nearer (an unclosed block ends with its op, not the file)
+        assert str(lazy.value).split(": ", 2)[2] == str(exc).split(": ", 2)[2]
+        return
+    assert_same_graph(got, want)
