@@ -54,7 +54,7 @@ def info(session: Session, args) -> Sections:
     data = {
         "workspace": str(ws.precision_data or ws.root),
         "graphs": graphs,
-        "ops": len(graph.ops) if graph is not None else 0,
+        "ops": graph.op_count if graph is not None else 0,
         "npu_dump_files": len(dumps.op_files),
         "npu_dump_bytes": dumps.total_bytes,
         "golden_tensors": len(session.golden),

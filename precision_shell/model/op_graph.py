@@ -17,6 +17,7 @@ Edges (§3.4): ``OpDef.input`` holds one ``"producer:out"`` per data input ancho
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -85,7 +86,9 @@ class OpGraph:
     """Ops of one or more GE models, with data and control edges (``nx``, a MultiDiGraph)."""
 
     def __init__(self) -> None:
-        self.ops: dict[str, OpNode] = {}
+        self._ops: dict[str, OpNode] = {}
+        self._rows: list | None = None  # made into nodes on first use of ``ops``
+        self._rows_lock = threading.Lock()  # the REPL's completion warm-up thread uses ``ops`` too
         self.graphs: list[GraphSummary] = []
         self.warnings: list[str] = []
         self.readers: list = []  # graph_scan.OpTextReader of each scanned file
@@ -121,10 +124,11 @@ class OpGraph:
         with _gc_paused():
             pending = [self._add_graph(name, source, records()) for name, (source, records) in latest.items()]
             names = {key: record[0] for _, rows in pending for key, _, record in rows}
+            out = []
             for graph_name, rows in pending:
                 local = {record[0]: key for key, _, record in rows}
-                for key, order, record in rows:
-                    self.ops[key] = self._node(graph_name, key, order, record, local, names)
+                out += [self._row(graph_name, key, order, record, local, names) for key, order, record in rows]
+        self._rows = out  # nodes are made on first use of ``ops``
         return self
 
     def _add_graph(self, graph_name: str, source: str, records: Iterable[OpRecord]) -> tuple[str, list]:
@@ -138,8 +142,8 @@ class OpGraph:
                 self.warnings.append(f"graph {graph_name!r}: op name {name!r} repeated; keeping the first")
                 continue
             local.add(name)
-            key = name if name not in self.ops else f"{graph_name}/{name}"
-            self.ops[key] = None  # placeholder: keeps the execution order of the dict
+            key = name if name not in self._ops else f"{graph_name}/{name}"
+            self._ops[key] = None  # placeholder: keeps the execution order of the dict
             rows.append((key, order, record))
             if record[4] or (record[3] is not None and len(record[3]) > 1):
                 fused += 1
@@ -148,16 +152,25 @@ class OpGraph:
                                         passes=sorted(passes)))
         return graph_name, rows
 
-    def _node(self, graph_name: str, key: str, order: int, record: OpRecord, local: dict,
-              names: dict) -> OpNode:
-        """The OpNode of ``record`` with its inputs resolved (formats.md §3.4): ``OpDef.input``
-        holds one ``"producer:out"`` per data anchor (``""`` = unconnected optional input), then
-        ``"producer:-1"`` per control edge. Inputs resolve within the op's graph first. Bad
-        references never raise: they go to ``warnings`` and the edge is dropped."""
+    def _row(self, graph_name: str, key: str, order: int, record: OpRecord, local: dict,
+             names: dict) -> tuple:
+        """The row (see _make_nodes) of ``record`` with its inputs resolved (formats.md §3.4):
+        ``OpDef.input`` holds one ``"producer:out"`` per data anchor (``""`` = unconnected optional
+        input), then ``"producer:-1"`` per control edge. Inputs resolve within the op's graph
+        first. Bad references never raise: they go to ``warnings`` and the edge is dropped."""
         name, op_type, raw_inputs, original, passes, kernel, engine, lazy = record
-        inputs: list[InputRef] = []
+        inputs: list[tuple] = []
         control: list[str] = []
         for raw in raw_inputs:
+            name_, colon, index = raw.rpartition(":")
+            if colon and index.isdigit() and index.isascii():  # the usual "producer:N", fast
+                producer = local.get(name_)
+                if producer is None and names.get(name_) == name_:
+                    producer = name_
+                if producer is None:
+                    self.warnings.append(f"op {key!r}: input {len(inputs)} from missing op {name_!r}")
+                inputs.append((producer, int(index) if producer is not None else None, raw))
+                continue
             parsed = _split_input(raw) if raw else None
             producer = out = None
             if parsed is not None:
@@ -179,10 +192,9 @@ class OpGraph:
                     out = parsed[1]
             elif raw:
                 self.warnings.append(f"op {key!r}: cannot read input {raw!r}")
-            inputs.append(InputRef(len(inputs), producer, out, raw, lazy))
-        return OpNode(name, op_type, graph_name, order, key, inputs, control,
-                      list(original) if original is not None else [], original is not None,
-                      list(passes), kernel, engine, lazy)
+            inputs.append((producer, out, raw))
+        return (name, op_type, graph_name, order, key, inputs, control,
+                list(original) if original is not None else None, list(passes), kernel, engine, lazy)
 
     @cached_property
     def _consumers(self) -> dict[str, list[tuple[str, int, int]]]:
@@ -211,32 +223,63 @@ class OpGraph:
                 graph.add_edges_from((src, key, {"kind": "control"}) for src in node.control_inputs)
         return graph
 
-    # ---- start-up cache: one row of plain values per op (unpickles ~10x faster than objects) ----
+    @property
+    def ops(self) -> dict[str, OpNode]:
+        """key -> OpNode, in execution order (graph by graph, each in its op-list order)."""
+        if self._rows is not None:
+            with self._rows_lock:
+                if self._rows is not None:
+                    self._make_nodes()
+        return self._ops
+
+    @property
+    def op_count(self) -> int:
+        return sum(g.ops for g in self.graphs)
+
+    # ---- start-up cache -------------------------------------------------------------------
+    # One row of plain values per op: (name, type, graph, order, key, [(producer, output, raw)],
+    # control keys, original names or None, passes, kernel, engine, source), where source is the
+    # detail holder [details, reader, start, end] in memory and, pickled, (reader index, start,
+    # end) or the decoded OpDetails. Rows unpickle ~3x faster than nodes.
     def __getstate__(self) -> dict:
         readers = {id(r): i for i, r in enumerate(self.readers)}
-        rows = []
-        for node in self.ops.values():
-            lazy = node.lazy
-            source = (readers[id(lazy[1])], lazy[2], lazy[3]) if lazy[1] is not None else lazy[0]
-            rows.append((node.name, node.type, node.graph, node.order, node.key,
-                         [(r.producer, r.producer_output, r.raw) for r in node.inputs],
-                         node.control_inputs, node.original_ops if node.has_original_attr else None,
-                         node.passes, node.kernel, node.engine, source))
+
+        def packed(lazy):
+            if type(lazy) is not list:
+                return lazy  # already packed (rows loaded from the cache, never used)
+            return (readers[id(lazy[1])], lazy[2], lazy[3]) if lazy[1] is not None else lazy[0]
+
+        if self._rows is not None:
+            rows = [row[:11] + (packed(row[11]),) for row in self._rows]
+        else:
+            rows = [(node.name, node.type, node.graph, node.order, node.key,
+                     [(r.producer, r.producer_output, r.raw) for r in node.inputs], node.control_inputs,
+                     node.original_ops if node.has_original_attr else None, node.passes, node.kernel,
+                     node.engine, packed(node.lazy)) for node in self._ops.values()]
         return {"graphs": self.graphs, "warnings": self.warnings, "readers": self.readers, "rows": rows}
 
     def __setstate__(self, state: dict) -> None:
+        """Start-up reads only the summaries and warnings; nodes are made when ``ops`` is used."""
         self.__init__()
         self.graphs, self.warnings, self.readers = state["graphs"], state["warnings"], state["readers"]
-        readers, ops = self.readers, self.ops
+        self._rows = state["rows"]
+
+    def _make_nodes(self) -> None:
+        rows, readers, ops = self._rows, self.readers, self._ops
         with _gc_paused():
             for (name, op_type, graph, order, key, inputs, control, original, passes, kernel, engine,
-                 source) in state["rows"]:
-                lazy = [source, None, 0, 0] if isinstance(source, OpDetails) else \
-                    [None, readers[source[0]], source[1], source[2]]
+                 source) in rows:
+                if type(source) is list:
+                    lazy = source
+                elif isinstance(source, OpDetails):
+                    lazy = [source, None, 0, 0]
+                else:
+                    lazy = [None, readers[source[0]], source[1], source[2]]
                 ops[key] = OpNode(name, op_type, graph, order, key,
                                   [InputRef(i, p, o, raw, lazy) for i, (p, o, raw) in enumerate(inputs)],
                                   control, original if original is not None else [], original is not None,
                                   passes, kernel, engine, lazy)
+        self._rows = None  # only now: another thread waits on the lock until the nodes are all in
 
     # ---- queries -------------------------------------------------------------------------------
     def find(self, text: str) -> list[OpNode]:
