@@ -180,3 +180,34 @@ def test_mutated_text_scans_exactly_or_defers_to_the_whole_file(tmp_path, edits)
         assert str(lazy.value).split(": ", 2)[2] == str(exc).split(": ", 2)[2]
         return
     assert_same_graph(got, want)
+
+
+def test_details_decoded_by_a_command_are_cached_for_the_next_run(sample_ws, tmp_path, monkeypatch):
+    import shutil
+    import time
+
+    from precision_shell.formats.graph_scan import OpTextReader
+    from precision_shell.model.session import Session
+
+    ws = tmp_path / "ws"
+    shutil.copytree(sample_ws[0] / "precision_data", ws / "precision_data")
+    monkeypatch.setattr(Session, "_DETAILS_STORE_MIN", 1)
+    first = Session.open(ws)
+    assert first.graph.readers  # the scanned route
+    want = {key: (op.outputs, [r.desc for r in op.inputs], op.id) for key, op in first.graph.ops.items()}
+    first.after_command()
+    cache_dir = ws / "precision_data" / "temp" / "pshell" / "cache"
+    for _ in range(200):  # written by a detached child
+        if list(cache_dir.glob("graph_details-*.pkl")):
+            break
+        time.sleep(0.05)
+    time.sleep(0.2)
+
+    decoded = []
+    real_op = OpTextReader.op
+    monkeypatch.setattr(OpTextReader, "op", lambda self, s, e: decoded.append(s) or real_op(self, s, e))
+    second = Session.open(ws)
+    got = {key: (op.outputs, [r.desc for r in op.inputs], op.id) for key, op in second.graph.ops.items()}
+    assert got == want and decoded == []  # every op's details came from the cache
+    matmul = next(op for op in second.graph.ops.values() if op.attrs)  # attrs: read from the text
+    assert dict(matmul.attrs) == dict(first.graph.ops[matmul.key].attrs) and len(decoded) == 1

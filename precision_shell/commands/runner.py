@@ -170,7 +170,11 @@ def execute(session: Any, statement: Statement, registry: Registry = REGISTRY) -
         args = cmd.parse(argv)
         if cmd.needs_session and session is None:
             raise PshellError(f"{cmd.name}: no workspace loaded")
-        outcome.result = cmd.handler(session, args)
+        try:
+            outcome.result = cmd.handler(session, args)
+        finally:
+            if session is not None and hasattr(session, "after_command"):
+                session.after_command()
         outcome.quit = isinstance(outcome.result, QuitRequest)
     except HelpRequested as req:
         outcome.help_text = req.text

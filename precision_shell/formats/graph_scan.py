@@ -112,9 +112,12 @@ class OpTextReader:
         self.path, self.stamp, self._data = path, stamp, data
         self._translate = None
         self.memo: dict = {}  # for the caller: identical descriptors -> one decoded object
+        self.decoded = 0  # ops decoded in this process (the caller counts)
+        self.before_first = None  # the caller's hook before the first op is decoded
 
     def __getstate__(self) -> dict:  # pickled in the start-up cache without the file's bytes
-        return {"path": self.path, "stamp": self.stamp, "_data": None, "_translate": None, "memo": {}}
+        return {"path": self.path, "stamp": self.stamp, "_data": None, "_translate": None, "memo": {},
+                "decoded": 0, "before_first": None}
 
     def data(self) -> bytes:
         if self._data is None:

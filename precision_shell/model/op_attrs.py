@@ -164,6 +164,8 @@ class LazyAttrs(Mapping):
     def _map(self):
         if isinstance(self._source, bytes):  # from the start-up cache: parse on first use
             self._source = _named_attrs_class().FromString(self._source).attr
+        elif callable(self._source):  # details from the cache: the op's attrs read again on use
+            self._source = self._source()
         return self._source
 
     def __getitem__(self, key: str) -> object:
@@ -188,6 +190,8 @@ class LazyAttrs(Mapping):
             return dict, (self._decoded,)
         if isinstance(self._source, bytes):
             return LazyAttrs, (self._source,)
+        if callable(self._source):
+            self._map()
         holder = _named_attrs_class()()
         for key in self._source:
             holder.attr[key].CopyFrom(self._source[key])

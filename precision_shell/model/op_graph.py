@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 
 from ..formats.graph_scan import ScannedGraph, special_attrs
-from .op_attrs import TensorDesc
-from .op_node import InputRef, OpDetails, OpNode, details_of
+from .op_attrs import LazyAttrs, TensorDesc
+from .op_node import InputRef, OpDetails, OpNode, details_of, span_attrs
 
 __all__ = ["GraphSummary", "InputRef", "OpGraph", "OpNode", "TensorDesc"]
 
@@ -235,6 +235,23 @@ class OpGraph:
     @property
     def op_count(self) -> int:
         return sum(g.ops for g in self.graphs)
+
+    # ---- details decoded in earlier runs (the session's details cache) -----------------------
+    def detail_rows(self) -> list:
+        """Per op, in order: (id, stream_id, outputs, input_descs) when decoded from a scanned
+        file, else None. Attrs are left out: only ``ni`` shows them, read again from the span."""
+        return [node.lazy[0][:4] if node.lazy[1] is not None and node.lazy[0] is not None else None
+                for node in self.ops.values()]
+
+    def set_detail_rows(self, rows: list) -> None:
+        """Fill undecoded holders from :meth:`detail_rows` of an earlier run of the same files."""
+        nodes = list(self.ops.values())
+        if len(rows) != len(nodes):
+            return
+        for node, row in zip(nodes, rows):
+            lazy = node.lazy
+            if row is not None and lazy[0] is None and lazy[1] is not None:
+                lazy[0] = OpDetails(*row, LazyAttrs(span_attrs(lazy[1], lazy[2], lazy[3])))
 
     # ---- start-up cache -------------------------------------------------------------------
     # One row of plain values per op: (name, type, graph, order, key, [(producer, output, raw)],

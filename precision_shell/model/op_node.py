@@ -34,12 +34,28 @@ def details_of(op, memo: dict | None) -> OpDetails:
 
 
 def load_details(lazy: list) -> OpDetails:
-    """``lazy`` is an op's holder ``[details or None, reader, start, end]``: fill it once."""
+    """``lazy`` is an op's holder ``[details or None, reader, start, end]``: fill it once.
+
+    The first decode of a file asks its reader's ``before_first`` hook (the session's details
+    cache), which may fill every holder at once; ``reader.decoded`` counts the ops decoded here
+    (the session stores the details once many were needed)."""
     details = lazy[0]
     if details is None:
         reader = lazy[1]
+        hook = reader.before_first
+        if hook is not None:
+            reader.before_first = None
+            hook()
+            if lazy[0] is not None:
+                return lazy[0]
         details = lazy[0] = details_of(reader.op(lazy[2], lazy[3]), reader.memo)
+        reader.decoded += 1
     return details
+
+
+def span_attrs(reader, start: int, end: int):
+    """A zero-argument callable giving the attr map of the op at ``start:end`` (LazyAttrs)."""
+    return lambda: reader.op(start, end).attr
 
 
 class InputRef(NamedTuple):

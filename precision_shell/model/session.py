@@ -46,6 +46,7 @@ class Session:
     # progress(label, total) -> context manager with .advance(n); the REPL swaps in a real bar
     progress: Any = silent_progress
     cache: LoadCache = field(default_factory=lambda: LoadCache(None))
+    _graph_key: tuple | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike | None = None, **overrides: Any) -> "Session":
@@ -105,6 +106,31 @@ class Session:
         self.graph = graph
         source = files[0] if len(files) == 1 else files[0].parent
         self.load_errors += [f"{source}: {w}" for w in graph.warnings]
+        self._graph_key = key
+        for reader in graph.readers:  # the first op detail read asks the details cache first
+            reader.before_first = self._load_graph_details
+
+    # -- op details: decoded on demand, kept in the cache once many were needed (vc, ls -k) ----
+    _DETAILS_STORE_MIN = 1000
+
+    def _load_graph_details(self) -> None:
+        for reader in self.graph.readers:
+            reader.before_first = None
+        rows = self.cache.load("graph_details", self._graph_key)
+        if rows is not None:
+            self.graph.set_detail_rows(rows)
+
+    def after_command(self) -> None:
+        """Called after each command: store the op details when a command decoded many more."""
+        graph = self.graph
+        if graph is None or not graph.readers or self._graph_key is None:
+            return
+        decoded = sum(r.decoded for r in graph.readers)  # since the last store
+        if decoded < max(self._DETAILS_STORE_MIN, graph.op_count // 10):
+            return
+        for reader in graph.readers:
+            reader.decoded = 0
+        self.cache.store("graph_details", self._graph_key, graph.detail_rows(), background=True)
 
     def _load_overflow(self) -> None:
         files: list[DumpFile] = []
