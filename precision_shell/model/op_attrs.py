@@ -7,7 +7,7 @@ function of one protobuf message.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..formats.protoload import ge_ir_pb
 
@@ -101,9 +101,9 @@ def dtype_name(number: int) -> str:
     return _DTYPE_NAMES.get(number) or f"DT_{number}"
 
 
-@dataclass(frozen=True)
-class TensorDesc:
-    """One input or output tensor of an op, as the graph describes it (shared, hence frozen)."""
+class TensorDesc(NamedTuple):
+    """One input or output tensor of an op, as the graph describes it (shared, hence immutable;
+    a tuple: 10^5 of them come back from the details cache)."""
 
     index: int
     name: str

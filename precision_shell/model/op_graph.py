@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 
 from ..formats.graph_scan import ScannedGraph, special_attrs
-from .op_attrs import LazyAttrs, TensorDesc
-from .op_node import InputRef, OpDetails, OpNode, details_of, span_attrs
+from .op_attrs import TensorDesc
+from .op_node import InputRef, OpDetails, OpNode, details_of
 
 __all__ = ["GraphSummary", "InputRef", "OpGraph", "OpNode", "TensorDesc"]
 
@@ -251,7 +251,7 @@ class OpGraph:
         for node, row in zip(nodes, rows):
             lazy = node.lazy
             if row is not None and lazy[0] is None and lazy[1] is not None:
-                lazy[0] = OpDetails(*row, LazyAttrs(span_attrs(lazy[1], lazy[2], lazy[3])))
+                lazy[0] = OpDetails(*row, None)  # OpNode.attrs reads the attrs when asked
 
     # ---- start-up cache -------------------------------------------------------------------
     # One row of plain values per op: (name, type, graph, order, key, [(producer, output, raw)],

@@ -22,7 +22,7 @@ class OpDetails(NamedTuple):
     stream_id: int
     outputs: list[TensorDesc]
     input_descs: list[TensorDesc]
-    attrs: Mapping[str, object]  # decoded on first use (op_attrs.LazyAttrs)
+    attrs: Mapping[str, object] | None  # LazyAttrs; None: not read yet (details from the cache)
 
 
 def details_of(op, memo: dict | None) -> OpDetails:
@@ -120,7 +120,11 @@ class OpNode(NamedTuple):
 
     @property
     def attrs(self) -> Mapping[str, object]:
-        return load_details(self.lazy).attrs
+        details = load_details(self.lazy)
+        if details.attrs is None:  # details from the cache: the attrs are read from the text
+            lazy = self.lazy
+            details = lazy[0] = details._replace(attrs=LazyAttrs(span_attrs(lazy[1], lazy[2], lazy[3])))
+        return details.attrs
 
     # -- derived ----------------------------------------------------------------------------
     @property
