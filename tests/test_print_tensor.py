@@ -15,7 +15,7 @@ import pytest
 from precision_shell.analysis import compare_worker
 from precision_shell.analysis.histogram import histogram, histogram_lines
 from precision_shell.cli import main
-from precision_shell.commands.tensor_cmd import TensorPrint, parse_ranges
+from precision_shell.commands.tensor_print import TensorPrint, parse_ranges
 from precision_shell.errors import CommandError
 from precision_shell.formats import dump_file
 from precision_shell.render.style import Style

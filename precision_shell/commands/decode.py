@@ -5,15 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from precision_shell.commands.outputs import write_atomic
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Table
 from precision_shell.errors import CommandError
-from precision_shell.formats.dump_file import read_device_array, read_dump_header, read_logical_array
 from precision_shell.formats.dump_names import parse_dump_name
-from precision_shell.formats.opdebug import decode_opdebug_buffer
 from precision_shell.model.session import Session
 
 
@@ -35,8 +31,10 @@ def find_dump_path(session: Session, text: str) -> Path:
     raise CommandError(f"{text}: no such dump file")
 
 
-def _npy_ready(array: np.ndarray) -> tuple[np.ndarray, str]:
+def _npy_ready(array):
     """bf16 has no portable .npy dtype: write it as float32 (exact), as the vendor's convert does."""
+    import numpy as np
+
     if array.dtype.name == "bfloat16":
         return array.astype(np.float32), "bf16 written as float32 (exact)"
     return array, ""
@@ -53,6 +51,11 @@ def _npy_ready(array: np.ndarray) -> tuple[np.ndarray, str]:
                arg("-o", "--output", metavar="DIR",
                    help="output folder (default: <output folder>/decode)")])
 def decode(session: Session, args) -> Table:
+    import numpy as np  # the readers and numpy: on first use, not at start-up
+
+    from precision_shell.formats.dump_file import read_device_array, read_dump_header, read_logical_array
+    from precision_shell.formats.opdebug import decode_opdebug_buffer
+
     path = find_dump_path(session, args.dumpfile)
     header = read_dump_header(path)
     out_dir = session.output_path(args.output, "decode", folder=True)

@@ -8,7 +8,6 @@ from precision_shell import __version__
 from precision_shell.commands.registry import command
 from precision_shell.commands.results import Sections
 from precision_shell.errors import FormatError
-from precision_shell.formats.opdebug import read_opdebug
 from precision_shell.model.session import Session
 
 
@@ -22,6 +21,8 @@ def human_bytes(n: int) -> str:
 
 def count_overflow_records(session: Session) -> tuple[int, list[str]]:
     """Decoded Opdebug records in the overflow dump and beside the active dumps."""
+    from precision_shell.formats.opdebug import read_opdebug  # numpy: only when there are any
+
     records, errors = 0, []
     for f in session.overflow_dumps.opdebug + session.dumps.opdebug:
         try:

@@ -11,8 +11,6 @@ import subprocess
 from collections import Counter
 from typing import Any, Callable
 
-from precision_shell.analysis.neighbourhood import neighbourhood_dot, op_tree, tree_lines
-from precision_shell.analysis.node_panel import NodePanel, node_panel
 from precision_shell.commands.outputs import write_atomic
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Message, Sections, Table
@@ -142,7 +140,7 @@ def _shape(shape: Any) -> str:
     return "-" if shape is None else "(" + ", ".join(str(d) for d in shape) + ")"
 
 
-def _panel_sections(panel: NodePanel) -> list[tuple[str, Any]]:
+def _panel_sections(panel: Any) -> list[tuple[str, Any]]:
     facts = [("type", panel.type), ("graph", f"{panel.graph}  (position {panel.order}, id {panel.id}, "
                                              f"stream {panel.stream_id})"),
              ("kernel", panel.kernel or "-"), ("engine", panel.engine or "-"),
@@ -237,6 +235,8 @@ def render_svg(dot_path, svg_path) -> str | None:
 
 
 def write_neighbourhood(session: Session, op: Any, depth: int) -> dict:
+    from precision_shell.analysis.neighbourhood import neighbourhood_dot
+
     hood, text = neighbourhood_dot(session, op.key, depth)
     dot_path = session.output_path(None, f"graphs/{graph_file_stem(op.key)}_d{depth}.dot")
     write_atomic(dot_path, lambda fh: fh.write(text))
@@ -261,6 +261,8 @@ def node_info(session: Session, args: Any) -> Sections:
     op = session.resolve_op(args.op)
     if args.subgraph is not None and args.subgraph < 0:
         raise CommandError("-s DEPTH must be 0 or more")
+    from precision_shell.analysis.node_panel import node_panel  # numpy: not at start-up
+
     panel = node_panel(session, op, all_attrs=args.attrs)
     blocks = _panel_sections(panel)
     data = panel.to_json()
@@ -282,6 +284,8 @@ def _tree(session: Session, args: Any, direction: str) -> Message:
     op = session.resolve_op(args.op)
     if args.depth < 0:
         raise CommandError("-d DEPTH must be 0 (unlimited) or more")
+    from precision_shell.analysis.neighbourhood import op_tree, tree_lines
+
     rows = op_tree(graph, op.key, direction, args.depth, control=args.control)
     lines = tree_lines(op.key, op.type, rows, direction)
     if not rows:

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from precision_shell.analysis.tensor_compare import tensor_stats
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Sections, Table
 from precision_shell.errors import CommandError, FormatError
-from precision_shell.formats.golden_npy import load_npy
 from precision_shell.model.session import Session
 
 PANELS: dict[str, Callable[[Session, Any, str], Sections]] = {}
@@ -20,6 +18,9 @@ PANELS: dict[str, Callable[[Session, Any, str], Sections]] = {}
 
 def golden_stats_rows(session: Session, op_name: str) -> Table | None:
     """Stats of the golden tensors an NPU op's outputs stand for (None when there are none)."""
+    from precision_shell.analysis.tensor_compare import tensor_stats  # numpy: not at start-up
+    from precision_shell.formats.golden_npy import load_npy
+
     graph = session.graph
     op = graph.ops.get(op_name) if graph is not None else None
     if op is None or session.golden.folder is None:
