@@ -6,7 +6,8 @@ import pytest
 
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_names import (
-    DumpName, GoldenName, escape_op_name, parse_dump_name, parse_golden_name, read_mapping_csv,
+    DumpName, GoldenName, dump_names_in, escape_op_name, golden_keys_in, is_dump_name, parse_dump_name,
+    parse_dump_names, parse_golden_name, parse_golden_names, read_mapping_csv,
 )
 
 
@@ -136,3 +137,113 @@ def test_mapping_csv_unreadable(tmp_path):
         with pytest.raises(FormatError) as e:
             read_mapping_csv(path)
         assert str(e.value).startswith(str(path))
+
+
+# -- the single-regex grammar equals the field-by-field rules of formats.md §1.1 / §5 ----------------
+# Reference implementations: the field-by-field readings the regexes replaced (kept here verbatim
+# so any divergence of the fast path is caught).
+def _ref_number(text):
+    return text.isascii() and text.isdigit()
+
+
+def _ref_dump(filename):
+    import os
+    import re
+    field = re.compile(r"[A-Za-z0-9_-]+\Z")
+    parts = os.path.basename(filename).split(".")
+    n = len(parts)
+    if n < 4 or not field.match(parts[0]) or not field.match(parts[1]):
+        return None
+    if not all(_ref_number(p) for p in parts[2:]):
+        return None
+    nums = [int(p) for p in parts[2:]]
+    stream = task_type = context = thread = device = None
+    if n == 4:
+        task, ts = nums
+    elif n == 8:
+        task, ts, task_type, context, thread, device = nums
+    elif n >= 9:
+        task, stream, ts, task_type, context, thread, device = nums[:7]
+    else:
+        task, stream, ts = nums[:3]
+    return DumpName(parts[0], parts[1], task, stream, ts, task_type, context, thread, device, n)
+
+
+def _ref_golden(filename):
+    import os
+    import re
+    base = os.path.basename(filename)
+    if not base.endswith(".npy"):
+        return None
+    parts = base[: -len(".npy")].split(".")
+    if len(parts) >= 3 and _ref_number(parts[-1]) and _ref_number(parts[-2]):
+        op_parts, index, ts = parts[:-2], int(parts[-2]), int(parts[-1])
+    elif len(parts) >= 2 and _ref_number(parts[-1]):
+        op_parts, index, ts = parts[:-1], int(parts[-1]), None
+    else:
+        return None
+    if op_parts[-1] in ("input", "output"):
+        return None
+    op = ".".join(op_parts)
+    if not op or not re.compile(r"[.A-Za-z0-9_-]+\Z").match(op):
+        return None
+    return GoldenName(op, index, ts)
+
+
+_TRICKY_NAMES = [
+    "", ".", "..", ".npy", "1.npy", ".1.npy", "..1.npy", ".1.2.npy", "..1.2.npy", "1.2.npy",
+    "1.2.3.npy", "a.npy", "a.1.npy", "a.01.npy", "a.1.2.npy", "a.1.2.3.npy", "a..1.npy",
+    "a..1.2.npy", "a.b.1.npy", "a.b.1.2.npy", "a.b.c.npy", "a.1.b.npy", "a.1.npy.npy",
+    "x.input.0.npy", "x.output.0.1.npy", "input.0.npy", "output.0.1.npy", "xinput.0.npy",
+    "x_output.0.1.npy", "x.inputs.0.npy", "x.input.npy", "a b.0.npy", "a/b.0.npy", "d/a.0.1.npy",
+    "a.²1.npy", "a.1.²2.npy", "a.1.2.npy\n", "a\n.1.npy", "é.1.npy", "a.1.NPY", "a.1.2.npz",
+    "Add.add.1", "Add.add.1.2", "Add.add.1.2.3", "Add.add.01.002.3", "Add..1.2", "Add.add..1.2",
+    ".Add.1.2", "Add.add.1.2.", "Add.add.1.2.3\n", "Add.add.1.²2.3", "Add.a-b_c.1.2.3",
+    "A.b.1.2.3.4.5.6.7.8.9.10", "A.b.1.2.3.4.5.6", "A.b.1.2.3.4.5", "A.b.1.2.3.4", "A.b.c.1.2",
+    "Add.add 1.1.2.3", "Add.add\\1.1.2.3", "dir/Add.add.1.2.3", "Opdebug.Node_OpDebug.1.2",
+    "1234567890", "mapping.csv", "Add.add.1.2.3.input.0.npy", "Add.add.1.2.3.csv",
+]
+
+
+@pytest.mark.parametrize("name", _TRICKY_NAMES)
+def test_fast_name_grammar_equals_the_field_rules(name):
+    assert parse_dump_name(name) == _ref_dump(name)
+    assert parse_golden_name(name) == _ref_golden(name)
+    if "/" not in name:  # the many-names forms take bare file names
+        _assert_bare_forms_agree([name])
+
+
+def test_fast_name_grammar_equals_the_field_rules_on_random_names():
+    import random
+    rng = random.Random(20240125)
+    pieces = ["a", "Add", "0", "1", "07", "123", "", "input", "output", "npy", "x-y", "_", "²",
+              " ", "é", "Opdebug", "b.c"]
+    numbers = ["0", "1", "07", "123", "1700000000123456", "0", "1", "²", ""]
+    valid_dumps = valid_goldens = 0
+    names = []
+    for _ in range(20000):
+        n = rng.randint(1, 11)
+        if rng.random() < 0.5:  # mostly-numeric tails: the shapes both grammars accept
+            name = ".".join([rng.choice(pieces) for _ in range(2)] +
+                            [rng.choice(numbers if rng.random() < 0.97 else pieces) for _ in range(n)])
+        else:
+            name = ".".join(rng.choice(pieces) for _ in range(n))
+        if rng.random() < 0.5:
+            name += ".npy"
+        valid_dumps += _ref_dump(name) is not None
+        valid_goldens += _ref_golden(name) is not None
+        assert parse_dump_name(name) == _ref_dump(name), name
+        assert parse_golden_name(name) == _ref_golden(name), name
+        names.append(name)
+    assert valid_dumps > 500 and valid_goldens > 1000  # the comparison covered both grammars
+    _assert_bare_forms_agree(names)
+
+
+def _assert_bare_forms_agree(names):
+    """The many-names forms the indexes use agree with the reference, name by name."""
+    dumps, goldens = [_ref_dump(n) for n in names], [_ref_golden(n) for n in names]
+    assert [is_dump_name(n) for n in names] == [d is not None for d in dumps]
+    assert dump_names_in(names) == [n for n, d in zip(names, dumps) if d is not None]
+    assert parse_dump_names(names) == dumps
+    assert parse_golden_names(names) == goldens
+    assert golden_keys_in(names) == [(n, g.op_name, g.output_index) for n, g in zip(names, goldens) if g]

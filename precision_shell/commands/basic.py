@@ -40,8 +40,8 @@ def use(session: Session, args) -> Message:
     chosen = session.use(run=args.run, device=args.device, step=args.step, time=args.time)
     if chosen is None:
         return Message(["no NPU dumps in this workspace"], data={"active": None})
-    lines = [f"active: {chosen.label}: {len(session.dumps.op_files):,} dump files", f"  {chosen.path}"]
+    lines = [f"active: {chosen.label}: {session.dumps.op_file_count:,} dump files", f"  {chosen.path}"]
     return Message(lines, data={"active": {"run": chosen.run, "time": chosen.time, "device": chosen.device,
                                            "model": chosen.model, "step": chosen.step,
                                            "path": str(chosen.path),
-                                           "npu_dump_files": len(session.dumps.op_files)}})
+                                           "npu_dump_files": session.dumps.op_file_count}})

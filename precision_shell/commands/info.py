@@ -56,7 +56,7 @@ def info(session: Session, args) -> Sections:
         "workspace": str(ws.precision_data or ws.root),
         "graphs": graphs,
         "ops": graph.op_count if graph is not None else 0,
-        "npu_dump_files": len(dumps.op_files),
+        "npu_dump_files": dumps.op_file_count,
         "npu_dump_bytes": dumps.total_bytes,
         "golden_tensors": len(session.golden),
         "overflow_records": overflow_records,
@@ -78,7 +78,7 @@ def info(session: Session, args) -> Sections:
         rows.append(("graph", f"{g['name']}  {g['ops']:,} ops ({g['fused_ops']} fused, "
                               f"{g['passes']} passes)  [{_rel(session, Path(g['source']))}]"))
     if session.active is not None:
-        rows.append(("npu", f"{session.active.label}: {len(dumps.op_files):,} dump files "
+        rows.append(("npu", f"{session.active.label}: {dumps.op_file_count:,} dump files "
                             f"({human_bytes(dumps.total_bytes)})"))
         if len(ws.dump_sets) > 1:
             rows.append(("", f"{len(ws.dump_sets)} dump sets: runs {', '.join(ws.runs)}; "

@@ -1,23 +1,31 @@
 """Index of the binary dump files of one dump set: by op name, newest first when asked.
 
-Building the index reads directory entries only (names and sizes). A dump's protobuf header is
-read the first time a command needs it and then kept, so start-up cost does not grow with the
-size of the dumps.
+Building the index reads directory entries only: start-up needs counts, and gets them from one
+regex test per file name; sizes (a stat per file) are read when first asked for. Looking up one
+op parses only that op's file names; the full index (every name parsed, by-op table) is built when
+a command needs all dumps or looks up many ops. A dump's protobuf header is read the first time a
+command needs it and then kept. So start-up cost does not grow with the size of the dumps, and
+little with their number.
 """
 
 from __future__ import annotations
 
+import threading
+from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
 
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_file import DumpHeader, read_dump_header
-from precision_shell.formats.dump_names import DumpName, escape_op_name, parse_dump_name, read_mapping_csv
-from precision_shell.model.folder_listing import list_tree
+from precision_shell.formats.dump_names import (
+    DumpName, dump_names_in, escape_op_name, parse_dump_name, parse_dump_names, read_mapping_csv,
+)
+from precision_shell.model.folder_listing import Listing, list_tree
 from precision_shell.model.load_cache import LoadCache
 
 
-class DumpFile(NamedTuple):  # a tuple: 10^5 of them are built at start-up
+class DumpFile(NamedTuple):  # a tuple: 10^5 of them are built on first lookup
     folder: Path
     filename: str
     name: DumpName
@@ -33,31 +41,145 @@ class DumpFile(NamedTuple):  # a tuple: 10^5 of them are built at start-up
         return self.name.op_name
 
 
+_dump_file = DumpFile._make  # tuple.__new__ directly: a third of the cost of DumpFile(...)
+_FILE_ORDER = attrgetter("name.timestamp", "filename")  # oldest first
+_SINGLE_LOOKUPS = 64  # ops looked up one by one (parsing only their names) before indexing all
+
+
 class DumpIndex:
+    """``DumpIndex(files, warnings)`` indexes the given files now; ``DumpIndex.from_listing``
+    indexes a folder listing on first use (``op_file_count`` and ``total_bytes`` do not parse)."""
+
     def __init__(self, files: list[DumpFile], warnings: list[str] | None = None):
-        self.files = sorted(files, key=lambda f: (f.name.timestamp, f.filename))
         self.warnings = warnings or []
-        self.by_key: dict[str, list[DumpFile]] = {}
-        self.opdebug: list[DumpFile] = []
-        for f in self.files:
-            if f.name.is_opdebug:
-                self.opdebug.append(f)
-            else:
-                self.by_key.setdefault(f.op_key, []).append(f)
+        self._listing: Listing | None = None
+        self._lock = threading.Lock()  # the REPL's completion warm-up thread may build it too
         self._headers: dict[Path, DumpHeader] = {}
+        self._files: list[DumpFile] | None = None
+        self._opdebug: list[DumpFile] | None = None
+        self._positions: dict[str, list[int]] | None = None
+        self._single_lookups = 0
+        self._index(files)
+
+    @classmethod
+    def from_listing(cls, listing: Listing) -> "DumpIndex":
+        index = cls([])
+        index.warnings = listing.warnings  # shared: sizes read later add their problems there
+        index._listing, index._files, index._opdebug = listing, None, None
+        return index
+
+    def _index(self, files: list[DumpFile]) -> None:
+        by_key: dict[str, list[DumpFile]] = {}
+        opdebug, op_files = [], []
+        ordered = sorted(files, key=_FILE_ORDER)
+        for f in ordered:
+            name = f.name  # fields, not the is_opdebug/op_key properties: 10^5 calls
+            if name.op_type == "Opdebug":
+                opdebug.append(f)
+            else:
+                op_files.append(f)
+                by_key.setdefault(name.op_name, []).append(f)
+        self._by_key, self._op_files, self._opdebug = by_key, op_files, opdebug
+        self._files = ordered  # set last: other threads take a set _files as a complete index
+
+    def _built(self) -> list[DumpFile]:
+        if self._files is None:
+            with self._lock:
+                if self._files is None:
+                    self._index(self._parse_listing())
+        return self._files
+
+    def _parse_listing(self) -> list[DumpFile]:
+        files: list[DumpFile] = []
+        for f in self._listing.folders:
+            hashed = f.summary[0]
+            real_names = [hashed.get(n, n) for n in f.names] if hashed else f.names
+            files += map(_dump_file, zip(repeat(f.folder), f.names, parse_dump_names(real_names),
+                                         f.sizes(self.warnings)))
+        return files
+
+    @property
+    def files(self) -> list[DumpFile]:
+        """Every dump, op dumps and Opdebug files, oldest first."""
+        return self._built()
+
+    @property
+    def by_key(self) -> dict[str, list[DumpFile]]:
+        """Escaped op name -> its dumps (no Opdebug files), oldest first."""
+        self._built()
+        return self._by_key
 
     @property
     def op_files(self) -> list[DumpFile]:
-        return [f for f in self.files if not f.name.is_opdebug]
+        self._built()
+        return self._op_files
+
+    @property
+    def op_file_count(self) -> int:
+        """``len(op_files)`` without parsing the file names."""
+        if self._files is not None:
+            return len(self._op_files)
+        return sum(len(f.names) - len(f.summary[1]) for f in self._listing.folders)
+
+    @property
+    def opdebug(self) -> list[DumpFile]:
+        """Opdebug (overflow record) files, oldest first: few, so found without parsing the rest."""
+        if self._opdebug is None:
+            found = []
+            for folder_files in self._listing.folders:
+                hashed, wanted = folder_files.summary
+                if not wanted:
+                    continue
+                wanted = set(wanted)
+                found += [DumpFile(folder_files.folder, n, parse_dump_name(hashed.get(n, n)),
+                                   folder_files.size_of(i, self.warnings))
+                          for i, n in enumerate(folder_files.names) if n in wanted]
+            self._opdebug = sorted(found, key=_FILE_ORDER)
+        return self._opdebug
 
     @property
     def total_bytes(self) -> int:
-        return sum(f.size for f in self.files)
+        if self._files is None:
+            return self._listing.total_bytes()
+        return sum(f.size for f in self._files)
+
+    def _files_of_key(self, key: str) -> list[DumpFile]:
+        """``by_key.get(key, [])``; before the index is built, only this op's names are parsed,
+        so that one command's first lookup does not pay for all 10^5 dumps. A command that looks
+        up many ops gets the full index instead."""
+        if self._files is not None or self._single_lookups >= _SINGLE_LOOKUPS:
+            return self.by_key.get(key, [])
+        self._single_lookups += 1
+        found = []
+        for position in self._op_positions().get(key, ()):
+            folder_files, i = self._listing.locate(position)
+            filename = folder_files.names[i]
+            real = folder_files.summary[0].get(filename, filename)
+            found.append(DumpFile(folder_files.folder, filename, parse_dump_name(real),
+                                  folder_files.size_of(i, self.warnings)))
+        return sorted(found, key=_FILE_ORDER)
+
+    def _op_positions(self) -> dict[str, list[int]]:
+        """Escaped op name -> positions of its dumps in the listing, from the names' second
+        field (the op name: a tenth of the cost of parsing them). No Opdebug files."""
+        if self._positions is None:
+            positions: dict[str, list[int]] = {}
+            position = 0
+            for folder_files in self._listing.folders:
+                hashed, opdebug = folder_files.summary
+                skip = set(opdebug)
+                for filename in folder_files.names:
+                    if filename not in skip:
+                        op = hashed.get(filename, filename).split(".", 2)[1]
+                        positions.setdefault(op, []).append(position)
+                    position += 1
+            self._positions = positions
+        return self._positions
 
     def files_for_op(self, op_name: str) -> list[DumpFile]:
         """All dumps of an op (real GE name), oldest first. Escaping is lossy, so when several
         real names share one escaped name the header's unescaped op_name decides."""
-        files = self.by_key.get(escape_op_name(op_name), [])
+        files = self._files_of_key(escape_op_name(op_name))
         if len(files) > 1 and len({f.name.op_type for f in files}) > 1:
             files = [f for f in files if self._header_name_matches(f, op_name)]
         return files
@@ -79,17 +201,24 @@ class DumpIndex:
         return hdr
 
 
-def _parse_dump_file(filename: str, folder: Path, warnings: list[str]) -> DumpName | None:
-    """All-digit file names are hashed over-long names: the real name is in the folder's
+def _select_dumps(names: list[str], folder: Path, warnings: list[str]) -> tuple[list[str], tuple]:
+    """The dump files among a folder's file names; summary: (real name of each hashed file,
+    Opdebug files). All-digit names are hashed over-long names: the real name is in the folder's
     ``mapping.csv`` (formats.md §1.1)."""
-    if not filename.isdigit():
-        return parse_dump_name(filename)
-    mapping = _mapping(folder, warnings)
-    real = mapping.get(filename)
-    if real is None:
-        warnings.append(f"{folder / filename}: hashed dump name not in mapping.csv")
-        return None
-    return parse_dump_name(real)
+    accepted = dump_names_in(names)
+    hashed: dict[str, str] = {}
+    for filename in (n for n in names if n.isdigit()):
+        real = _mapping(folder, warnings).get(filename)
+        if real is None:
+            warnings.append(f"{folder / filename}: hashed dump name not in mapping.csv")
+        elif parse_dump_name(real) is not None:
+            hashed[filename] = real
+            accepted.append(filename)
+    if hashed:
+        opdebug = [n for n in accepted if hashed.get(n, n).startswith("Opdebug.")]
+    else:
+        opdebug = [n for n in accepted if n.startswith("Opdebug.")]
+    return accepted, (hashed, opdebug)
 
 
 _MAPPINGS: dict[Path, tuple[int, dict[str, str]]] = {}  # mapping.csv -> (mtime, rows), read once
@@ -119,7 +248,5 @@ def _mapping_key(folder: Path) -> tuple:
 
 def scan_dump_dir(folder: Path, recursive: bool = False, cache: LoadCache | None = None) -> DumpIndex:
     """Index the dump files in ``folder`` (and below it when ``recursive``)."""
-    listing = list_tree(Path(folder), _parse_dump_file, kind="dumps", recursive=recursive,
-                        cache=cache, extra_key=_mapping_key)
-    files = [DumpFile(f, name, parsed, size) for f, name, parsed, size in listing.entries]
-    return DumpIndex(files, listing.warnings)
+    return DumpIndex.from_listing(list_tree(Path(folder), _select_dumps, kind="dumps", recursive=recursive,
+                                            cache=cache, extra_key=_mapping_key))

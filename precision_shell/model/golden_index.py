@@ -2,19 +2,26 @@
 
 Keyed the way the vendor engine looks them up (formats.md §5): the framework op name with ``/``
 and ``.`` replaced by ``_``, plus the output index; the newest timestamp wins.
+
+A scanned folder is indexed on first lookup: start-up needs only the tensor count and total size,
+which the folder listing's summary gives without parsing 10^5 names (see folder_listing.py).
 """
 
 from __future__ import annotations
 
+import threading
+from itertools import repeat
 from pathlib import Path
 from typing import NamedTuple
 
-from precision_shell.formats.dump_names import GoldenName, escape_op_name, parse_golden_name
-from precision_shell.model.folder_listing import list_tree
+from precision_shell.formats.dump_names import (
+    GoldenName, escape_op_name, golden_keys_in, parse_golden_name, parse_golden_names,
+)
+from precision_shell.model.folder_listing import Listing, list_tree
 from precision_shell.model.load_cache import LoadCache
 
 
-class GoldenFile(NamedTuple):  # a tuple: 10^5 of them are built at start-up
+class GoldenFile(NamedTuple):  # a tuple: 10^5 of them are built on first lookup
     folder: Path
     filename: str
     name: GoldenName
@@ -25,39 +32,150 @@ class GoldenFile(NamedTuple):  # a tuple: 10^5 of them are built at start-up
         return self.folder / self.filename
 
 
+def _recency(name: GoldenName, filename: str) -> tuple[int, str]:
+    # several dumps of one tensor: the newest timestamp wins (formats.md §5)
+    return name.timestamp or 0, filename
+
+
+_golden_file = GoldenFile._make  # tuple.__new__ directly: a third of the cost of GoldenFile(...)
+
+
 class GoldenIndex:
+    """``GoldenIndex(folder, files)`` indexes the given files now; ``GoldenIndex.from_listing``
+    indexes a folder listing lazily: count and size from the listing's summary, lookups from the
+    file names' keys, and a file's name is parsed when its tensor is looked up."""
+
     def __init__(self, folder: Path | None, files: list[GoldenFile]):
         self.folder = folder
-        self.by_key: dict[tuple[str, int], GoldenFile] = {}
+        self.warnings: list[str] = []
+        self._listing: Listing | None = None
+        self._lock = threading.Lock()  # the REPL's completion warm-up thread may build it too
+        self._positions: dict[tuple[str, int], int | tuple[int, ...]] | None = None
+        self._found: dict[tuple[str, int], GoldenFile] = {}
+        self._index(files)
+
+    @classmethod
+    def from_listing(cls, folder: Path, listing: Listing) -> "GoldenIndex":
+        index = cls(folder, [])
+        index.warnings = listing.warnings  # shared: sizes read later add their problems there
+        index._listing, index._by_key = listing, None
+        return index
+
+    def _index(self, files: list[GoldenFile]) -> None:
+        by_key: dict[tuple[str, int], GoldenFile] = {}
         for f in files:
             key = (f.name.op_name, f.name.output_index)
-            old = self.by_key.get(key)
-            # several dumps of one tensor: the newest timestamp wins (formats.md §5)
-            if old is None or (f.name.timestamp or 0, f.filename) > (old.name.timestamp or 0, old.filename):
-                self.by_key[key] = f
+            old = by_key.get(key)
+            if old is None or _recency(f.name, f.filename) > _recency(old.name, old.filename):
+                by_key[key] = f
+        self._by_key = by_key
+
+    def _key_positions(self) -> dict[tuple[str, int], int | tuple[int, ...]]:
+        """(op, index) -> position of its file in the listing, or of its files (folder order)
+        when there are several."""
+        if self._positions is None:
+            with self._lock:
+                if self._positions is None:
+                    positions: dict[tuple[str, int], int | tuple[int, ...]] = {}
+                    position = 0
+                    for folder_files in self._listing.folders:
+                        for _name, op, index in golden_keys_in(folder_files.names):
+                            old = positions.get((op, index))
+                            if old is None:
+                                positions[op, index] = position
+                            else:
+                                positions[op, index] = (old if isinstance(old, tuple) else (old,)) + (position,)
+                            position += 1
+                    self._positions = positions
+        return self._positions
+
+    def _resolve(self, key: tuple[str, int]) -> GoldenFile | None:
+        """The newest file of one tensor, parsing only its own file names."""
+        if self._by_key is not None:
+            return self._by_key.get(key)
+        found = self._found.get(key)
+        if found is None:
+            where = self._key_positions().get(key)
+            for position in (where,) if isinstance(where, int) else where or ():
+                folder_files, i = self._listing.locate(position)
+                filename = folder_files.names[i]
+                f = GoldenFile(folder_files.folder, filename, parse_golden_name(filename),
+                               folder_files.size_of(i, self.warnings))
+                if found is None or _recency(f.name, f.filename) > _recency(found.name, found.filename):
+                    found = f
+            if found is not None:
+                self._found[key] = found
+        return found
+
+    def _parse_listing(self) -> list[GoldenFile]:
+        files: list[GoldenFile] = []
+        for f in self._listing.folders:
+            names = f.names
+            files += map(_golden_file, zip(repeat(f.folder), names, parse_golden_names(names),
+                                           f.sizes(self.warnings)))
+        return files
+
+    @property
+    def by_key(self) -> dict[tuple[str, int], GoldenFile]:
+        if self._by_key is None:
+            with self._lock:
+                if self._by_key is None:
+                    self._index(self._parse_listing())
+        return self._by_key
+
+    def _keys(self):
+        return self._by_key if self._by_key is not None else self._key_positions()
 
     def __len__(self) -> int:
-        return len(self.by_key)
+        if self._by_key is None and len(self._listing.folders) == 1:
+            return self._listing.folders[0].summary[0]
+        return len(self._keys())
 
     @property
     def total_bytes(self) -> int:
-        return sum(f.size for f in self.by_key.values())
+        """Bytes of the tensors the index resolves to (the newest file of each)."""
+        folders = self._listing.folders if self._by_key is None else ()
+        if len(folders) == 1:  # without parsing: all files but the shadowed ones
+            sizes = folders[0].sizes(self.warnings)
+            return sum(sizes) - sum(sizes[i] for i in folders[0].summary[1])
+        for f in folders:  # every size is needed: read them folder by folder, not file by file
+            f.sizes(self.warnings)
+        return sum(self._resolve(key).size for key in self._keys())
 
     def find(self, op_name: str, output_index: int) -> GoldenFile | None:
-        return self.by_key.get((escape_op_name(op_name), output_index))
+        return self._resolve((escape_op_name(op_name), output_index))
 
     def outputs_of(self, op_name: str) -> list[GoldenFile]:
-        key = escape_op_name(op_name)
-        return [f for (name, _), f in sorted(self.by_key.items()) if name == key]
+        name = escape_op_name(op_name)
+        return [self._resolve(key) for key in sorted(k for k in self._keys() if k[0] == name)]
 
     def names(self) -> list[str]:
         """``escaped_op:index`` of every golden tensor, sorted (for listings and completion)."""
-        return [f"{name}:{idx}" for name, idx in sorted(self.by_key)]
+        return [f"{name}:{idx}" for name, idx in sorted(self._keys())]
+
+
+def _select_goldens(names: list[str], folder: Path, warnings: list[str]) -> tuple[list[str], tuple]:
+    """The golden files among a folder's file names; summary: (number of distinct tensors,
+    positions of the files that a newer file of the same tensor shadows)."""
+    keyed = golden_keys_in(names)
+    accepted = [n for n, _, _ in keyed]
+    distinct = len({(op, index) for _, op, index in keyed})
+    shadowed: list[int] = []
+    if distinct < len(keyed):  # rare: several files of one tensor; the newest wins
+        newest: dict[tuple[str, int], int] = {}
+        for i, (n, op, index) in enumerate(keyed):
+            key = (op, index)
+            old = newest.get(key)
+            if old is None or (_recency(parse_golden_name(n), n) >
+                               _recency(parse_golden_name(accepted[old]), accepted[old])):
+                newest[key] = i
+        winners = set(newest.values())
+        shadowed = [i for i in range(len(accepted)) if i not in winners]
+    return accepted, (distinct, shadowed)
 
 
 def scan_golden_dir(folder: Path | None, cache: LoadCache | None = None) -> GoldenIndex:
     if folder is None:
         return GoldenIndex(None, [])
-    listing = list_tree(Path(folder), lambda name, _folder, _warnings: parse_golden_name(name),
-                        kind="golden", recursive=True, cache=cache)
-    return GoldenIndex(folder, [GoldenFile(f, name, parsed, size) for f, name, parsed, size in listing.entries])
+    return GoldenIndex.from_listing(folder, list_tree(Path(folder), _select_goldens, kind="golden",
+                                                      recursive=True, cache=cache))
