@@ -1,96 +1,29 @@
 """Read and write NPU tensor dump files (formats.md §1.2-§1.5).
 
-Three containers share one result type, :class:`DumpHeader`, whose entries carry absolute file
-offsets, so tensor bytes are read later, one tensor at a time, with a seek:
-
-* ``v2`` (default): ``<Q header_len> + DumpData protobuf (no data) + raw bytes`` of inputs,
-  outputs, buffers, spaces, in that order.
-* ``nano``: same framing, TLV header starting with magic 0x5A5A5A5A (see ``nano_dump``).
-* ``v1``: the whole file is one ``DumpData`` with the bytes inline in ``data``; tried only when
-  the file is not a valid v2 file. The offsets of the inline bytes are found by walking the
-  protobuf wire format.
-
-Indexing touches up to 50k files, so :func:`read_dump_header` does one open, one ``fstat`` and
-two small reads; tensor bytes are never read there.
+The header (types, v2/nano/v1 parsing) lives in ``dump_header``; this module reads tensor bytes,
+one tensor at a time with a seek, or as zero-copy views on a small file read whole
+(``dump_header.read_dump``; ``v2_tensor_layout`` says where its tensors lie, cheaply), restores
+logical shapes, and writes v2 files. The header names are re-exported here: callers import
+everything about dump files from this one module.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import FormatError
 from . import nano_dump
-from .dtypes import DT_BOOL, DT_UNDEFINED, FORMAT_ND, dtype_name, format_name, is_supported_dtype, numpy_dtype
-from .dump_names import parse_dump_name
+from .dtypes import DT_BOOL, DT_UNDEFINED, dtype_name, is_supported_dtype, numpy_dtype
+from .dump_header import (  # noqa: F401  (re-exported)
+    _LEN, DumpHeader, TensorEntry, _dump_data_class, open_error, parse_dump_header, read_dump,
+    read_dump_header, read_small_file,
+)
 from .layout import PLAIN_LAYOUTS, restore_layout
-from .protoload import dump_data_pb
-
-_LEN = struct.Struct("<Q")
-# protobuf refuses messages over 2 GiB, so a v1 (inline) file cannot be larger.
-_V1_MAX_BYTES = 2**31 - 1
-
-
-@lru_cache(maxsize=None)
-def _dump_data_class():
-    return dump_data_pb().DumpData
-
-
-@dataclass(frozen=True, slots=True)
-class TensorEntry:
-    kind: str                                  # "input" | "output" | "buffer" | "space"
-    index: int
-    dtype: int                                 # OutputDataType code (buffers/spaces: DT_UNDEFINED)
-    format: int                                # OutputFormat code
-    shape: tuple[int, ...]                     # device shape
-    original_shape: tuple[int, ...] | None     # logical shape when the header has one
-    sub_format: int
-    original_name: str | None                  # original_op.name (outputs)
-    original_output_index: int | None
-    offset: int                                # absolute byte offset of the data in the file
-    size: int                                  # bytes
-
-    @property
-    def dtype_name(self) -> str:
-        return dtype_name(self.dtype)
-
-    @property
-    def format_name(self) -> str:
-        return format_name(self.format)
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind}:{self.index}"
-
-
-@dataclass
-class DumpHeader:
-    path: str
-    op_name: str
-    version: str
-    dump_time: int
-    variant: str                               # "v2" | "v1" | "nano"
-    header_len: int                            # v1: the whole file is the header
-    file_size: int
-    inputs: list[TensorEntry] = field(default_factory=list)
-    outputs: list[TensorEntry] = field(default_factory=list)
-    buffers: list[TensorEntry] = field(default_factory=list)
-    spaces: list[TensorEntry] = field(default_factory=list)
-    attrs: list[tuple[str, str]] = field(default_factory=list)
-
-    def entry(self, kind: str, index: int) -> TensorEntry:
-        """``entry("output", 0)``; FormatError when the file has no such tensor."""
-        group = {"input": self.inputs, "output": self.outputs, "buffer": self.buffers, "space": self.spaces}.get(kind)
-        if group is None or not 0 <= index < len(group):
-            count = len(group) if group is not None else 0
-            raise FormatError(self.path, f"no {kind}:{index} in this dump ({count} {kind}s)")
-        return group[index]
 
 
 @dataclass(frozen=True)
@@ -103,199 +36,6 @@ class DumpTensor:
     original_name: str | None = None
     original_output_index: int | None = None
     sub_format: int = 0
-
-
-# ----------------------------------------------------------------------------------------------
-# reading the header
-
-def _open_error(path, e: OSError) -> FormatError:
-    if isinstance(e, IsADirectoryError):
-        return FormatError(path, "is a directory, not a dump file")
-    if isinstance(e, FileNotFoundError):
-        return FormatError(path, "no such file")
-    return FormatError(path, f"cannot read: {e.strerror or e}")
-
-
-def _read_exact(fd: int, n: int) -> bytes:
-    chunks, left = [], n
-    while left:
-        chunk = os.read(fd, min(left, 1 << 30))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def read_dump_header(path: str | os.PathLike) -> DumpHeader:
-    """Parse a dump file's header (v2, nano or v1) and validate it against the file size."""
-    path = os.fspath(path)
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as e:
-        raise _open_error(path, e) from None
-    try:
-        try:
-            file_size = os.fstat(fd).st_size
-            if file_size == 0:
-                raise FormatError(path, "empty file")
-            if file_size < _LEN.size:
-                raise FormatError(path, f"truncated: {file_size} bytes, shorter than the 8-byte header length")
-            (header_len,) = _LEN.unpack(_read_exact(fd, _LEN.size))
-            if header_len > file_size - _LEN.size:
-                v2_error = FormatError(path, f"header length {header_len} is larger than the file "
-                                             f"({file_size} bytes)")
-                return _try_v1(fd, path, file_size, v2_error)
-            header = _read_exact(fd, header_len)
-            if len(header) != header_len:
-                raise FormatError(path, "file shrank while being read")
-            if nano_dump.is_nano_header(header):
-                return _nano_header(path, header, file_size)
-            try:
-                msg = _dump_data_class().FromString(header)
-            except Exception as e:  # upb raises DecodeError; any failure means a corrupt header
-                return _try_v1(fd, path, file_size, FormatError(path, f"corrupt protobuf header: {e}"))
-            try:
-                return _v2_header(path, msg, header_len, file_size)
-            except FormatError as v2_error:
-                return _try_v1(fd, path, file_size, v2_error)
-        except OSError as e:
-            raise _open_error(path, e) from None
-    finally:
-        os.close(fd)
-
-
-def _entry(kind: str, index: int, t, offset: int, size: int) -> TensorEntry:
-    if kind not in ("input", "output"):
-        return TensorEntry(kind, index, DT_UNDEFINED, FORMAT_ND, (size,), None, 0, None, None, offset, size)
-    # an absent or empty original shape both mean "no logical shape recorded"
-    original = tuple(t.original_shape.dim) if t.HasField("original_shape") else ()
-    has_op = kind == "output" and t.HasField("original_op")
-    return TensorEntry(kind, index, t.data_type, t.format, tuple(t.shape.dim), original or None, t.sub_format,
-                       (t.original_op.name or None) if has_op else None,
-                       t.original_op.output_index if has_op else None, offset, size)
-
-
-def _tensor_entries(kind: str, tensors, start: int) -> tuple[list[TensorEntry], int]:
-    """Entries whose data segments lie back to back from ``start``; returns them and the end."""
-    entries, offset = [], start
-    for i, t in enumerate(tensors):
-        entries.append(_entry(kind, i, t, offset, t.size))
-        offset += t.size
-    return entries, offset
-
-
-def _v2_header(path: str, msg, header_len: int, file_size: int) -> DumpHeader:
-    start = _LEN.size + header_len
-    inputs, end = _tensor_entries("input", msg.input, start)
-    outputs, end = _tensor_entries("output", msg.output, end)
-    buffers, end = _tensor_entries("buffer", msg.buffer, end)
-    spaces, end = _tensor_entries("space", msg.space, end)
-    if end > file_size:
-        raise FormatError(path, f"tensor sizes overrun the file: header + data need {end} bytes, "
-                                f"the file has {file_size}")
-    # Trailing bytes (end < file_size) are tolerated, as the newest msaccucmp does.
-    return DumpHeader(path, msg.op_name, msg.version, msg.dump_time, "v2", header_len, file_size,
-                      inputs, outputs, buffers, spaces, [(a.name, a.value) for a in msg.attr])
-
-
-def _nano_header(path: str, header: bytes, file_size: int) -> DumpHeader:
-    try:
-        nano = nano_dump.parse_nano_header(header)
-    except nano_dump.NanoFormatError as e:
-        raise FormatError(path, f"corrupt nano dump header: {e}") from None
-    offset = _LEN.size + len(header)
-    groups = []
-    for kind, descs in (("input", nano.inputs), ("output", nano.outputs)):
-        entries = []
-        for i, d in enumerate(descs):
-            entries.append(TensorEntry(kind, i, d.dtype, d.format, d.shape, d.original_shape, 0,
-                                       d.original_name, d.original_index, offset, d.size))
-            offset += d.size
-        groups.append(entries)
-    if offset > file_size:
-        raise FormatError(path, f"tensor sizes overrun the file: header + data need {offset} bytes, "
-                                f"the file has {file_size}")
-    # The nano header has no op name or time: take them from the file name when it is a dump name.
-    name = parse_dump_name(os.path.basename(path))
-    return DumpHeader(path, name.op_name if name else "", str(nano.version), name.timestamp if name else 0,
-                      "nano", len(header), file_size, groups[0], groups[1])
-
-
-def _try_v1(fd: int, path: str, file_size: int, v2_error: FormatError) -> DumpHeader:
-    """The whole file as one inline-data DumpData; re-raise the v2 error when it is not one."""
-    if file_size > _V1_MAX_BYTES:
-        raise v2_error
-    os.lseek(fd, 0, os.SEEK_SET)
-    blob = _read_exact(fd, file_size)
-    try:
-        msg = _dump_data_class().FromString(blob)
-    except Exception:
-        raise v2_error from None
-    tensors = list(msg.input) + list(msg.output) + list(msg.buffer) + list(msg.space)
-    if not any(t.data for t in tensors):
-        raise v2_error
-    try:
-        spans = _inline_data_spans(blob)
-    except ValueError:
-        raise v2_error from None
-    groups = []
-    for kind, items in (("input", msg.input), ("output", msg.output), ("buffer", msg.buffer), ("space", msg.space)):
-        groups.append([_entry(kind, i, t, *spans.get((kind, i), (0, 0))) for i, t in enumerate(items)])
-    return DumpHeader(path, msg.op_name, msg.version, msg.dump_time, "v1", file_size, file_size,
-                      *groups, [(a.name, a.value) for a in msg.attr])
-
-
-# DumpData field number -> (kind, field number of ``data`` inside that message)
-_INLINE_FIELDS = {3: ("output", 5), 4: ("input", 4), 5: ("buffer", 2), 8: ("space", 2)}
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ValueError("bad varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _fields(buf: bytes, start: int, end: int):
-    """(field number, wire type, value start, value end) of each field in buf[start:end]."""
-    pos = start
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 2:
-            length, pos = _varint(buf, pos)
-            nxt = pos + length
-        elif wire in (0, 1, 5):
-            nxt = _varint(buf, pos)[1] if wire == 0 else pos + (8 if wire == 1 else 4)
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-        if nxt > end:
-            raise ValueError("field overruns its message")
-        yield number, wire, pos, nxt
-        pos = nxt
-
-
-def _inline_data_spans(blob: bytes) -> dict[tuple[str, int], tuple[int, int]]:
-    """Absolute (offset, length) of each tensor's inline ``data`` in a v1 file."""
-    spans: dict[tuple[str, int], tuple[int, int]] = {}
-    counts = {kind: 0 for kind, _ in _INLINE_FIELDS.values()}
-    for number, wire, start, end in _fields(blob, 0, len(blob)):
-        if number not in _INLINE_FIELDS or wire != 2:
-            continue
-        kind, data_field = _INLINE_FIELDS[number]
-        index = counts[kind]
-        counts[kind] += 1
-        for sub_number, sub_wire, s, e in _fields(blob, start, end):
-            if sub_number == data_field and sub_wire == 2:
-                spans[(kind, index)] = (s, e - s)  # the last occurrence wins, as in protobuf
-    return spans
 
 
 # ----------------------------------------------------------------------------------------------
@@ -320,15 +60,19 @@ def read_raw_bytes(header: DumpHeader, entry: TensorEntry, nbytes: int | None = 
             f.seek(entry.offset)
             data = f.read(nbytes)
     except OSError as e:
-        raise _open_error(header.path, e) from None
+        raise open_error(header.path, e) from None
     if len(data) != nbytes:
         raise FormatError(header.path, f"truncated: {entry.label} data ends at byte {entry.offset + len(data)}, "
                                        f"expected {entry.offset + nbytes}")
     return data
 
 
-def read_device_array(header: DumpHeader, entry: TensorEntry) -> np.ndarray:
-    """The tensor in its device layout and shape, decoded to its numpy dtype."""
+def read_device_array(header: DumpHeader, entry: TensorEntry, data: bytes | None = None) -> np.ndarray:
+    """The tensor in its device layout and shape, decoded to its numpy dtype.
+
+    ``data``: the whole file (from ``read_dump``); the result is then a read-only view on it, no
+    copy and no file access, with the same checks and errors as reading from the file.
+    """
     dtype = numpy_dtype(entry.dtype, header.path)
     count, shape = _count_and_shape(entry, dtype.itemsize)
     need = count * dtype.itemsize
@@ -339,12 +83,12 @@ def read_device_array(header: DumpHeader, entry: TensorEntry) -> np.ndarray:
         if count == 0:
             return np.empty(shape, dtype=dtype)
         raw_dtype = np.dtype("u1") if entry.dtype == DT_BOOL else dtype
-        try:
-            with open(header.path, "rb") as f:
-                f.seek(entry.offset)
-                arr = np.fromfile(f, dtype=raw_dtype, count=count)
-        except OSError as e:
-            raise _open_error(header.path, e) from None
+        if data is None:
+            arr = _from_file(header, entry, raw_dtype, count)
+        elif count > 0 and entry.offset + need <= len(data):
+            arr = np.frombuffer(data, dtype=raw_dtype, count=count, offset=entry.offset)
+        else:
+            arr = np.empty(0, raw_dtype)  # reported as truncated below, as from the file
         if arr.size != count:
             raise FormatError(header.path, f"truncated: {entry.label} needs {need} bytes at offset "
                                            f"{entry.offset}, the file ends first")
@@ -355,7 +99,74 @@ def read_device_array(header: DumpHeader, entry: TensorEntry) -> np.ndarray:
         raise FormatError(header.path, f"{entry.label} shape {list(entry.shape)} cannot be decoded: {e}") from None
 
 
-def read_logical_array(header: DumpHeader, entry: TensorEntry, *, target_format: str | None = None) -> np.ndarray:
+def _from_file(header: DumpHeader, entry: TensorEntry, raw_dtype: np.dtype, count: int) -> np.ndarray:
+    try:
+        with open(header.path, "rb") as f:
+            f.seek(entry.offset)
+            return np.fromfile(f, dtype=raw_dtype, count=count)
+    except OSError as e:
+        raise open_error(header.path, e) from None
+
+
+# (tensor descriptors of a header, serialized) -> its layout: the dumps of one network repeat a
+# handful of tensor layouts, their headers differing only in names and time, which the key drops.
+_LAYOUTS: dict[bytes, tuple] = {}
+_LAYOUTS_MAX = 4096
+
+TensorLayout = tuple[tuple[int, tuple[int, ...], int, int], ...]
+
+
+def v2_tensor_layout(data: bytes) -> tuple[int, TensorLayout] | None:
+    """``(data start, layout)`` of a v2 dump held whole in ``data``, where the layout holds
+    ``(data type, device shape, offset from data start, size)`` of each input, then each output:
+    the values :func:`parse_dump_header` puts in its entries, at a fraction of the cost (no entry
+    objects, no metadata; equal layouts are one shared tuple). None when ``data`` is not a valid
+    v2 dump (nano, v1, corrupt, sizes overrunning the file): :func:`parse_dump_header` then
+    reads it or says what is wrong."""
+    file_size = len(data)
+    if file_size < _LEN.size:
+        return None
+    (header_len,) = _LEN.unpack_from(data)
+    if header_len > file_size - _LEN.size:
+        return None
+    header = memoryview(data)[_LEN.size:_LEN.size + header_len]
+    if nano_dump.is_nano_header(header):
+        return None
+    try:
+        msg = _dump_data_class().FromString(header)
+    except Exception:
+        return None
+    for name in ("version", "dump_time", "op_name", "attr"):
+        msg.ClearField(name)
+    for t in msg.output:
+        t.ClearField("original_op")
+    key = msg.SerializeToString()
+    found = _LAYOUTS.get(key)
+    if found is None:
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()
+        found = _LAYOUTS[key] = _layout(msg)
+    layout, end = found
+    start = _LEN.size + header_len
+    return (start, layout) if start + end <= file_size else None
+
+
+def _layout(msg) -> tuple[TensorLayout, int]:
+    """The layout of a DumpData header and where its last segment ends (from data start)."""
+    layout, offset = [], 0
+    for group in (msg.input, msg.output):
+        for t in group:
+            size = t.size
+            layout.append((t.data_type, tuple(t.shape.dim), offset, size))
+            offset += size
+    for group in (msg.buffer, msg.space):
+        for t in group:
+            offset += t.size
+    return tuple(layout), offset
+
+
+def read_logical_array(header: DumpHeader, entry: TensorEntry, *, target_format: str | None = None,
+                       data: bytes | None = None) -> np.ndarray:
     """The tensor restored to its logical (original) shape.
 
     Plain layouts (ND, NCHW, ...) are reshaped to the original shape when the element counts
@@ -363,9 +174,9 @@ def read_logical_array(header: DumpHeader, entry: TensorEntry, *, target_format:
     ``layout.restore_layout``, which raises FormatError when it has no converter (callers can fall
     back to :func:`read_device_array`). ``target_format`` names the layout the original shape is
     written in (default NCHW for 4-D device layouts; NHWC for TF graphs, from the graph's
-    ``origin_format``).
+    ``origin_format``). ``data``: the whole file, as for :func:`read_device_array`.
     """
-    return to_logical(header, entry, read_device_array(header, entry), target_format=target_format)
+    return to_logical(header, entry, read_device_array(header, entry, data), target_format=target_format)
 
 
 def to_logical(header: DumpHeader, entry: TensorEntry, arr: np.ndarray, *,

@@ -1,0 +1,349 @@
+"""The header of an NPU tensor dump file (formats.md §1.2-§1.5): types and parsing.
+
+Three containers share one result type, :class:`DumpHeader`, whose entries carry absolute file
+offsets, so tensor bytes are read later, one tensor at a time, with a seek:
+
+* ``v2`` (default): ``<Q header_len> + DumpData protobuf (no data) + raw bytes`` of inputs,
+  outputs, buffers, spaces, in that order.
+* ``nano``: same framing, TLV header starting with magic 0x5A5A5A5A (see ``nano_dump``).
+* ``v1``: the whole file is one ``DumpData`` with the bytes inline in ``data``; tried only when
+  the file is not a valid v2 file. The offsets of the inline bytes are found by walking the
+  protobuf wire format.
+
+A header is parsed from an open file (:func:`read_dump_header`: one open, one ``fstat``, two
+small reads) or from the whole file in memory (:func:`read_dump` of a small file: one open, one
+read, its tensors then views on the bytes). One parser serves both: same files accepted, same
+errors.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ..errors import FormatError
+from . import nano_dump
+from .dtypes import DT_UNDEFINED, FORMAT_ND, dtype_name, format_name
+from .dump_names import parse_dump_name
+from .protoload import dump_data_pb
+
+_LEN = struct.Struct("<Q")
+# protobuf refuses messages over 2 GiB, so a v1 (inline) file cannot be larger.
+_V1_MAX_BYTES = 2**31 - 1
+
+
+@lru_cache(maxsize=None)
+def _dump_data_class():
+    return dump_data_pb().DumpData
+
+
+@dataclass(frozen=True, slots=True)
+class TensorEntry:
+    kind: str                                  # "input" | "output" | "buffer" | "space"
+    index: int
+    dtype: int                                 # OutputDataType code (buffers/spaces: DT_UNDEFINED)
+    format: int                                # OutputFormat code
+    shape: tuple[int, ...]                     # device shape
+    original_shape: tuple[int, ...] | None     # logical shape when the header has one
+    sub_format: int
+    original_name: str | None                  # original_op.name (outputs)
+    original_output_index: int | None
+    offset: int                                # absolute byte offset of the data in the file
+    size: int                                  # bytes
+
+    @property
+    def dtype_name(self) -> str:
+        return dtype_name(self.dtype)
+
+    @property
+    def format_name(self) -> str:
+        return format_name(self.format)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{self.index}"
+
+
+@dataclass
+class DumpHeader:
+    path: str
+    op_name: str
+    version: str
+    dump_time: int
+    variant: str                               # "v2" | "v1" | "nano"
+    header_len: int                            # v1: the whole file is the header
+    file_size: int
+    inputs: list[TensorEntry] = field(default_factory=list)
+    outputs: list[TensorEntry] = field(default_factory=list)
+    buffers: list[TensorEntry] = field(default_factory=list)
+    spaces: list[TensorEntry] = field(default_factory=list)
+    attrs: list[tuple[str, str]] = field(default_factory=list)
+
+    def entry(self, kind: str, index: int) -> TensorEntry:
+        """``entry("output", 0)``; FormatError when the file has no such tensor."""
+        group = {"input": self.inputs, "output": self.outputs, "buffer": self.buffers, "space": self.spaces}.get(kind)
+        if group is None or not 0 <= index < len(group):
+            count = len(group) if group is not None else 0
+            raise FormatError(self.path, f"no {kind}:{index} in this dump ({count} {kind}s)")
+        return group[index]
+
+
+# ----------------------------------------------------------------------------------------------
+# opening and reading
+
+def open_error(path, e: OSError) -> FormatError:
+    """The one-line FormatError for an OSError met while opening or reading ``path``."""
+    if isinstance(e, IsADirectoryError):
+        return FormatError(path, "is a directory, not a dump file")
+    if isinstance(e, FileNotFoundError):
+        return FormatError(path, "no such file")
+    return FormatError(path, f"cannot read: {e.strerror or e}")
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = os.read(fd, min(left, 1 << 30))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_dump_header(path: str | os.PathLike) -> DumpHeader:
+    """Parse a dump file's header (v2, nano or v1) and validate it against the file size."""
+    return read_dump(path, whole_below=0)[0]
+
+
+def read_dump(path: str | os.PathLike, whole_below: int = 1 << 20) -> tuple[DumpHeader, bytes | None]:
+    """The header and, when the file is smaller than ``whole_below`` bytes, the whole file (one
+    open, one read; ``dump_file.read_device_array(header, entry, data)`` then views tensors in
+    it). Larger files: the header only, as :func:`read_dump_header`, and ``None``."""
+    path = os.fspath(path)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        raise open_error(path, e) from None
+    try:
+        file_size = os.fstat(fd).st_size
+        if file_size < whole_below:
+            data = _read_exact(fd, file_size)
+            return _parse(path, len(data), _BufferSource(data)), data
+        return _parse(path, file_size, _FdSource(fd)), None
+    except OSError as e:
+        raise open_error(path, e) from None
+    finally:
+        os.close(fd)
+
+
+def read_small_file(path: str, size: int) -> bytes | None:
+    """The whole file in one open and one read, when it still has the ``size`` bytes a directory
+    listing gave it; None when it has not (then :func:`read_dump` reads it and words any error).
+    A regular file's read returns less than asked only at its end, so asking one byte more than
+    ``size`` proves the size without an ``fstat``, and the buffer is exactly the file. Raises
+    OSError."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, size + 1)
+    finally:
+        os.close(fd)
+    return data if len(data) == size else None
+
+
+def parse_dump_header(path: str | os.PathLike, data: bytes) -> DumpHeader:
+    """Parse the header of a dump file whose whole content is ``data``."""
+    return _parse(os.fspath(path), len(data), _BufferSource(data))
+
+
+class _FdSource:
+    """Bytes of an open file, read on demand (seeking only when not already there)."""
+
+    def __init__(self, fd: int):
+        self.fd, self.pos = fd, 0
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        if offset != self.pos:
+            os.lseek(self.fd, offset, os.SEEK_SET)
+        data = _read_exact(self.fd, n)
+        self.pos = offset + len(data)
+        return data
+
+    def whole(self, size: int) -> bytes:
+        return self.read_at(0, size)
+
+
+class _BufferSource:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        return self.data[offset:offset + n]
+
+    def whole(self, size: int) -> bytes:
+        return self.data
+
+
+# ----------------------------------------------------------------------------------------------
+# parsing
+
+def _parse(path: str, file_size: int, source: _FdSource | _BufferSource) -> DumpHeader:
+    if file_size == 0:
+        raise FormatError(path, "empty file")
+    if file_size < _LEN.size:
+        raise FormatError(path, f"truncated: {file_size} bytes, shorter than the 8-byte header length")
+    head = source.read_at(0, _LEN.size)
+    if len(head) != _LEN.size:
+        raise FormatError(path, "file shrank while being read")
+    (header_len,) = _LEN.unpack(head)
+    if header_len > file_size - _LEN.size:
+        v2_error = FormatError(path, f"header length {header_len} is larger than the file "
+                                     f"({file_size} bytes)")
+        return _try_v1(source, path, file_size, v2_error)
+    header = source.read_at(_LEN.size, header_len)
+    if len(header) != header_len:
+        raise FormatError(path, "file shrank while being read")
+    if nano_dump.is_nano_header(header):
+        return _nano_header(path, header, file_size)
+    try:
+        msg = _dump_data_class().FromString(header)
+    except Exception as e:  # upb raises DecodeError; any failure means a corrupt header
+        return _try_v1(source, path, file_size, FormatError(path, f"corrupt protobuf header: {e}"))
+    try:
+        return _v2_header(path, msg, header_len, file_size)
+    except FormatError as v2_error:
+        return _try_v1(source, path, file_size, v2_error)
+
+
+def _entry(kind: str, index: int, t, offset: int, size: int) -> TensorEntry:
+    if kind not in ("input", "output"):
+        return TensorEntry(kind, index, DT_UNDEFINED, FORMAT_ND, (size,), None, 0, None, None, offset, size)
+    # an absent or empty original shape both mean "no logical shape recorded"
+    original = tuple(t.original_shape.dim) if t.HasField("original_shape") else ()
+    has_op = kind == "output" and t.HasField("original_op")
+    return TensorEntry(kind, index, t.data_type, t.format, tuple(t.shape.dim), original or None, t.sub_format,
+                       (t.original_op.name or None) if has_op else None,
+                       t.original_op.output_index if has_op else None, offset, size)
+
+
+def _tensor_entries(kind: str, tensors, start: int) -> tuple[list[TensorEntry], int]:
+    """Entries whose data segments lie back to back from ``start``; returns them and the end."""
+    entries, offset = [], start
+    for i, t in enumerate(tensors):
+        entries.append(_entry(kind, i, t, offset, t.size))
+        offset += t.size
+    return entries, offset
+
+
+def _v2_header(path: str, msg, header_len: int, file_size: int) -> DumpHeader:
+    start = _LEN.size + header_len
+    inputs, end = _tensor_entries("input", msg.input, start)
+    outputs, end = _tensor_entries("output", msg.output, end)
+    buffers, end = _tensor_entries("buffer", msg.buffer, end)
+    spaces, end = _tensor_entries("space", msg.space, end)
+    if end > file_size:
+        raise FormatError(path, f"tensor sizes overrun the file: header + data need {end} bytes, "
+                                f"the file has {file_size}")
+    # Trailing bytes (end < file_size) are tolerated, as the newest msaccucmp does.
+    return DumpHeader(path, msg.op_name, msg.version, msg.dump_time, "v2", header_len, file_size,
+                      inputs, outputs, buffers, spaces, [(a.name, a.value) for a in msg.attr])
+
+
+def _nano_header(path: str, header: bytes, file_size: int) -> DumpHeader:
+    try:
+        nano = nano_dump.parse_nano_header(header)
+    except nano_dump.NanoFormatError as e:
+        raise FormatError(path, f"corrupt nano dump header: {e}") from None
+    offset = _LEN.size + len(header)
+    groups = []
+    for kind, descs in (("input", nano.inputs), ("output", nano.outputs)):
+        entries = []
+        for i, d in enumerate(descs):
+            entries.append(TensorEntry(kind, i, d.dtype, d.format, d.shape, d.original_shape, 0,
+                                       d.original_name, d.original_index, offset, d.size))
+            offset += d.size
+        groups.append(entries)
+    if offset > file_size:
+        raise FormatError(path, f"tensor sizes overrun the file: header + data need {offset} bytes, "
+                                f"the file has {file_size}")
+    # The nano header has no op name or time: take them from the file name when it is a dump name.
+    name = parse_dump_name(os.path.basename(path))
+    return DumpHeader(path, name.op_name if name else "", str(nano.version), name.timestamp if name else 0,
+                      "nano", len(header), file_size, groups[0], groups[1])
+
+
+def _try_v1(source, path: str, file_size: int, v2_error: FormatError) -> DumpHeader:
+    """The whole file as one inline-data DumpData; re-raise the v2 error when it is not one."""
+    if file_size > _V1_MAX_BYTES:
+        raise v2_error
+    blob = source.whole(file_size)
+    try:
+        msg = _dump_data_class().FromString(blob)
+    except Exception:
+        raise v2_error from None
+    tensors = list(msg.input) + list(msg.output) + list(msg.buffer) + list(msg.space)
+    if not any(t.data for t in tensors):
+        raise v2_error
+    try:
+        spans = _inline_data_spans(blob)
+    except ValueError:
+        raise v2_error from None
+    groups = []
+    for kind, items in (("input", msg.input), ("output", msg.output), ("buffer", msg.buffer), ("space", msg.space)):
+        groups.append([_entry(kind, i, t, *spans.get((kind, i), (0, 0))) for i, t in enumerate(items)])
+    return DumpHeader(path, msg.op_name, msg.version, msg.dump_time, "v1", file_size, file_size,
+                      *groups, [(a.name, a.value) for a in msg.attr])
+
+
+# DumpData field number -> (kind, field number of ``data`` inside that message)
+_INLINE_FIELDS = {3: ("output", 5), 4: ("input", 4), 5: ("buffer", 2), 8: ("space", 2)}
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("bad varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(buf: bytes, start: int, end: int):
+    """(field number, wire type, value start, value end) of each field in buf[start:end]."""
+    pos = start
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 2:
+            length, pos = _varint(buf, pos)
+            nxt = pos + length
+        elif wire in (0, 1, 5):
+            nxt = _varint(buf, pos)[1] if wire == 0 else pos + (8 if wire == 1 else 4)
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        if nxt > end:
+            raise ValueError("field overruns its message")
+        yield number, wire, pos, nxt
+        pos = nxt
+
+
+def _inline_data_spans(blob: bytes) -> dict[tuple[str, int], tuple[int, int]]:
+    """Absolute (offset, length) of each tensor's inline ``data`` in a v1 file."""
+    spans: dict[tuple[str, int], tuple[int, int]] = {}
+    counts = {kind: 0 for kind, _ in _INLINE_FIELDS.values()}
+    for number, wire, start, end in _fields(blob, 0, len(blob)):
+        if number not in _INLINE_FIELDS or wire != 2:
+            continue
+        kind, data_field = _INLINE_FIELDS[number]
+        index = counts[kind]
+        counts[kind] += 1
+        for sub_number, sub_wire, s, e in _fields(blob, start, end):
+            if sub_number == data_field and sub_wire == 2:
+                spans[(kind, index)] = (s, e - s)  # the last occurrence wins, as in protobuf
+    return spans
