@@ -63,11 +63,20 @@ class LoadCache:
         path = self._file(kind, key)
         if path is None or not path.exists():
             return None
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return None
+        return self.value_of(data, key)
+
+    @staticmethod
+    def value_of(data: bytes, key: tuple) -> Any | None:
+        """The value of an entry's bytes (:meth:`entry`), or None if stale or damaged."""
         gc_was_enabled = gc.isenabled()
         gc.disable()  # unpickling 100k+ small objects: cyclic GC passes would double the time
         try:
-            with open(path, "rb") as fh:
-                fmt, version, stored_key, value = pickle.load(fh)
+            fmt, version, stored_key, value = pickle.loads(data)
         except Exception:  # a stale or damaged cache is never an error: read the files instead
             return None
         finally:
@@ -77,6 +86,37 @@ class LoadCache:
             return None
         return value
 
+    @staticmethod
+    def entry(key: tuple, value: Any) -> bytes:
+        """The bytes of a cache entry (what :meth:`store_entry` writes and :meth:`value_of` reads)."""
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return pickle.dumps((CACHE_FORMAT, (__version__, _CODE_STAMP), key, value),
+                                protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def store_entry(self, kind: str, key: tuple, data: bytes) -> None:
+        """Write entry bytes made by :meth:`entry` (atomically; a failed write is no error)."""
+        path = self._file(kind, key)
+        if path is None:
+            return
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+            tmp = None
+        except OSError:
+            pass  # read-only output folder, full disk: start-up just stays uncached
+        finally:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+
     def store(self, kind: str, key: tuple, value: Any, *, background: bool = False) -> None:
         """Write an entry. ``background``: in a detached child process (POSIX), so the first
         start does not wait the second or so that pickling a 50k-op graph takes."""
@@ -84,46 +124,33 @@ class LoadCache:
         if path is None:
             return
         if background and hasattr(os, "fork"):
-            self._store_detached(path, key, value)
+            self._store_detached(kind, key, value)
             return
-        self._write(path, key, value)
+        self._write(kind, key, value)
 
-    def _store_detached(self, path: Path, key: tuple, value: Any) -> None:
+    def _store_detached(self, kind: str, key: tuple, value: Any) -> None:
         # Double fork: the grandchild writes, the child exits at once and is reaped here, so no
         # zombie is left behind in a long REPL session. Copy-on-write makes the fork cheap.
         try:
             pid = os.fork()
         except OSError:
-            self._write(path, key, value)
+            self._write(kind, key, value)
             return
         if pid == 0:  # child
             try:
                 if os.fork() == 0:  # grandchild
                     try:
                         os.setsid()
-                        self._write(path, key, value)
+                        self._write(kind, key, value)
                     finally:
                         os._exit(0)
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
 
-    def _write(self, path: Path, key: tuple, value: Any) -> None:
-        tmp = None
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
+    def _write(self, kind: str, key: tuple, value: Any) -> None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump((CACHE_FORMAT, (__version__, _CODE_STAMP), key, value), fh,
-                            protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-            tmp = None
+            data = self.entry(key, value)
         except Exception:
-            pass  # read-only output folder, full disk: start-up just stays uncached
-        finally:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
-            if gc_was_enabled:
-                gc.enable()
+            return  # not picklable: stay uncached
+        self.store_entry(kind, key, data)

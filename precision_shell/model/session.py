@@ -71,11 +71,15 @@ class Session:
         gc_was_enabled = gc.isenabled()
         gc.disable()  # loading makes 100k+ small objects; cyclic GC passes only slow it down
         try:
-            self._guard(self._load_graph)
+            job = self._guard(self._start_graph)  # a first start loads it in a child meanwhile
             self._guard(self.use)
             self.golden = self._guard(scan_golden_dir, self.workspace.golden_dir, self.cache) or self.golden
             self._guard(self._load_overflow)
             self._guard(self._load_fusion)
+            if job is not None:
+                # while the child still works: file sizes (a stat each; `info` shows totals)
+                self._guard(lambda: (self.dumps.total_bytes, self.golden.total_bytes))
+                self._guard(self._finish_graph, job)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -89,24 +93,34 @@ class Session:
             return LoadCache(None)  # an output folder inside the dumps: never write there
         return LoadCache(folder)
 
-    def _load_graph(self) -> None:
-        from precision_shell.model.graph_load import load_op_graph
+    def _start_graph(self):
+        """The graph from the cache, else a GraphJob loading it (see _finish_graph)."""
+        from precision_shell.model.graph_job import GraphJob
 
         files = self.workspace.graph_files
         if not files:
-            return
+            return None
         key = tuple(file_key(p) for p in files)
         graph = self.cache.load("graph", key)
-        if graph is None:
-            graph, loaded = load_op_graph(files, self.load_errors)
-            if graph is None:
-                return
-            if loaded == len(files):  # a graph with load errors is not cached
-                self.cache.store("graph", key, graph, background=True)
-        self.graph = graph
+        if graph is not None:
+            self._set_graph(graph, key, [])
+            return None
+        return GraphJob(files, self.cache, key)
+
+    def _finish_graph(self, job) -> None:
+        graph, errors, store = job.result()
+        if graph is not None and store:  # a graph with load errors is not cached
+            self.cache.store("graph", job.key, graph, background=True)
+        self._set_graph(graph, job.key, errors)
+
+    def _set_graph(self, graph, key: tuple, errors: list[str]) -> None:
+        files = self.workspace.graph_files
         source = files[0] if len(files) == 1 else files[0].parent
-        self.load_errors += [f"{source}: {w}" for w in graph.warnings]
-        self._graph_key = key
+        warnings = [f"{source}: {w}" for w in graph.warnings] if graph is not None else []
+        self.load_errors[:0] = errors + warnings  # the graph's problems first, as it loads first
+        if graph is None:
+            return
+        self.graph, self._graph_key = graph, key
         for reader in graph.readers:  # the first op detail read asks the details cache first
             reader.before_first = self._load_graph_details
 

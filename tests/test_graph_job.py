@@ -1,0 +1,69 @@
+"""A first start loads the graph in a forked child while the session indexes the dumps."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import pytest
+
+from precision_shell.model import graph_job, graph_load
+from precision_shell.model.session import Session
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is used on Linux only")
+
+
+@pytest.fixture
+def ws(sample_ws, tmp_path, monkeypatch):
+    monkeypatch.setattr(graph_job, "FORK_ABOVE_BYTES", 0)  # the sample graph is small
+    root = tmp_path / "ws"
+    shutil.copytree(sample_ws[0] / "precision_data", root / "precision_data")
+    return root
+
+
+def _graph_file(root):
+    return next((root / "precision_data/npu/debug_0/graph").glob("ge_proto_*_Build.txt"))
+
+
+def test_child_loads_the_graph_and_writes_the_cache(ws, monkeypatch):
+    parent = os.getpid()
+    calls = []
+    real = graph_load.load_op_graph
+    monkeypatch.setattr(graph_load, "load_op_graph",
+                        lambda files, errors: calls.append(os.getpid()) or real(files, errors))
+    forked = Session.open(ws)
+    assert calls == []  # not loaded in this process: the child did it
+    cache = list((ws / "precision_data/temp/pshell/cache").glob("graph-*.pkl"))
+    assert len(cache) == 1  # written by the child before it exited
+    errors: list[str] = []
+    want, _ = real([_graph_file(ws)], errors)
+    assert list(forked.graph.ops) == list(want.ops) and len(want.ops) > 30
+    op = next(o for o in want.ops.values() if o.outputs)
+    assert forked.graph.ops[op.key].outputs == op.outputs  # details read from the file
+    assert forked.graph.graphs == want.graphs and os.getpid() == parent
+
+
+def test_a_broken_graph_reports_the_childs_error(ws):
+    graph = _graph_file(ws)
+    graph.write_text(graph.read_text()[:5000])
+    session = Session.open(ws)
+    assert session.graph is None
+    assert len(session.load_errors) == 1 and session.load_errors[0].startswith(f"{graph}: line ")
+    assert not list((ws / "precision_data/temp/pshell/cache").glob("graph-*.pkl"))
+    assert session.dumps.op_file_count > 0  # the rest of the workspace is loaded
+
+
+def test_a_crashing_child_falls_back_to_loading_here(ws, monkeypatch):
+    parent = os.getpid()
+    real = graph_load.load_op_graph
+
+    def crash_in_child(files, errors):
+        if os.getpid() != parent:
+            raise RuntimeError("boom")
+        return real(files, errors)
+
+    monkeypatch.setattr(graph_load, "load_op_graph", crash_in_child)
+    session = Session.open(ws)
+    assert session.graph is not None and session.load_errors == []
+    assert len(session.graph.ops) == len(real([_graph_file(ws)], [])[0].ops)
