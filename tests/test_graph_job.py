@@ -19,6 +19,7 @@ def ws(sample_ws, tmp_path, monkeypatch):
     monkeypatch.setattr(graph_job, "FORK_ABOVE_BYTES", 0)  # the sample graph is small
     root = tmp_path / "ws"
     shutil.copytree(sample_ws[0] / "precision_data", root / "precision_data")
+    shutil.rmtree(root / "precision_data" / "temp", ignore_errors=True)  # other tests' caches
     return root
 
 
