@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from precision_shell.analysis.overflow import OverflowFinding, OverflowScan, scan_overflow
+from typing import TYPE_CHECKING
+
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Sections, Table
 from precision_shell.commands.stepping import PANELS, golden_stats_rows
 from precision_shell.errors import CommandError
 from precision_shell.model.findings import FindingCursor
 from precision_shell.model.session import Session
+
+if TYPE_CHECKING:
+    from precision_shell.analysis.overflow import OverflowFinding, OverflowScan
 
 
 def _num(v: float) -> str:
@@ -69,6 +73,8 @@ def overflow(session: Session, args) -> Table:
     if not has_dumps and not has_opdebug:
         raise CommandError("nothing to scan: no NPU dumps and no Opdebug files "
                            "(dump with overflow detection into precision_data/overflow/, or pass --npu/--overflow)")
+    from precision_shell.analysis.overflow import scan_overflow  # numpy: on first use
+
     scan = scan_overflow(session, values=has_dumps, opdebug=not args.values_only)
     session.results["overflow"] = scan
     session.results["cursor"] = FindingCursor("overflow", scan.findings)

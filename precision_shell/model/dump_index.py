@@ -14,15 +14,17 @@ import threading
 from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from precision_shell.errors import FormatError
-from precision_shell.formats.dump_file import DumpHeader, read_dump_header
 from precision_shell.formats.dump_names import (
     DumpName, dump_names_in, escape_op_name, parse_dump_name, parse_dump_names, read_mapping_csv,
 )
 from precision_shell.model.folder_listing import Listing, list_tree
 from precision_shell.model.load_cache import LoadCache
+
+if TYPE_CHECKING:
+    from precision_shell.formats.dump_file import DumpHeader
 
 
 class DumpFile(NamedTuple):  # a tuple: 10^5 of them are built on first lookup
@@ -195,6 +197,8 @@ class DumpIndex:
             return True
 
     def header(self, f: DumpFile) -> DumpHeader:
+        from precision_shell.formats.dump_header import read_dump_header  # on first use: not at start-up
+
         hdr = self._headers.get(f.path)
         if hdr is None:
             hdr = self._headers[f.path] = read_dump_header(f.path)
