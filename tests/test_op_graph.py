@@ -223,3 +223,18 @@ def test_large_random_graph_invariants():
             assert (op, out, idx) in graph.consumers(producer.key)
     edges = graph.nx.number_of_edges()
     assert edges == sum(len(op.control_inputs) + len(graph.producers(k)) for k, op in graph.ops.items())
+
+
+def test_edge_view_answers_like_networkx(graph):
+    """ni/li/lo read edges from the graph's own index: the same edges networkx holds."""
+    def norm(edges):
+        return sorted((u, v, tuple(sorted(d.items()))) for u, v, d in edges)
+
+    for key in graph.ops:
+        assert norm(graph.edges.in_edges(key, data=True)) == norm(graph.nx.in_edges(key, data=True))
+        assert norm(graph.edges.out_edges(key, data=True)) == norm(graph.nx.out_edges(key, data=True))
+    keys = ["fc1/MatMul", "x", "trans"]
+    assert norm(graph.edges.edges(keys, data=True)) == norm(graph.nx.edges(keys, data=True))
+    assert graph.edges.out_edges("fc1/Relu") != [] and graph.control_consumers("fc1/Relu") == ["trans"]
+    with pytest.raises(KeyError):
+        graph.edges.out_edges("nope")

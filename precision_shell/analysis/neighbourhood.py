@@ -62,7 +62,7 @@ def neighbourhood(graph: Any, center: str, depth: int) -> Neighbourhood:
     them."""
     if depth < 0:
         raise ValueError("depth must be >= 0")
-    nxg = graph.nx
+    nxg = graph.edges  # networkx's edge queries, without building the networkx graph
     distance = {center: 0}
     frontier = [center]
     for hop in range(1, depth + 1):
@@ -174,7 +174,7 @@ class TreeRow:
 def _links(graph: Any, name: str, direction: str, control: bool, rank: dict[str, int]):
     """(other op, kind, src_output, dst_input) of each edge into (``inputs``) or out of an op,
     in anchor order; unconnected optional inputs appear with other=None."""
-    nxg = graph.nx
+    nxg = graph.edges
     out = []
     if direction == "inputs":
         op = graph.ops.get(name)

@@ -330,7 +330,7 @@ _NOT_DUMPED = frozenset({"Data", "Const", "Constant", "NetOutput", "Variable", "
 def node_panel(session: Any, op: Any, *, all_attrs: bool = False, with_stats: bool = True) -> NodePanel:
     """The ``ni`` panel of ``op`` (an OpNode of ``session.graph``)."""
     graph = session.graph
-    nxg = graph.nx
+    nxg = graph.edges  # networkx's edge queries, without building the networkx graph
     inputs = []
     for ref in op.inputs:
         d = ref.desc

@@ -25,6 +25,7 @@ from functools import cached_property, partial
 
 from ..formats.graph_scan import ScannedGraph, special_attrs
 from .op_attrs import TensorDesc
+from .op_edges import EdgeView
 from .op_node import InputRef, OpDetails, OpNode, details_of
 
 __all__ = ["GraphSummary", "InputRef", "OpGraph", "OpNode", "TensorDesc"]
@@ -205,6 +206,27 @@ class OpGraph:
                 if ref.producer is not None:
                     found.setdefault(ref.producer, []).append((key, ref.producer_output, ref.index))
         return found
+
+    @cached_property
+    def _control_consumers(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for key, node in self.ops.items():
+            for src in node.control_inputs:
+                found.setdefault(src, []).append(key)
+        return found
+
+    def consumer_edges(self, key: str) -> list[tuple[str, int, int]]:
+        """(consumer key, output index, consumer input index) of each data edge out of ``key``."""
+        return self._consumers.get(key, [])
+
+    def control_consumers(self, key: str) -> list[str]:
+        """Keys of the ops with a control edge from ``key``, in graph order."""
+        return self._control_consumers.get(key, [])
+
+    @cached_property
+    def edges(self) -> EdgeView:
+        """in_edges / out_edges / edges as networkx gives them, without building ``nx``."""
+        return EdgeView(self)
 
     @cached_property
     def nx(self):
