@@ -172,7 +172,8 @@ def test_inputs_repeating_their_producers_bytes_reuse_its_metrics_exactly(sessio
     plan = _plan(session)
     aliased = [j for j in plan.jobs if j.alias is not None]
     assert len(aliased) >= 3 and all(j.io == "input" for j in aliased)
-    plain = dataclasses.replace(plan, jobs=[dataclasses.replace(j, alias=None) for j in plan.jobs])
+    plain = dataclasses.replace(plan, table=plan.table.without_aliases())
+    assert not any(j.alias for j in plain.jobs)
     assert _cells(run_compare(plan, workers=1)) == _cells(run_compare(plain, workers=1))
 
 

@@ -6,9 +6,11 @@ Why it is shaped like this:
   evaluating each metric as a separate whole-array pass (formats.md A.9). Here each worker
   memory-maps both files of a pair, restores the layout, and computes every metric in two chunked
   passes (``analysis.metrics``), so memory stays bounded by one tensor pair per worker.
-* Jobs are batched (one op or a group of small ops per task) so inter-process overhead is paid
-  per batch, not per tensor; batches are sized so that every worker gets several of them (load
-  balance) and results stream back while the rest runs (progress bar).
+* Rows are batched into tasks of plain tuples (whole ops, grouped by dump file;
+  ``compare_tasks``) so inter-process overhead is paid per task, not per tensor; tasks are sized
+  so that every worker gets several of them (load balance), handed out a few at a time (never
+  all built at once), and results stream back into arrays (``compare_results``) while the rest
+  runs (progress bar).
 * A golden is compared twice (as its op's output and as each consumer's input), and a dumped
   input is usually the very bytes of its producer's dumped output. Such inputs are checked with
   a memcmp and take the producer row's metrics (exactly the same numbers), so chains cost one
@@ -25,224 +27,163 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import sys
 import threading
 import time
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
-from precision_shell.analysis.compare_mapping import ComparePlan, OpPlan
-from precision_shell.analysis.compare_worker import (
-    PairJob, PairResult, compare_job, ignore_sigint, iter_batch, run_batch,
+from precision_shell.analysis.compare_plan import ComparePlan, OpPlan
+from precision_shell.analysis.compare_results import (  # noqa: F401  (re-exported)
+    CompareResult, ResultStore, RowView, TensorResult,
 )
+from precision_shell.analysis.compare_tasks import iter_task, run_task
+from precision_shell.analysis.compare_worker import PairResult, ignore_sigint
 from precision_shell.analysis.metrics import JSON_KEYS, Metrics
 
 _MIN_BATCH_BYTES = 4 << 20
 _MAX_BATCH_BYTES = 64 << 20
-_MAX_BATCH_JOBS = 256
+_MAX_BATCH_JOBS = 512
 _BATCHES_PER_WORKER = 8
+# Tasks handed to the pool at a time: enough to keep every worker busy, few enough that the
+# tasks of a 200k-row plan are never all built (and pickled) at once.
+_TASKS_IN_FLIGHT_PER_WORKER = 3
 # Below this much data a process pool costs more to start (~0.1 s) than the whole compare.
 INLINE_BELOW_BYTES = 16 << 20
-
-
-@dataclass
-class TensorResult:
-    """One compared tensor (a CSV row)."""
-
-    order: int                      # the op's execution position (CSV Index)
-    op: str
-    op_type: str
-    io: str                         # "input" | "output"
-    index: int
-    golden_ops: list[str]
-    golden_ref: str | None
-    metrics: Metrics
-    npu_dtype: str = "NaN"
-    golden_dtype: str = "NaN"
-    shape: tuple[int, ...] | None = None
-    reason: str = ""
-    compared: bool = False
-    identical: bool = False         # NPU vs NPU: the two tensors are bit-identical
-
-    @property
-    def tensor(self) -> str:
-        return f"{self.op}:{self.io}:{self.index}"
-
-    def to_json(self) -> dict:
-        return {"index": self.order, "op": self.op, "type": self.op_type, "tensor": self.tensor,
-                "golden": self.golden_ops, "golden_tensor": self.golden_ref, "npu_dtype": self.npu_dtype,
-                "golden_dtype": self.golden_dtype, "shape": list(self.shape) if self.shape else None,
-                "compared": self.compared, **self.metrics.as_json(), "reason": self.reason or None}
-
-
-@dataclass
-class CompareResult:
-    mode: str                       # "golden" | "npu" | "csv"
-    npu_label: str
-    golden_label: str
-    ops: list[OpPlan]
-    rows: list[TensorResult | None]  # by row; None = not computed (interrupted)
-    cancelled: bool = False
-    workers: int = 1
-    elapsed: float = 0.0
-    bytes_read: int = 0
-    problems: list[str] = field(default_factory=list)
-    csv_path: Path | None = None
-
-    @property
-    def done_rows(self) -> list[TensorResult]:
-        return [r for r in self.rows if r is not None]
-
-    def rows_of(self, plan: OpPlan) -> list[TensorResult]:
-        return [self.rows[i] for i in plan.rows if self.rows[i] is not None]
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.bytes_read / 1e6 / self.elapsed if self.elapsed > 0 else 0.0
-
-    def csv_rows(self) -> list:
-        return csv_rows(self)
 
 
 def default_workers() -> int:
     return os.cpu_count() or 1
 
 
-def make_batches(jobs: list[PairJob], workers: int) -> list[list[PairJob]]:
-    """Consecutive jobs grouped so each batch holds whole ops and roughly equal bytes."""
-    total = sum(j.nbytes for j in jobs)
-    target = min(max(total // max(1, workers * _BATCHES_PER_WORKER), _MIN_BATCH_BYTES), _MAX_BATCH_BYTES)
-    batches: list[list[PairJob]] = []
-    current: list[PairJob] = []
-    size = 0
-    for job in jobs:
-        # keep an op's tensors together: they share one dump header
-        if current and job.op != current[-1].op and (size >= target or len(current) >= _MAX_BATCH_JOBS):
-            batches.append(current)
-            current, size = [], 0
-        current.append(job)
-        size += job.nbytes
-    if current:
-        batches.append(current)
-    return batches
-
-
 def _pool(workers: int) -> ProcessPoolExecutor:
-    # forkserver when threads run (the REPL: prompt_toolkit): forking a threaded process can
-    # deadlock on a lock another thread held; its server process is started once per session.
-    # A single-threaded parent (batch mode) forks: cheapest, and scripts need no main guard.
+    # forkserver for pshell itself: workers fork from a small server process (numpy and the
+    # readers imported once), not from the session, whose ~300 MB (50k-op graph) a forked worker
+    # would count in its RSS; forking a threaded parent (the REPL) could also deadlock on a lock
+    # another thread held. A script that calls this API forks (as before): forkserver would
+    # re-run an unguarded script's main module in every worker.
     methods = multiprocessing.get_all_start_methods()
-    method = "fork" if threading.active_count() == 1 and "fork" in methods else \
-        ("forkserver" if "forkserver" in methods else None)
+    main = getattr(sys.modules.get("__main__"), "__spec__", None)
+    ours = (main is not None and (main.name or "").startswith("precision_shell")) \
+        or os.path.basename(sys.argv[0] if sys.argv else "") == "pshell"  # the console script
+    lean = (ours or threading.active_count() > 1) and "forkserver" in methods
+    method = "forkserver" if lean else ("fork" if "fork" in methods else None)
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["precision_shell.analysis.compare_worker"])
+        ctx.set_forkserver_preload(["precision_shell.analysis.compare_tasks"])
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=ignore_sigint)
 
 
-class _Collector:
-    def __init__(self, plan: ComparePlan):
-        self.plan = plan
-        self.op_of_row: dict[int, OpPlan] = {r: op for op in plan.ops for r in op.rows}
-        self.rows: list[TensorResult | None] = [None] * len(plan.jobs)
-        self.bytes_read = 0
-        self.aliases: dict[int, tuple[PairJob, int]] = {}
-
-    def resolve_aliases(self) -> None:
-        """Rows that repeat another row's bytes take its metrics (still None if that row was not
-        reached before an interrupt)."""
-        for row, (job, source) in self.aliases.items():
-            src = self.rows[source]
-            if src is not None:
-                op = self.op_of_row[row]
-                self.rows[row] = TensorResult(op.order, op.op, op.type, job.io, job.index, op.golden_ops,
-                                              job.golden_ref, src.metrics, src.npu_dtype, src.golden_dtype,
-                                              src.shape, src.reason, src.compared, src.identical)
-
-    def store(self, job: PairJob, res: PairResult) -> None:
-        if res.same_as is not None:      # filled in from that row once everything is back
-            self.aliases[job.row] = (job, res.same_as)
-            self.bytes_read += res.nbytes
-            return
-        op = self.op_of_row[job.row]
-        self.rows[job.row] = TensorResult(op.order, op.op, op.type, job.io, job.index, op.golden_ops,
-                                          job.golden_ref, res.metrics, res.npu_dtype, res.golden_dtype,
-                                          res.shape, res.reason, res.compared,
-                                          bool(res.extra.get("identical")))
-        self.bytes_read += res.nbytes
-
-    def fail(self, batch: Iterable[PairJob], reason: str) -> None:
-        for job in batch:
-            self.store(job, PairResult(job.row, Metrics.unavailable(reason), reason=reason))
+def make_tasks(plan: ComparePlan, workers: int) -> Iterator[tuple[list[int], tuple]]:
+    """(rows, task) for ``compare_tasks.run_task``: consecutive whole ops, roughly equal bytes,
+    built as they are handed out."""
+    t = plan.table
+    target = min(max(plan.total_bytes // max(1, workers * _BATCHES_PER_WORKER), _MIN_BATCH_BYTES),
+                 _MAX_BATCH_BYTES)
+    npu_mode = plan.device_shape_mode
+    groups: list[tuple] = []
+    rows_in: list[int] = []
+    size = 0
+    for op in plan.ops:
+        rows = [r for r in op.rows if t.runnable(r)]
+        if not rows:
+            continue
+        # keep an op's tensors together: they share one dump file
+        if groups and (size >= target or len(rows_in) >= _MAX_BATCH_JOBS):
+            yield rows_in, (npu_mode, groups)
+            groups, rows_in, size = [], [], 0
+        specs = []
+        for r in rows:
+            a = t.alias[r]
+            alias = (a, plan.ops[t.op_pos[a]].dump_path, None, t.index[a]) if a >= 0 else None
+            golden = (plan.golden_path(r), None) if npu_mode else plan.golden_path(r)
+            specs.append((r, t.io[r], t.index[r], *t.spec[r], golden, alias))
+            size += t.nbytes[r]
+        groups.append((op.op, op.dump_path, None, specs))
+        rows_in += rows
+    if groups:
+        yield rows_in, (npu_mode, groups)
 
 
 def run_compare(plan: ComparePlan, *, progress: Callable | None = None, workers: int | None = None,
                 executor: Executor | None = None) -> CompareResult:
     """Execute ``plan``. Without an executor, ``workers=1`` (or a plan too small to be worth a
-    pool) runs in this process; otherwise batches go to ``executor`` (default: a process pool of
+    pool) runs in this process; otherwise tasks go to ``executor`` (default: a process pool of
     ``workers``, default the CPU count)."""
     from precision_shell.model.progress import silent_progress
 
     progress = progress or silent_progress
     workers = workers or default_workers()
-    col = _Collector(plan)
+    store = ResultStore(plan)
     start = time.perf_counter()
     problems = list(plan.problems)
     cancelled = False
-    runnable = [j for j in plan.jobs if j.npu is not None and j.golden is not None]
-    with progress("comparing", len(plan.jobs)) as bar:
+    t = plan.table
+    with progress("comparing", len(t)) as bar:
         try:
-            for job in plan.jobs:   # rows without a pair need no worker
-                if job.npu is None or job.golden is None:
-                    col.store(job, compare_job(job))
-            bar.advance(len(plan.jobs) - len(runnable))
+            no_pair = 0
+            for row in range(len(t)):   # rows without a pair need no worker
+                if not t.runnable(row):
+                    reason = t.reason[row]
+                    store.add_result(PairResult(row, Metrics.unavailable(reason), reason=reason))
+                    no_pair += 1
+            bar.advance(no_pair)
             if executor is None and (workers == 1 or plan.total_bytes < INLINE_BELOW_BYTES):
                 workers = 1
-                _run_inline(runnable, col, bar)
+                _run_inline(plan, store, bar)
             else:
-                cancelled = _run_pool(runnable, col, bar, executor, workers, problems)
+                cancelled = _run_pool(make_tasks(plan, workers), store, bar, executor, workers, problems)
         except KeyboardInterrupt:
             cancelled = True
-    col.resolve_aliases()
-    done = sum(r is not None for r in col.rows)
+    store.resolve()
+    store.trim()
+    done = int(store.done().sum())
     if cancelled:
-        problems.append(f"interrupted: {done} of {len(plan.jobs)} tensors compared; the result is partial")
-    return CompareResult(plan.mode, plan.npu_label, plan.golden_label, plan.ops, col.rows, cancelled,
+        problems.append(f"interrupted: {done} of {len(t)} tensors compared; the result is partial")
+    return CompareResult(plan.mode, plan.npu_label, plan.golden_label, plan.ops, RowView(store), cancelled,
                          workers if executor is None else getattr(executor, "_max_workers", workers),
-                         time.perf_counter() - start, col.bytes_read, problems)
+                         time.perf_counter() - start, store.bytes_read, problems)
 
 
-def _run_inline(jobs: list[PairJob], col: _Collector, bar: Any) -> None:
+def _run_inline(plan: ComparePlan, store: ResultStore, bar: Any) -> None:
     # progress per tensor, so an interrupt loses nothing already computed
-    for group in make_batches(jobs, 1):
-        for job, res in zip(group, iter_batch(group)):
-            col.store(job, res)
+    for _, task in make_tasks(plan, 1):
+        for res in iter_task(task):
+            store.add(res)
             bar.advance(1)
 
 
-def _run_pool(jobs: list[PairJob], col: _Collector, bar: Any, executor: Executor | None,
-              workers: int, problems: list[str]) -> bool:
+def _run_pool(tasks: Iterable[tuple[list[int], tuple]], store: ResultStore, bar: Any,
+              executor: Executor | None, workers: int, problems: list[str]) -> bool:
     """Returns True when interrupted (KeyboardInterrupt)."""
     own = executor is None
     pool = _pool(workers) if own else executor
-    futures: dict[Future, list[PairJob]] = {}
+    window = max(2, workers * _TASKS_IN_FLIGHT_PER_WORKER)
+    pending: dict[Future, list[int]] = {}
+
+    def harvest(done: Iterable[Future]) -> None:
+        for fut in done:
+            rows = pending.pop(fut)
+            _harvest(fut, rows, store, problems)
+            bar.advance(len(rows))
+
     try:
-        for batch in make_batches(jobs, workers):
-            futures[pool.submit(run_batch, batch)] = batch
-        pending = set(futures)
         try:
-            for fut in as_completed(futures):
-                pending.discard(fut)
-                _harvest(fut, futures[fut], col, problems)
-                bar.advance(len(futures[fut]))
+            for rows, task in tasks:
+                while len(pending) >= window:
+                    harvest(wait(pending, return_when=FIRST_COMPLETED)[0])
+                pending[pool.submit(run_task, task)] = rows
+            while pending:
+                harvest(wait(pending, return_when=FIRST_COMPLETED)[0])
         except KeyboardInterrupt:
             for fut in pending:
                 fut.cancel()
-            for fut in pending:     # batches that finished while we were interrupted
+            for fut, rows in list(pending.items()):   # tasks that finished while we were interrupted
                 if fut.done() and not fut.cancelled():
-                    _harvest(fut, futures[fut], col, problems)
+                    _harvest(fut, rows, store, problems)
             return True
         return False
     finally:
@@ -250,22 +191,27 @@ def _run_pool(jobs: list[PairJob], col: _Collector, bar: Any, executor: Executor
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _harvest(fut: Future, batch: list[PairJob], col: _Collector, problems: list[str]) -> None:
+def _fail(rows: Iterable[int], store: ResultStore, reason: str) -> None:
+    for row in rows:
+        store.add_result(PairResult(row, Metrics.unavailable(reason), reason=reason))
+
+
+def _harvest(fut: Future, rows: list[int], store: ResultStore, problems: list[str]) -> None:
     try:
         results = fut.result()
     except BrokenProcessPool as exc:
-        col.fail(batch, f"compare worker died: {exc}")
+        _fail(rows, store, f"compare worker died: {exc}")
         if not any("worker died" in p for p in problems):
             problems.append(f"a compare worker process died ({exc}); its tensors are NaN rows")
         return
-    except Exception as exc:  # a bug in a worker: keep the other batches' results
-        col.fail(batch, f"internal error: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # a bug in a worker: keep the other tasks' results
+        _fail(rows, store, f"internal error: {type(exc).__name__}: {exc}")
         if not any(p.startswith("internal error") for p in problems):
             problems.append(f"internal error in a compare batch ({type(exc).__name__}: {exc}); "
                             f"its tensors are NaN rows")
         return
-    for job, res in zip(batch, results):
-        col.store(job, res)
+    for res in results:
+        store.add(res)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -289,23 +235,60 @@ def _csv_row(row: TensorResult):
 
 
 def write_vendor_csv(path: Path, result: CompareResult) -> int:
-    """The vendor-layout CSV (formats.md §6, A.8.1), written atomically; returns the row count."""
+    """The vendor-layout CSV (formats.md §6, A.8.1), written atomically; returns the row count.
+    Rows are built as they are written (200k of them at once would cost ~400 MB)."""
     from precision_shell.formats.compare_csv import write_compare_csv
 
-    rows = csv_rows(result)
+    count = 0
+
+    def counted() -> Iterator:
+        nonlocal count
+        for row in csv_rows(result):
+            count += 1
+            yield row
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         # NPU vs NPU: both sides are dumps, so both Address columns exist (msaccucmp's layout)
-        write_compare_csv(tmp, rows, golden_address=result.mode == "npu")
+        write_compare_csv(tmp, counted(), golden_address=result.mode == "npu")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    return len(rows)
+    return count
 
 
-def csv_rows(result: CompareResult) -> list:
+def csv_rows(result: CompareResult) -> Iterator:
     """Rows for ``formats.compare_csv.write_compare_csv``, sorted by Index (op), inputs first."""
-    return [_csv_row(r) for r in result.done_rows]
+    store = result.store
+    if store is None:
+        return (_csv_row(r) for r in result.iter_done())
+    return _store_csv_rows(store)
+
+
+_CELLS_KEPT = 4096
+
+
+def _store_csv_rows(store: ResultStore) -> Iterator:
+    """As ``_csv_row`` for every row with a result, straight from the arrays. Rows sharing a
+    result (aliases, repeated constants: most inputs) share its cells, built once while recent."""
+    from precision_shell.formats.compare_csv import CompareRow
+
+    t, ops = store.plan.table, store.plan.ops
+    kept: dict[int, tuple] = {}
+    rid = store.rid.tolist()
+    for row, d in enumerate(rid):
+        if d < 0:
+            continue
+        cells = kept.get(d)
+        if cells is None:
+            if len(kept) >= _CELLS_KEPT:
+                kept.clear()
+            tensor = store.tensor(row)
+            c = _csv_row(tensor)
+            cells = kept[d] = (c.shape, c.metrics, c.std, c.fail_reason, c.extra)
+        op = ops[t.op_pos[row]]
+        io, index = ("input", "output")[t.io[row]], t.index[row]
+        yield CompareRow(op.order, op.type, op.op, op.golden_ops, f"{op.op}:{io}:{index}", io, index, *cells)
 
 
 _STD = re.compile(r"^\(\s*([^;]+);([^)]+)\),\(\s*([^;]+);([^)]+)\)$")

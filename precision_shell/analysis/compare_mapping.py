@@ -15,14 +15,16 @@ executed by :mod:`compare_worker`. Rules, as the vendor engine applies them with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from precision_shell.analysis.compare_worker import NO_DUMP, NO_GOLDEN, PairJob, TensorSource
+from precision_shell.analysis.compare_plan import INPUT, OUTPUT, ComparePlan, OpPlan, PlanTable, file_path
+from precision_shell.analysis.compare_worker import NO_DUMP, NO_GOLDEN
 from precision_shell.errors import FormatError
-from precision_shell.formats.dump_file import DumpHeader, TensorEntry
+from precision_shell.formats.dump_file import DumpHeader, TensorEntry, read_dump_header
 from precision_shell.model.dump_index import DumpFile, DumpIndex
 from precision_shell.model.golden_index import GoldenIndex
+
+__all__ = ["ComparePlan", "OpPlan", "plan_golden_compare", "plan_npu_compare"]
 
 # GE ops that never run as kernels, so they have no dump: no row for them (the vendor prints an
 # all-NaN row for each, which only buries the real rows).
@@ -33,35 +35,14 @@ WALK_THROUGH_TYPES = frozenset({"Cast", "TransData"})
 # Formats the layout converters accept as the logical target of a 4-D restore.
 _TARGET_FORMATS = frozenset({"NCHW", "NHWC", "HWCN", "CHWN", "NCDHW", "NDHWC", "DHWCN"})
 _MAX_WALK = 64  # a Cast/TransData chain longer than this is a cycle in a corrupt graph
+# Parsed headers kept while planning: a producer is usually one of the ops just planned. The
+# session's DumpIndex cache is not used: 50k headers kept for the session cost ~100 MB.
+_HEADER_CACHE = 64
 
 
-@dataclass
-class OpPlan:
-    """One NPU op of the compare, in execution order."""
-
-    op: str
-    type: str
-    order: int                          # 1-based position in execution order (CSV Index)
-    golden_ops: list[str]               # framework ops it stands for (GroundTruth column)
-    passes: list[str] = field(default_factory=list)
-    fused: bool = False
-    dump_path: str | None = None
-    timestamp: int | None = None
-    rows: list[int] = field(default_factory=list)
-
-
-@dataclass
-class ComparePlan:
-    mode: str                           # "golden" | "npu"
-    ops: list[OpPlan]
-    jobs: list[PairJob]
-    npu_label: str
-    golden_label: str
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(job.nbytes for job in self.jobs)
+def dump_path(f: DumpFile) -> str:
+    # pathlib's / and str() cost ~5 us each, 10^5 times
+    return file_path(f)
 
 
 def _target_format(desc: Any) -> str | None:
@@ -85,17 +66,36 @@ class _Planner:
         self.dumps = dumps
         self.golden = golden
         self.problems: list[str] = []
-        self.jobs: list[PairJob] = []
+        self.table = PlanTable()
+        self.ops: list[OpPlan] = []
+        self._headers: dict[str, DumpHeader] = {}
+        self._golden: dict[str, tuple[Any, int]] = {}
+        self._specs: dict[tuple, tuple] = {}
+        self._refs: dict[str, str] = {}
 
     # -- dumps --------------------------------------------------------------------------------
     def header(self, index: DumpIndex, f: DumpFile | None) -> DumpHeader | None:
         if f is None:
             return None
-        try:
-            return index.header(f)
-        except FormatError as exc:
-            self.problems.append(str(exc))
-            return None
+        path = dump_path(f)
+        header = self._headers.get(path)
+        if header is None:
+            try:
+                header = read_dump_header(path)
+            except FormatError as exc:
+                self.problems.append(str(exc))
+                return None
+            if len(self._headers) >= _HEADER_CACHE:
+                del self._headers[next(iter(self._headers))]
+            self._headers[path] = header
+        return header
+
+    def spec(self, target_format: str | None, fallback_shape: tuple[int, ...] | None) -> tuple:
+        key = (target_format, fallback_shape)
+        return self._specs.setdefault(key, key)
+
+    def ref(self, text: str | None) -> str | None:
+        return text if text is None else self._refs.setdefault(text, text)
 
     def graph_op(self, name: str):
         return self.graph.ops.get(name) if self.graph is not None else None
@@ -144,48 +144,50 @@ class _Planner:
         target = self.output_golden(prod, prod.name, out, entry) if prod is not None else (name, out)
         if target is None:
             return None, f"producer {name}:output:{out} has no framework op"
-        return f"{target[0]}:{target[1]}", name
+        return self.ref(f"{target[0]}:{target[1]}"), name
 
-    def golden_source(self, ref: str | None) -> tuple[TensorSource | None, int]:
+    def golden_source(self, ref: str | None) -> tuple[Any, int]:
+        """(GoldenFile, its size) of golden tensor ``ref``; (None, 0) when there is none."""
         if ref is None or self.golden is None:
             return None, 0
-        name, idx = ref.rsplit(":", 1)
-        found = self.golden.find(name, int(idx))
-        if found is None:
-            return None, 0
-        return TensorSource(str(found.path), "npy"), found.size
+        known = self._golden.get(ref)
+        if known is None:
+            name, idx = ref.rsplit(":", 1)
+            found = self.golden.find(name, int(idx))
+            known = self._golden[ref] = (found, found.size) if found is not None else (None, 0)
+        return known
 
-    # -- jobs ----------------------------------------------------------------------------------
-    def add(self, plan: OpPlan, io: str, index: int, npu: TensorSource | None,
-            golden: TensorSource | None, golden_ref: str | None, reason: str, nbytes: int,
-            device_shape_mode: bool = False, alias: tuple[int, TensorSource] | None = None) -> int:
-        row = len(self.jobs)
-        if npu is not None and golden is None and not reason:
-            reason = NO_GOLDEN.format(tensor=f"{plan.op}:{io}:{index}")
-        self.jobs.append(PairJob(row, plan.op, io, index, npu, golden, golden_ref, reason, nbytes,
-                                 device_shape_mode, alias))
-        plan.rows.append(row)
+    # -- rows ----------------------------------------------------------------------------------
+    def start_op(self, plan: OpPlan) -> None:
+        plan.rows = range(len(self.table), len(self.table))
+        self.ops.append(plan)
+
+    def add(self, plan: OpPlan, io: int, index: int, spec: tuple | None, golden: str | None,
+            golden_ref: str | None, reason: str, nbytes: int, alias: int = -1) -> int:
+        if spec is not None and golden is None and not reason:
+            reason = NO_GOLDEN.format(tensor=f"{plan.op}:{('input', 'output')[io]}:{index}")
+        row = self.table.add(len(self.ops) - 1, io, index, spec, golden, golden_ref, reason, nbytes, alias)
+        plan.rows = range(plan.rows.start, row + 1)
         return row
 
-    def alias_for(self, op: Any, j: int, n_inputs: int, npu: TensorSource, golden_ref: str | None,
-                  outputs: dict) -> tuple[int, TensorSource] | None:
+    def alias_for(self, op: Any, j: int, n_inputs: int, spec: tuple, golden_ref: str | None,
+                  outputs: dict) -> int:
         """The output row whose bytes input ``j`` most likely repeats: the direct producer's
-        dumped output (no Cast/TransData between), compared with the same golden."""
-        refs = list(op.inputs)
+        dumped output (no Cast/TransData between), compared with the same golden; -1 = none."""
+        refs = op.inputs
         if len(refs) != n_inputs:
             refs = [r for r in refs if r.producer]
         if golden_ref is None or j >= len(refs) or not refs[j].producer:
-            return None
+            return -1
         prod = self.graph_op(refs[j].producer)
         if prod is None:
-            return None
-        found = outputs.get((prod.name, refs[j].producer_output or 0))
-        if found is None or found[0] != golden_ref:
-            return None
-        row, src = found[1], found[2]
-        if (src.target_format, src.fallback_shape) != (npu.target_format, npu.fallback_shape):
-            return None   # restored differently: same bytes would not mean same metrics
-        return row, src
+            return -1
+        row = outputs.get((prod.name, refs[j].producer_output or 0), -1)
+        if row < 0 or self.table.golden_ref[row] != golden_ref:
+            return -1
+        if self.table.spec[row] != spec:
+            return -1   # restored differently: same bytes would not mean same metrics
+        return row
 
 
 def _exec_key(graph_order: int, f: DumpFile | None, last_ts: int) -> tuple[int, int]:
@@ -198,7 +200,7 @@ def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
     graph order as tie-break); dumps of ops the graph does not know are mapped by their headers."""
     p = _Planner(graph, dumps, golden)
     entries: list[tuple[tuple[int, int], Any, str, DumpFile | None]] = []
-    seen: set[str] = set()
+    seen: set[tuple[int, str]] = set()   # (id of the folder, file name): no Path per file
     last_ts = 0
     if graph is not None:
         for rank, op in enumerate(graph.in_exec_order()):
@@ -207,58 +209,56 @@ def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
             f = dumps.latest_for_op(op.name)
             if f is not None:
                 last_ts = f.name.timestamp
-                seen.add(str(f.path))
+                seen.add((str(f.folder), f.filename))
             entries.append((_exec_key(rank, f, last_ts), op, op.name, f))
     for f in dumps.op_files:
         latest = dumps.by_key.get(f.op_key, [f])[-1]
-        if str(latest.path) in seen:
+        key = (str(latest.folder), latest.filename)
+        if key in seen:
             continue
-        seen.add(str(latest.path))
+        seen.add(key)
         header = p.header(dumps, latest)
         name = header.op_name if header is not None and header.op_name else latest.op_key
         entries.append(((latest.name.timestamp, 1 << 30), None, name, latest))
+    del seen
     entries.sort(key=lambda e: e[0])
 
-    ops: list[OpPlan] = []
-    outputs: dict[tuple[str, int], tuple[str | None, int, TensorSource]] = {}
+    outputs: dict[tuple[str, int], int] = {}   # (op, output index) -> its row, when it has a golden
     for position, (_, op, name, f) in enumerate(entries, 1):
         plan = OpPlan(name, op.type if op is not None else (f.name.op_type if f else "?"), position,
-                      list(op.golden_names()) if op is not None else [name],
-                      list(op.passes) if op is not None else [],
+                      op.golden_names() if op is not None else [name],
+                      op.passes if op is not None else [],
                       bool(op.is_fused) if op is not None else False,
-                      str(f.path) if f is not None else None,
-                      f.name.timestamp if f is not None else None)
-        ops.append(plan)
+                      f, f.name.timestamp if f is not None else None)
+        p.start_op(plan)
         header = p.header(dumps, f)
         if header is None:
-            p.add(plan, "output", 0, None, None, None, NO_DUMP if f is None else
-                  f"{f.path}: unreadable dump", 0)
+            p.add(plan, OUTPUT, 0, None, None, None, NO_DUMP if f is None else f"{dump_path(f)}: unreadable dump", 0)
             continue
+        n_inputs = len(header.inputs)
         for entry in header.inputs:
-            ref, how = (p.producer_golden(op, entry.index, len(header.inputs)) if op is not None
+            ref, how = (p.producer_golden(op, entry.index, n_inputs) if op is not None
                         else (None, "no graph to find the producer"))
             desc = op.inputs[entry.index].desc if op is not None and entry.index < len(op.inputs) else None
-            npu = TensorSource(str(f.path), "dump", "input", entry.index, _target_format(desc),
-                               _logical_shape(desc))
+            spec = p.spec(_target_format(desc), _logical_shape(desc))
             src, size = p.golden_source(ref)
             reason = "" if ref is not None else f"no golden for {plan.op}:input:{entry.index} ({how})"
-            alias = p.alias_for(op, entry.index, len(header.inputs), npu, ref, outputs) \
-                if op is not None and src is not None else None
-            p.add(plan, "input", entry.index, npu, src, ref, reason,
-                  2 * entry.size if alias else entry.size + size, alias=alias)
+            alias = p.alias_for(op, entry.index, n_inputs, spec, ref, outputs) \
+                if op is not None and src is not None else -1
+            p.add(plan, INPUT, entry.index, spec, src, ref, reason,
+                  2 * entry.size if alias >= 0 else entry.size + size, alias)
         for entry in header.outputs:
             target = p.output_golden(op, name, entry.index, entry)
-            ref = f"{target[0]}:{target[1]}" if target is not None else None
+            ref = p.ref(f"{target[0]}:{target[1]}") if target is not None else None
             desc = None
             if op is not None and op.outputs:
                 desc = op.outputs[entry.index] if entry.index < len(op.outputs) else None
-            npu = TensorSource(str(f.path), "dump", "output", entry.index, _target_format(desc),
-                               _logical_shape(desc))
+            spec = p.spec(_target_format(desc), _logical_shape(desc))
             src, size = p.golden_source(ref)
-            row = p.add(plan, "output", entry.index, npu, src, ref, "", entry.size + size)
+            row = p.add(plan, OUTPUT, entry.index, spec, src, ref, "", entry.size + size)
             if src is not None:
-                outputs[(name, entry.index)] = (ref, row, npu)
-    return ComparePlan("golden", ops, p.jobs, npu_label, golden_label, p.problems + dumps.warnings)
+                outputs[(name, entry.index)] = row
+    return ComparePlan("golden", p.ops, p.table, npu_label, golden_label, p.problems + dumps.warnings)
 
 
 def plan_npu_compare(graph: Any, left: DumpIndex, right: DumpIndex, *, left_label: str,
@@ -269,7 +269,7 @@ def plan_npu_compare(graph: Any, left: DumpIndex, right: DumpIndex, *, left_labe
     keys = sorted(left.by_key, key=lambda k: left.by_key[k][-1].name.timestamp)
     right_only = sorted((k for k in right.by_key if k not in left.by_key),
                         key=lambda k: right.by_key[k][-1].name.timestamp)
-    ops: list[OpPlan] = []
+    plain = p.spec(None, None)
     for position, key in enumerate(keys + right_only, 1):
         lf = left.by_key[key][-1] if key in left.by_key else None
         rf = right.by_key[key][-1] if key in right.by_key else None
@@ -278,24 +278,23 @@ def plan_npu_compare(graph: Any, left: DumpIndex, right: DumpIndex, *, left_labe
         name = some.op_name if some is not None and some.op_name else key
         op = p.graph_op(name)
         op_type = op.type if op is not None else (lf or rf).name.op_type
-        plan = OpPlan(name, op_type, position, [name], list(op.passes) if op is not None else [],
+        plan = OpPlan(name, op_type, position, [name], op.passes if op is not None else [],
                       bool(op.is_fused) if op is not None else False,
-                      str(lf.path) if lf else None, lf.name.timestamp if lf else None)
-        ops.append(plan)
+                      lf, lf.name.timestamp if lf else None, other=rf)
+        p.start_op(plan)
         if lh is None or rh is None:
             missing = left_label if lh is None else right_label
             what = "no dump" if (lf if lh is None else rf) is None else "an unreadable dump"
-            p.add(plan, "output", 0, None, None, None, f"{name} has {what} in {missing}", 0)
+            p.add(plan, OUTPUT, 0, None, None, None, f"{name} has {what} in {missing}", 0)
             continue
-        for io in ("input", "output"):
-            lefts, rights = getattr(lh, io + "s"), getattr(rh, io + "s")
+        for io, kind in ((INPUT, "input"), (OUTPUT, "output")):
+            lefts, rights = getattr(lh, kind + "s"), getattr(rh, kind + "s")
             for i in range(max(len(lefts), len(rights))):
                 if i >= len(lefts) or i >= len(rights):
                     side = left_label if i >= len(lefts) else right_label
-                    p.add(plan, io, i, None, None, None, f"{name}:{io}:{i} is missing in {side}", 0)
+                    p.add(plan, io, i, None, None, None, f"{name}:{kind}:{i} is missing in {side}", 0)
                     continue
-                p.add(plan, io, i, TensorSource(str(lf.path), "dump", io, i),
-                      TensorSource(str(rf.path), "dump", io, i), f"{name}:{io}:{i}", "",
-                      lefts[i].size + rights[i].size, device_shape_mode=True)
-    return ComparePlan("npu", ops, p.jobs, left_label, right_label,
+                p.add(plan, io, i, plain, rf, p.ref(f"{name}:{kind}:{i}"), "",
+                      lefts[i].size + rights[i].size)
+    return ComparePlan("npu", p.ops, p.table, left_label, right_label,
                        p.problems + left.warnings + right.warnings)

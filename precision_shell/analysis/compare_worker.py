@@ -4,7 +4,9 @@ This module is what pool workers import, so it stays light: numpy, the readers a
 Jobs carry paths and entry indexes, never arrays (pickling tensors through a pipe would cost more
 than comparing them). Tensors are memory-mapped where the bytes can be used as they lie, so a
 worker holds at most one pair (plus a layout-restored copy) at a time: memory is bounded by the
-largest tensor, not by the dump.
+largest tensor, not by the dump. ``vc`` itself sends compact tasks (``compare_tasks``), which
+share this module's readers and checks (``_compare_arrays``); :func:`compare_job` serves one
+:class:`PairJob` at a time.
 """
 
 from __future__ import annotations
@@ -228,35 +230,40 @@ def compare_job(job: PairJob, headers: _HeaderCache | None = None) -> PairResult
     try:
         npu, npu_entry = _load(job.npu, headers)
         golden, golden_entry = _load(job.golden, headers)
-        npu_dtype = _dtype_text(npu, not job.device_shape_mode)
-        golden_dtype = _dtype_text(golden, not job.device_shape_mode)
-        shape = tuple(npu.shape)
-        if job.device_shape_mode and npu_entry is not None and golden_entry is not None:
-            shape = tuple(npu_entry.shape)
-            if npu_entry.shape != golden_entry.shape:
-                reason = (f"device shape {list(npu_entry.shape)} does not match the other run's "
-                          f"{list(golden_entry.shape)}")
-                return PairResult(job.row, Metrics.unavailable(reason), npu_dtype, golden_dtype,
-                                  shape, reason)
-        restored = npu_entry is not None and npu_entry.format_name not in PLAIN_LAYOUTS
-        npu = _match_golden_layout(npu, tuple(golden.shape), restored)
-        if npu.size != golden.size:
-            reason = (f"npu shape {_shape_text(npu.shape)} does not match the ground truth shape "
-                      f"{_shape_text(golden.shape)}")
-            return PairResult(job.row, Metrics.unavailable(reason), npu_dtype, golden_dtype,
-                              shape, reason)
-        metrics = compute_metrics(npu, golden)
-        reason = " ".join(metrics.reasons)
-        result = PairResult(job.row, metrics, npu_dtype, golden_dtype, shape, reason, compared=True,
-                            nbytes=npu.nbytes + golden.nbytes)
-        if job.device_shape_mode and npu_entry is not None and golden_entry is not None:
-            result.extra["identical"] = _same_bytes(job.npu.path, npu_entry, job.golden.path, golden_entry)
-        return result
+        return _compare_arrays(job.row, npu, npu_entry, golden, golden_entry, job.device_shape_mode,
+                               job.npu.path, job.golden.path)
     except PshellError as exc:
         reason = str(exc)
     except (MemoryError, ValueError, OSError) as exc:  # a numpy/OS failure on this pair only
         reason = f"{job.tensor}: {type(exc).__name__}: {exc}"
     return PairResult(job.row, Metrics.unavailable(reason), reason=reason)
+
+
+def _compare_arrays(row: int, npu: np.ndarray, npu_entry: TensorEntry | None, golden: np.ndarray,
+                    golden_entry: TensorEntry | None, device_shape_mode: bool, npu_path: str,
+                    golden_path: str) -> PairResult:
+    """The row of two decoded tensors (the checks and metrics every path shares)."""
+    npu_dtype = _dtype_text(npu, not device_shape_mode)
+    golden_dtype = _dtype_text(golden, not device_shape_mode)
+    shape = tuple(npu.shape)
+    if device_shape_mode and npu_entry is not None and golden_entry is not None:
+        shape = tuple(npu_entry.shape)
+        if npu_entry.shape != golden_entry.shape:
+            reason = (f"device shape {list(npu_entry.shape)} does not match the other run's "
+                      f"{list(golden_entry.shape)}")
+            return PairResult(row, Metrics.unavailable(reason), npu_dtype, golden_dtype, shape, reason)
+    restored = npu_entry is not None and npu_entry.format_name not in PLAIN_LAYOUTS
+    npu = _match_golden_layout(npu, tuple(golden.shape), restored)
+    if npu.size != golden.size:
+        reason = (f"npu shape {_shape_text(npu.shape)} does not match the ground truth shape "
+                  f"{_shape_text(golden.shape)}")
+        return PairResult(row, Metrics.unavailable(reason), npu_dtype, golden_dtype, shape, reason)
+    metrics = compute_metrics(npu, golden)
+    result = PairResult(row, metrics, npu_dtype, golden_dtype, shape, " ".join(metrics.reasons),
+                        compared=True, nbytes=npu.nbytes + golden.nbytes)
+    if device_shape_mode and npu_entry is not None and golden_entry is not None:
+        result.extra["identical"] = _same_bytes(npu_path, npu_entry, golden_path, golden_entry)
+    return result
 
 
 def iter_batch(jobs: Sequence[PairJob]) -> Iterator[PairResult]:
@@ -267,5 +274,5 @@ def iter_batch(jobs: Sequence[PairJob]) -> Iterator[PairResult]:
 
 
 def run_batch(jobs: Sequence[PairJob]) -> list[PairResult]:
-    """The task a pool worker runs: a whole batch, results in job order."""
+    """A batch of :class:`PairJob` in one go, results in job order."""
     return list(iter_batch(jobs))

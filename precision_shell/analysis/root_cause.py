@@ -180,12 +180,27 @@ def guess_pass_kind(name: str, known: dict[str, str]) -> str:
     return "ub" if name.startswith("Tbe") else "unknown"
 
 
+def _candidate_ops(result: CompareResult, criteria: Criteria) -> list:
+    """The ops that may fail: all of them, or, for a result kept in arrays, only those with an
+    output that a vectorised superset of ``Criteria.fails`` flags (200k rows would otherwise
+    each become an object just to be looked at)."""
+    store = result.store
+    if store is None or criteria.conditions:
+        return result.ops
+    from precision_shell.analysis.compare_results import candidate_rows
+
+    rows = candidate_rows(store, criteria.threshold)
+    op_pos = store.plan.table.op_pos
+    positions = sorted({op_pos[r] for r in rows.tolist()})
+    return [store.plan.ops[i] for i in positions]
+
+
 def find_suspects(result: CompareResult, criteria: Criteria, fusion_stats: Iterable = ()) -> list[Suspect]:
     """Failing ops in execution order, each ``root`` or ``propagated``; the first root is
     marked ``first``."""
     known = pass_kind_map(fusion_stats)
     suspects: list[Suspect] = []
-    for plan in sorted(result.ops, key=lambda p: p.order):
+    for plan in sorted(_candidate_ops(result, criteria), key=lambda p: p.order):
         rows = result.rows_of(plan)
         outputs = [t for t in rows if t.io == "output"]
         inputs = [t for t in rows if t.io == "input"]

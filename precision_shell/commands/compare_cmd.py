@@ -107,24 +107,23 @@ def _count(n: int, word: str) -> str:
 
 
 def vc_summary(session: Session, result: CompareResult) -> Message:
-    done = result.done_rows
-    compared = [r for r in done if r.compared]
+    done, compared = result.count_done()
     criteria = Criteria(session.settings.threshold)
     failing = find_suspects(result, criteria, session.fusion)
     roots = [s for s in failing if s.role == "root"]
     what = "NPU vs golden" if result.mode == "golden" else f"{result.npu_label} vs {result.golden_label}"
-    lines = [f"{what}: compared {len(compared)} of {_count(len(result.rows), 'tensor')} of "
+    lines = [f"{what}: compared {compared} of {_count(len(result.rows), 'tensor')} of "
              f"{_count(len(result.ops), 'op')} in {result.elapsed:.2f} s "
              f"({result.mb_per_s:.0f} MB/s, {_count(result.workers, 'worker')})"]
-    if len(done) > len(compared):
-        lines.append(f"not compared: {len(done) - len(compared)} tensors (no golden file, or shapes "
+    if done > compared:
+        lines.append(f"not compared: {done - compared} tensors (no golden file, or shapes "
                      f"differ; see CompareFailReason in the CSV)")
     lines.append(f"failing (cosine <= {criteria.threshold:g} or NaN): {_count(len(failing), 'op')}, "
                  f"{_count(len(roots), 'root')}" + ("; `vcs` lists them" if failing else ""))
     lines.append(f"CSV: {result.csv_path}")
     lines += [f"warning: {p}" for p in result.problems]
     data = {"mode": result.mode, "ops": len(result.ops), "tensors": len(result.rows),
-            "compared": len(compared), "not_compared": len(done) - len(compared),
+            "compared": compared, "not_compared": done - compared,
             "failing_ops": len(failing), "roots": len(roots), "threshold": criteria.threshold,
             "csv": str(result.csv_path) if result.csv_path else None,
             "seconds": round(result.elapsed, 4), "mb_per_s": round(result.mb_per_s, 1),
@@ -398,7 +397,7 @@ def _export_compare(fmt: str) -> Callable[[Session, Path], int]:
             raise CommandError("no compare result yet: run `vc` first")
         if fmt == "csv":
             return write_vendor_csv(path, result)
-        return write_rows(path, [r.to_json() for r in result.done_rows], "json")
+        return write_rows(path, [r.to_json() for r in result.iter_done()], "json")
     return export
 
 
