@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
-
-import numpy as np
 
 
 def jsonable(value: Any) -> Any:
@@ -15,7 +14,8 @@ def jsonable(value: Any) -> Any:
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
-    if isinstance(value, np.generic):
+    np = sys.modules.get("numpy")  # no numpy loaded: no numpy values (start-up stays numpy-free)
+    if np is not None and isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float):
         if math.isnan(value):

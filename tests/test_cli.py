@@ -208,3 +208,24 @@ def test_raw_dump_folder_as_current_folder_writes_beside_it(sample_ws, capsys, t
     written = json_docs(out)[0][0]["file"]
     assert written.startswith(str(tmp_path / "raw_pshell"))
     assert sorted(p.name for p in raw.iterdir()) == before
+
+
+def test_start_up_imports_neither_numpy_nor_networkx(tmp_path):
+    """A prompt needs neither: they load with the first command that reads tensors or walks the
+    whole graph (numpy alone costs ~0.1-0.2 s of every start)."""
+    code = ("import sys\n"
+            "import precision_shell.cli\n"
+            "from precision_shell.model.session import Session\n"
+            "s = Session.open(sys.argv[1], output=sys.argv[2])\n"
+            "assert s.graph is not None and s.load_errors == [], s.load_errors\n"
+            "print(len(s.graph.ops), s.dumps.op_file_count, s.dumps.total_bytes, len(s.golden))\n"
+            "print(sorted(m for m in ('numpy', 'networkx') if m in sys.modules))\n")
+    import subprocess
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parent.parent / "sample_data" / "convnet"
+    out = subprocess.run([sys.executable, "-c", code, str(sample), str(tmp_path / "out")],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    ops, dumps, nbytes, golden = map(int, out[0].split())
+    assert ops > 30 and dumps > 10 and nbytes > 0 and golden > 10
+    assert out[1] == "[]"

@@ -1,136 +1,22 @@
-"""``compare``/``vc``, ``vcs``, ``compare_tensors``/``cp``, the compare panel and the exporters.
-
-``vc`` runs the whole-network compare and writes the vendor-layout CSV; ``vcs`` turns the result
-(or vendor CSVs) into the failing-op list with root causes and sets the finding cursor, so
-``next`` walks it; ``export suspects|compare`` writes it for the team.
-"""
+"""``compare``/``vc``, ``vcs``, ``compare_tensors``/``cp``: registered here, with the compare panel
+(``next``) and the exporters; the work is in :mod:`.compare_run`, imported on first use so that
+start-up does not import numpy and the compare engine."""
 
 from __future__ import annotations
 
-import json
-import math
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from precision_shell.analysis.compare import (
-    CompareResult, default_workers, result_from_csv, run_compare, write_vendor_csv,
-)
-from precision_shell.analysis.compare_mapping import plan_golden_compare, plan_npu_compare
-from precision_shell.analysis.root_cause import (
-    Criteria, Suspect, SuspectList, find_suspects, fusion_switch_config, keep_fp32_names, parse_condition,
-)
-from precision_shell.analysis.tensor_compare import compare_pair
-from precision_shell.commands.export import EXPORTERS, write_rows
-from precision_shell.commands.outputs import write_atomic
+from precision_shell.commands.export import EXPORTERS
 from precision_shell.commands.registry import arg, command
-from precision_shell.commands.results import Message, Sections, Table
-from precision_shell.commands.stepping import PANELS, golden_stats_rows
-from precision_shell.errors import CommandError, UsageError
-from precision_shell.model.dump_index import DumpIndex, scan_dump_dir
-from precision_shell.model.findings import FindingCursor
-from precision_shell.model.golden_index import scan_golden_dir
+from precision_shell.commands.stepping import PANELS
 from precision_shell.model.session import Session
-from precision_shell.model.tensor_resolve import resolve_tensor
-
-# Executor factory for ``vc``: None = the built-in process pool. A Dask client (``--scheduler``)
-# or a test sets ``EXECUTOR_FACTORY = lambda workers: executor``.
-EXECUTOR_FACTORY: Callable[[int], Any] | None = None
 
 
-# ------------------------------------------------------------------------------------------------
-# vc
+def _run():
+    from precision_shell.commands import compare_run
 
-def _other_run(session: Session, run: str) -> tuple[DumpIndex, str]:
-    active = session.active
-    sets = [s for s in session.workspace.dump_sets if s.run == run]
-    if not sets:
-        runs = ", ".join(session.workspace.runs) or "none"
-        raise CommandError(f"no run {run!r} to compare against (runs: {runs})")
-    if active is not None and active.run == run:
-        raise CommandError(f"{run} is the active run; `use --run` another run or pick another --against")
-    if active is not None:
-        same = [s for s in sets if (s.device, s.step) == (active.device, active.step)]
-        if not same:
-            raise CommandError(f"run {run} has no dumps of device {active.device or '-'} step "
-                               f"{active.step or '-'} (see `info`)")
-        sets = same
-    chosen = max(sets, key=lambda s: s.time)
-    return scan_dump_dir(chosen.path), chosen.label
-
-
-def run_vc(session: Session, *, npu: str | None = None, golden: str | None = None,
-           against: str | None = None, jobs: int | None = None, executor: Any = None) -> CompareResult:
-    """Plan, run, keep (``session.results["compare"]``) and write the CSV of a whole-network compare."""
-    if jobs is not None and jobs < 1:
-        raise UsageError("-j must be 1 or more")
-    if npu:
-        folder = Path(npu).expanduser()
-        if not folder.is_dir():
-            raise CommandError(f"{folder}: NPU dump folder does not exist")
-        dumps, npu_label = scan_dump_dir(folder, recursive=True), str(folder)
-    else:
-        dumps = session.dumps
-        npu_label = session.active.label if session.active else "npu"
-    if not dumps.op_files:
-        raise CommandError("no NPU dump files to compare (see `info`; pass --npu DIR)")
-    if against:
-        other, label = _other_run(session, against)
-        plan = plan_npu_compare(session.graph, dumps, other, left_label=npu_label, right_label=label)
-    else:
-        if golden and not Path(golden).expanduser().is_dir():
-            raise CommandError(f"{golden}: golden folder does not exist")
-        index = scan_golden_dir(Path(golden).expanduser()) if golden else session.golden
-        if index.folder is None or not len(index):
-            raise CommandError("no golden .npy files (tf/dump/*.npy): pass --golden DIR, or compare "
-                               "two NPU runs with --against RUN")
-        plan = plan_golden_compare(session.graph, dumps, index, npu_label=npu_label,
-                                   golden_label=str(index.folder))
-        if session.graph is None:
-            plan.problems.append("no graph loaded: outputs are mapped by the dumps' original_op, "
-                                 "inputs cannot be traced to their producers")
-    workers = jobs or default_workers()
-    if executor is None and EXECUTOR_FACTORY is not None and workers > 1:
-        executor = EXECUTOR_FACTORY(workers)
-    result = run_compare(plan, progress=session.progress, workers=workers, executor=executor)
-    stamp = datetime.now().strftime("%Y%m%d%H%M%S")
-    path = session.output_path(None, f"compare/result_{stamp}.csv")
-    write_vendor_csv(path, result)
-    result.csv_path = path
-    session.results["compare"] = result
-    session.results.pop("vcs", None)   # suspects of an older compare no longer apply
-    return result
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
-
-
-def vc_summary(session: Session, result: CompareResult) -> Message:
-    done, compared = result.count_done()
-    criteria = Criteria(session.settings.threshold)
-    failing = find_suspects(result, criteria, session.fusion)
-    roots = [s for s in failing if s.role == "root"]
-    what = "NPU vs golden" if result.mode == "golden" else f"{result.npu_label} vs {result.golden_label}"
-    lines = [f"{what}: compared {compared} of {_count(len(result.rows), 'tensor')} of "
-             f"{_count(len(result.ops), 'op')} in {result.elapsed:.2f} s "
-             f"({result.mb_per_s:.0f} MB/s, {_count(result.workers, 'worker')})"]
-    if done > compared:
-        lines.append(f"not compared: {done - compared} tensors (no golden file, or shapes "
-                     f"differ; see CompareFailReason in the CSV)")
-    lines.append(f"failing (cosine <= {criteria.threshold:g} or NaN): {_count(len(failing), 'op')}, "
-                 f"{_count(len(roots), 'root')}" + ("; `vcs` lists them" if failing else ""))
-    lines.append(f"CSV: {result.csv_path}")
-    lines += [f"warning: {p}" for p in result.problems]
-    data = {"mode": result.mode, "ops": len(result.ops), "tensors": len(result.rows),
-            "compared": compared, "not_compared": done - compared,
-            "failing_ops": len(failing), "roots": len(roots), "threshold": criteria.threshold,
-            "csv": str(result.csv_path) if result.csv_path else None,
-            "seconds": round(result.elapsed, 4), "mb_per_s": round(result.mb_per_s, 1),
-            "workers": result.workers, "cancelled": result.cancelled, "problems": result.problems}
-    if result.cancelled:
-        lines.append("interrupted: the results above are partial")
-    return Message(lines, data=data, interrupted=result.cancelled)
+    return compare_run
 
 
 @command("compare", aliases=("vc",),
@@ -146,79 +32,8 @@ def vc_summary(session: Session, result: CompareResult) -> Message:
                    help="compare with another NPU run (e.g. debug_1: fusion off) instead of golden"),
                arg("-j", "--jobs", type=int, default=None,
                    help="worker processes (default: CPU count; 1 = in this process)")])
-def compare(session: Session, args) -> Message:
-    result = run_vc(session, npu=args.npu, golden=args.golden, against=args.against, jobs=args.jobs)
-    return vc_summary(session, result)
-
-
-# ------------------------------------------------------------------------------------------------
-# vcs
-
-def _cos_text(t) -> str:
-    if not t.compared:
-        return "-"
-    c = t.metrics.cosine
-    return "nan" if c != c else f"{c:.6f}"
-
-
-def _short_list(names: list[str], keep: int = 2) -> str:
-    return ", ".join(names[:keep]) + (f" +{len(names) - keep}" if len(names) > keep else "")
-
-
-def _shown(suspects: list[Suspect], limit: int) -> list[Suspect]:
-    """At most ``limit`` rows; roots are kept before propagated ops so a cut never hides one."""
-    if limit == 0 or len(suspects) <= limit:
-        return suspects
-    ranked = sorted(suspects, key=lambda s: (s.role != "root", s.order))[:limit]
-    return sorted(ranked, key=lambda s: s.order)
-
-
-def suspects_table(found: SuspectList, limit: int, problems: list[str], info: list[str] = ()) -> Table:
-    suspects = found.suspects
-    shown = _shown(suspects, limit)
-    rows, highlight = [], set()
-    for pos, s in enumerate(shown):
-        mark = "  ◀ first divergence" if s.first else ""
-        inputs = ", ".join(f"in{t.index} {_cos_text(t)}" for t in s.inputs) or "-"
-        fusion = f"{'+'.join(s.passes)}" if s.fused and s.passes else ""
-        rows.append([s.order, s.op, s.type, s.role + mark, f"out{s.worst.index}", _cos_text(s.worst),
-                     s.worst.metrics.max_abs_error, inputs, _short_list(s.golden_ops), fusion])
-        if s.first:
-            highlight.add(pos)
-    roots = [s for s in suspects if s.role == "root"]
-    cond = "".join(f" or {c.text}" for c in found.criteria.conditions)
-    notes = [f"failing = an output with cosine <= {found.criteria.threshold:g} or NaN, or NaN/Inf on one "
-             f"side only{cond}; root = its inputs still match golden"]
-    for s in roots:
-        if s.fusion_blame:
-            notes.append(f"fusion blame: {s.op} {s.fusion_blame}")
-    notes += list(info) + [f"warning: {p}" for p in problems]
-    if suspects:
-        notes.append("`next` steps through the list with each op's full metric panel")
-    title = (f"{_count(len(suspects), 'failing op')} ({_count(len(roots), 'root')}), "
-             f"in execution order [{found.source}]")
-    return Table(["#", "op", "type", "role", "output", "cosine", "max_abs_err", "inputs (cosine)",
-                  "golden", "fusion passes"], rows, title=title,
-                 json_rows=[s.to_json() for s in suspects], notes=notes, total=len(suspects),
-                 highlight=highlight, findings=len(suspects),
-                 interrupted=found.source == "partial compare")
-
-
-def _vcs_source(session: Session, files: list[str] | None) -> CompareResult:
-    if files:
-        result = result_from_csv([Path(f).expanduser() for f in files])
-        session.results["compare"] = result
-        return result
-    result = session.results.get("compare")
-    if result is not None:
-        return result
-    csvs = session.workspace.compare_csvs
-    if (session.golden.folder is None or not len(session.golden)) and csvs:
-        newest = max(p.parent for p in csvs)
-        result = result_from_csv(sorted(p for p in csvs if p.parent == newest))
-        session.results["compare"] = result
-        return result
-    return run_vc(session)
+def compare(session: Session, args: Any):
+    return _run().compare(session, args)
 
 
 @command("vcs",
@@ -236,71 +51,8 @@ def _vcs_source(session: Session, files: list[str] | None) -> CompareResult:
                arg("--metric", nargs="+", action="extend", metavar="NAME<VALUE",
                    help="also fail outputs where this holds, e.g. \"max_abs_error>0.1\" (quote it: "
                         "> redirects); names: cosine, max_abs_error, mean_relative_error, ...")])
-def vcs(session: Session, args) -> Table:
-    threshold = session.settings.threshold if args.cosine is None else args.cosine
-    if not -1.0 <= threshold <= 1.0:
-        raise UsageError(f"-c is a cosine in [-1, 1], got {threshold}")
-    limit = session.settings.limit if args.limit is None else args.limit
-    if limit < 0:
-        raise UsageError("-l must be 0 (all) or a positive number")
-    criteria = Criteria(threshold, tuple(parse_condition(t) for t in args.metric or ()))
-    ran_vc = not args.file and "compare" not in session.results
-    result = _vcs_source(session, args.file)
-    info = [f"no compare result yet, so `vc` ran first ({len(result.rows)} tensors in "
-            f"{result.elapsed:.2f} s; CSV {result.csv_path})"] if ran_vc and result.mode != "csv" else []
-    source = "vendor CSV" if result.mode == "csv" else ("partial compare" if result.cancelled else "compare")
-    found = SuspectList(find_suspects(result, criteria, session.fusion), criteria, source)
-    session.results["vcs"] = found
-    session.results["cursor"] = FindingCursor("compare", found.suspects)
-    return suspects_table(found, limit, result.problems, info)
-
-
-# ------------------------------------------------------------------------------------------------
-# the panel `next` shows
-
-def _num(v: float) -> str:
-    return "nan" if v != v else (f"{v:.6f}" if abs(v) < 1e6 else f"{v:.4g}")
-
-
-def compare_panel(session: Session, s: Suspect, position: str) -> Sections:
-    op = session.graph.ops.get(s.op) if session.graph is not None else None
-    info = [("role", s.role + ("  (first divergence)" if s.first else "")),
-            ("failing", ", ".join(s.failed_outputs)),
-            ("failing inputs", ", ".join(s.failed_inputs) or "none: the error starts here"
-             if s.role == "root" else ", ".join(s.failed_inputs)),
-            ("golden ops", ", ".join(s.golden_ops) or "-")]
-    if s.passes:
-        kinds = ", ".join(f"{p} ({s.pass_kinds.get(p, '?')})" for p in s.passes)
-        info.append(("fusion passes", kinds))
-    if op is not None:
-        info += [("kernel", op.kernel or "-"), ("engine", op.engine or "-")]
-    if s.fusion_blame:
-        info.append(("fusion blame", s.fusion_blame))
-    rows = []
-    for t in s.inputs + s.outputs:
-        m = t.metrics
-        failed = t.tensor in s.failed_outputs or t.tensor in s.failed_inputs
-        vals = [_num(m.cosine), _num(m.max_abs_error), _num(m.mean_abs_error), _num(m.rmse),
-                _num(m.mean_relative_error), _num(m.kl_divergence)] if t.compared else ["-"] * 6
-        rows.append([t.tensor, t.golden_ref or "-", *vals, "FAIL" if failed else "",
-                     "" if t.compared else t.reason])
-    metrics = Table(["tensor", "golden", "cosine", "max_abs", "mean_abs", "rmse", "mean_rel", "kl",
-                     "", "not compared"], rows)
-    blocks: list[tuple[str, Any]] = [("", info), ("metrics", metrics)]
-    golden = golden_stats_rows(session, s.op)
-    if golden is not None:
-        blocks.append(("golden", golden))
-    return Sections(title=f"[{position}] {s.op} ({s.type})", blocks=blocks, data=s.to_json())
-
-
-PANELS["compare"] = compare_panel
-
-
-# ------------------------------------------------------------------------------------------------
-# cp
-
-def _value(v: float) -> Any:
-    return v if math.isfinite(v) else ("nan" if v != v else ("inf" if v > 0 else "-inf"))
+def vcs(session: Session, args: Any):
+    return _run().vcs(session, args)
 
 
 @command("compare_tensors", aliases=("cp",),
@@ -314,96 +66,23 @@ def _value(v: float) -> Any:
                arg("-p", "--top", type=int, default=5, metavar="N", help="worst elements to list (default 5)"),
                arg("-al", "--atol", type=float, default=1e-3, help="absolute tolerance (default 0.001)"),
                arg("-rl", "--rtol", type=float, default=1e-3, help="relative tolerance (default 0.001)")])
-def compare_tensors(session: Session, args) -> Sections:
-    if args.top < 0:
-        raise UsageError("-p must be 0 or more")
-    if args.atol < 0 or args.rtol < 0:
-        raise UsageError("tolerances must be 0 or more")
-    a, b = resolve_tensor(session, args.a), resolve_tensor(session, args.b)
-    x, y = a.read(), b.read()
-    if x.shape != y.shape:
-        raise CommandError(f"cannot compare {a.label}{a.ref.slice_text} shape {tuple(x.shape)} with "
-                           f"{b.label}{b.ref.slice_text} shape {tuple(y.shape)}: shapes must agree "
-                           f"(slice one side, e.g. [0, :8])")
-    res = compare_pair(x, y, atol=args.atol, rtol=args.rtol, top=args.top)
-    m = res.metrics
-    info = [(a.label + a.ref.slice_text, f"{x.dtype} {tuple(x.shape)}"),
-            (b.label + b.ref.slice_text, f"{y.dtype} {tuple(y.shape)}"),
-            ("allclose", f"{'yes' if res.allclose else 'no'} (atol {args.atol:g}, rtol {args.rtol:g})"),
-            ("error ratio", f"{res.error_ratio:.6f} ({res.mismatches} of {m.count} elements)")]
-    rows = [[name, cell] for name, cell in zip(
-        ["CosineSimilarity", "MaxAbsoluteError", "AccumulatedRelativeError",
-         "RelativeEuclideanDistance", "KullbackLeiblerDivergence", "StandardDeviation",
-         "MeanAbsoluteError", "RootMeanSquareError", "MaxRelativeError", "MeanRelativeError"],
-        m.vendor_cells())]
-    rows += [["One Thousandth Err Ratio", _num(m.one_thousandth_err_ratio)],
-             ["Five Thousandths Err Ratio", _num(m.five_thousandths_err_ratio)]]
-    worst = Table(["index", "a", "b", "abs err", "rel err"],
-                  [[str(list(w.index)), w.npu, w.golden, w.abs_err, w.rel_err] for w in res.worst])
-    data = {"a": a.label + a.ref.slice_text, "b": b.label + b.ref.slice_text, "shape": list(res.shape),
-            "allclose": res.allclose, "error_ratio": res.error_ratio, "mismatches": res.mismatches,
-            "atol": args.atol, "rtol": args.rtol, **m.as_json(),
-            "worst": [{"index": list(w.index), "a": _value(w.npu), "b": _value(w.golden),
-                       "abs_error": _value(w.abs_err), "rel_error": _value(w.rel_err)} for w in res.worst]}
-    blocks: list[tuple[str, Any]] = [("", info), ("metrics", Table(["metric", "value"], rows))]
-    if args.top:
-        blocks.append((f"worst {len(res.worst)} elements", worst))
-    return Sections(title=f"{a.label} vs {b.label}", blocks=blocks, data=data)
+def compare_tensors(session: Session, args: Any):
+    return _run().compare_tensors(session, args)
 
 
-# ------------------------------------------------------------------------------------------------
-# exporters (``export suspects|compare``)
-
-def _suspects(session: Session) -> list[Suspect]:
-    found = session.results.get("vcs")
-    if found is None:
-        raise CommandError("no suspect list yet: run `vcs` first")
-    return found.suspects
+PANELS["compare"] = lambda session, suspect, position: _run().compare_panel(session, suspect, position)
 
 
-def _export_suspects(fmt: str) -> Callable[[Session, Path], int]:
+def _exporter(factory: str, *fmt: str) -> Callable[[Session, Path], int]:
     def export(session: Session, path: Path) -> int:
-        suspects = _suspects(session)
-        if fmt == "csv":
-            return write_rows(path, [s.to_flat_json() for s in suspects], "csv")
-        return write_rows(path, [s.to_json() for s in suspects], "json")
+        fn = getattr(_run(), factory)
+        return (fn(*fmt) if fmt else fn)(session, path)
     return export
 
 
-def _export_fusion_switch(session: Session, path: Path) -> int:
-    suspects = _suspects(session)
-    config, _unknown = fusion_switch_config(suspects)
-    count = sum(len(v) for v in config["Switch"].values())
-    if not count:
-        roots = [s.op for s in suspects if s.role == "root"]
-        raise CommandError("no fused root op in the suspect list, so no fusion pass to switch off"
-                           + (f" (roots: {', '.join(roots)})" if roots else ""))
-    write_atomic(path, lambda fh: fh.write(json.dumps(config, indent=4) + "\n"))
-    return count
-
-
-def _export_keep_fp32(session: Session, path: Path) -> int:
-    names = keep_fp32_names(_suspects(session))
-    if not names:
-        raise CommandError("no root op in the suspect list: nothing to keep in fp32")
-    write_atomic(path, lambda fh: fh.write("".join(n + "\n" for n in names)))
-    return len(names)
-
-
-def _export_compare(fmt: str) -> Callable[[Session, Path], int]:
-    def export(session: Session, path: Path) -> int:
-        result = session.results.get("compare")
-        if result is None:
-            raise CommandError("no compare result yet: run `vc` first")
-        if fmt == "csv":
-            return write_vendor_csv(path, result)
-        return write_rows(path, [r.to_json() for r in result.iter_done()], "json")
-    return export
-
-
-EXPORTERS[("suspects", "csv")] = _export_suspects("csv")
-EXPORTERS[("suspects", "json")] = _export_suspects("json")
-EXPORTERS[("suspects", "fusion-switch")] = _export_fusion_switch
-EXPORTERS[("suspects", "keep-fp32")] = _export_keep_fp32
-EXPORTERS[("compare", "csv")] = _export_compare("csv")
-EXPORTERS[("compare", "json")] = _export_compare("json")
+EXPORTERS[("suspects", "csv")] = _exporter("_export_suspects", "csv")
+EXPORTERS[("suspects", "json")] = _exporter("_export_suspects", "json")
+EXPORTERS[("suspects", "fusion-switch")] = _exporter("_export_fusion_switch")
+EXPORTERS[("suspects", "keep-fp32")] = _exporter("_export_keep_fp32")
+EXPORTERS[("compare", "csv")] = _exporter("_export_compare", "csv")
+EXPORTERS[("compare", "json")] = _exporter("_export_compare", "json")

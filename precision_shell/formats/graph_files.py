@@ -19,12 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from google.protobuf.message import DecodeError
-
 from ..errors import FormatError
-from .graph_json import parse_graph_json
-from .graph_text import parse_graph_text
-from .protoload import ge_ir_pb
 
 __all__ = ["find_graph_files", "load_graph_file"]
 
@@ -82,6 +77,12 @@ def find_graph_files(root: str | os.PathLike) -> list[Path]:
 def load_graph_file(path: str | os.PathLike):
     """A ``ge.proto.ModelDef`` from a graph text (``.txt``/``.pbtxt``), JSON (``.json``) or
     binary (``.pb``) file; FormatError if it cannot be read."""
+    from google.protobuf.message import DecodeError  # the parsers: not needed to find the files
+
+    from .graph_json import parse_graph_json
+    from .graph_text import parse_graph_text
+    from .protoload import ge_ir_pb
+
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".json":
