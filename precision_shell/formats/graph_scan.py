@@ -217,6 +217,9 @@ def _scan(data: bytes, reader: OpTextReader) -> list[ScannedGraph]:
     specials = [(m.start(), m.group(1), _value(data, m.end())) for m in _ATTR.finditer(data)]
     specials.append((len(data), b"", None))
     n_inputs, find, g, a = 0, data.find, 0, 0
+    # types, engines and pass lists repeat: one object each (smaller, faster start-up cache)
+    pool: dict = {}
+    shared = lambda value: pool.setdefault(value, value)  # noqa: E731
     ops = result[0].ops
     pos = find(_OP_OPEN)
     while pos >= 0:
@@ -244,12 +247,13 @@ def _scan(data: bytes, reader: OpTextReader) -> list[ScannedGraph]:
                 if kernel is None:
                     kernel = next((v for k, v in sorted(found.items()) if k.endswith(_KERNEL_SUFFIX)), None)
                 original = found.get(_ORIGINAL)
-                op = ScannedOp(raw_name.decode(), raw_type.decode(), inputs,
+                op = ScannedOp(raw_name.decode(), shared(raw_type.decode()), inputs,
                                _names(original) if original is not None else None,
-                               _names(found.get(_PASS)), _string(kernel), _string(found.get(_LIB)),
+                               shared(_names(found.get(_PASS))), _string(kernel),
+                               shared(_string(found.get(_LIB))),
                                pos + 8, end + 1)
             else:
-                op = ScannedOp(raw_name.decode(), raw_type.decode(), inputs, None, (), None, None,
+                op = ScannedOp(raw_name.decode(), shared(raw_type.decode()), inputs, None, (), None, None,
                                pos + 8, end + 1)
         else:  # unusual head or attr value: this op by the exact parser
             op = _exact_op(reader, data, pos + 8, end + 1)

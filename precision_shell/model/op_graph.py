@@ -63,6 +63,8 @@ def _split_input(raw: str) -> tuple[str, int] | None:
         return None
 
 
+_NO_CONTROL: list[str] = []  # shared by every op without control inputs (never mutated)
+
 # An op record, what both sources give the builder:
 # (name, type, raw inputs, original names or None, passes, kernel, engine, detail holder)
 OpRecord = tuple
@@ -89,6 +91,7 @@ class OpGraph:
     def __init__(self) -> None:
         self._ops: dict[str, OpNode] = {}
         self._rows: list | None = None  # made into nodes on first use of ``ops``
+        self._pass_lists: dict[tuple, list[str]] = {}
         self._rows_lock = threading.Lock()  # the REPL's completion warm-up thread uses ``ops`` too
         self.graphs: list[GraphSummary] = []
         self.warnings: list[str] = []
@@ -170,7 +173,10 @@ class OpGraph:
                     producer = name_
                 if producer is None:
                     self.warnings.append(f"op {key!r}: input {len(inputs)} from missing op {name_!r}")
-                inputs.append((producer, int(index) if producer is not None else None, raw))
+                    inputs.append((None, None, raw))
+                else:  # raw None: it is "producer:output" (spelled out again in _make_nodes)
+                    inputs.append((producer, int(index), None if producer == name_ and
+                                   index == str(int(index)) else raw))
                 continue
             parsed = _split_input(raw) if raw else None
             producer = out = None
@@ -194,8 +200,17 @@ class OpGraph:
             elif raw:
                 self.warnings.append(f"op {key!r}: cannot read input {raw!r}")
             inputs.append((producer, out, raw))
-        return (name, op_type, graph_name, order, key, inputs, control,
-                list(original) if original is not None else None, list(passes), kernel, engine, lazy)
+        return (name, op_type, graph_name, order, key, inputs, control or _NO_CONTROL,
+                list(original) if original is not None else None, self._passes_list(passes), kernel,
+                engine, lazy)
+
+    def _passes_list(self, passes) -> list[str]:
+        """One list object per distinct pass list (most ops share a few; nobody mutates them)."""
+        key = tuple(passes)
+        found = self._pass_lists.get(key)
+        if found is None:
+            found = self._pass_lists[key] = list(key)
+        return found
 
     @cached_property
     def _consumers(self) -> dict[str, list[tuple[str, int, int]]]:
@@ -315,7 +330,8 @@ class OpGraph:
                 else:
                     lazy = [None, readers[source[0]], source[1], source[2]]
                 ops[key] = OpNode(name, op_type, graph, order, key,
-                                  [InputRef(i, p, o, raw, lazy) for i, (p, o, raw) in enumerate(inputs)],
+                                  [InputRef(i, p, o, f"{p}:{o}" if raw is None else raw, lazy)
+                                   for i, (p, o, raw) in enumerate(inputs)],
                                   control, original if original is not None else [], original is not None,
                                   passes, kernel, engine, lazy)
         self._rows = None  # only now: another thread waits on the lock until the nodes are all in
