@@ -45,12 +45,15 @@ _INPUT = re.compile(rb'    input: ' + _S + rb'\n')
 _INPUT_LINE = b"\n    input: "
 _ORIGINAL, _PASS, _LIB, _KERNEL_SUFFIX = (ORIGINAL_OP_NAMES.encode(), PASS_NAME.encode(), KERNEL_LIB.encode(),
                                           KERNEL_SUFFIX.encode())
+# An op-level fusion attr and, in the same match, its value when it has one of the two forms GE
+# prints (group 2: the ``s`` bytes; group 3: the ``list { s... }`` lines); neither: another form.
 _ATTR = re.compile(rb'\n    attr \{\n      key: "(' + ORIGINAL_OP_NAMES.encode() + rb'|'
                    + PASS_NAME.encode() + rb'|' + KERNEL_LIB.encode() + rb'|[^"\\\n]*'
-                   + KERNEL_SUFFIX.encode() + rb')"\n')
-_S_VALUE = re.compile(rb'      value \{\n        s: ' + _S + rb'\n      \}\n    \}\n')
-_LIST_S_VALUE = re.compile(rb'      value \{\n        list \{\n((?:          s: "[^"\\\n]*"\n)*)'
-                           rb'(?:          val_type: VT_LIST_[A-Z_]+\n)?        \}\n      \}\n    \}\n')
+                   + KERNEL_SUFFIX.encode() + rb')"\n'
+                   rb'(?:      value \{\n        s: ' + _S + rb'\n      \}\n    \}(?=\n)'
+                   rb'|      value \{\n        list \{\n((?:          s: "[^"\\\n]*"\n)*)'
+                   rb'(?:          val_type: VT_LIST_[A-Z_]+\n)?        \}\n      \}\n    \}(?=\n))?')
+# (the value ends before its newline: the next attr's match starts with it)
 _LIST_ITEM = re.compile(rb'          s: ' + _S + rb'\n')
 
 
@@ -155,15 +158,13 @@ class OpTextReader:
             raise FormatError(self.path, f"cannot build op at byte {start}: {exc}") from None
 
 
-def _value(data: bytes, pos: int) -> tuple[str, tuple[str, ...]] | None:
-    """The canonical ``s`` ("s", (value,)) or ``list { s... }`` ("list", items) value at
-    ``pos``; None for any other form (the op is then parsed exactly)."""
-    m = _S_VALUE.match(data, pos)
-    if m is not None:
-        return "s", (m.group(1).decode(),)  # the scan checked the file is UTF-8
-    m = _LIST_S_VALUE.match(data, pos)
-    if m is not None:
-        return "list", tuple(v.decode() for v in _LIST_ITEM.findall(m.group(1)))
+def _value(s_value: bytes | None, list_lines: bytes | None) -> tuple[str, tuple[str, ...]] | None:
+    """("s", (value,)) or ("list", items) from an _ATTR match's groups 2 and 3; None for any
+    other form of value (the op is then parsed exactly)."""
+    if s_value is not None:
+        return "s", (s_value.decode(),)  # the scan checked the file is UTF-8
+    if list_lines is not None:
+        return "list", tuple(v.decode() for v in _LIST_ITEM.findall(list_lines))
     return None
 
 
@@ -214,8 +215,8 @@ def _scan(data: bytes, reader: OpTextReader) -> list[ScannedGraph]:
 
     heads = {m.start(): m.groups() for m in _OP_HEAD.finditer(data)}
     # (offset, key, value) of every op-level fusion attr, in file order
-    specials = [(m.start(), m.group(1), _value(data, m.end())) for m in _ATTR.finditer(data)]
-    specials.append((len(data), b"", None))
+    specials = [(m.start(), *m.group(1, 2, 3)) for m in _ATTR.finditer(data)]
+    specials.append((len(data), b"", None, None))
     n_inputs, find, g, a = 0, data.find, 0, 0
     # types, engines and pass lists repeat: one object each (smaller, faster start-up cache)
     pool: dict = {}
@@ -235,7 +236,8 @@ def _scan(data: bytes, reader: OpTextReader) -> list[ScannedGraph]:
             raise _NotCanonical  # an op-level attr outside any op
         found = {}
         while specials[a][0] < end:
-            found[specials[a][1]] = specials[a][2]  # a later same key wins, as in text_format
+            _, key, s_value, list_lines = specials[a]
+            found[key] = _value(s_value, list_lines)  # a later same key wins, as in text_format
             a += 1
         head = heads.get(pos)
         if head is not None and None not in found.values():
