@@ -187,6 +187,7 @@ def test_details_decoded_by_a_command_are_cached_for_the_next_run(sample_ws, tmp
     import time
 
     from precision_shell.formats.graph_scan import OpTextReader
+    from precision_shell.model import op_node
     from precision_shell.model.session import Session
 
     ws = tmp_path / "ws"
@@ -206,6 +207,12 @@ def test_details_decoded_by_a_command_are_cached_for_the_next_run(sample_ws, tmp
     decoded = []
     real_op = OpTextReader.op
     monkeypatch.setattr(OpTextReader, "op", lambda self, s, e: decoded.append(s) or real_op(self, s, e))
+    one = Session.open(ws)  # one op's details (ni, pt): read from the text, the table stays unread
+    some = next(iter(one.graph.ops.values()))
+    assert some.outputs == first.graph.ops[some.key].outputs and len(decoded) == 1
+    assert sum(op.lazy[0] is not None for op in one.graph.ops.values()) == 1
+    decoded.clear()
+    monkeypatch.setattr(op_node, "BULK_AFTER", 0)  # the sample has fewer ops than a bulk
     second = Session.open(ws)
     got = {key: (op.outputs, [r.desc for r in op.inputs], op.id) for key, op in second.graph.ops.items()}
     assert got == want and decoded == []  # every op's details came from the cache

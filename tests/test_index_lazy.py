@@ -271,3 +271,18 @@ def test_golden_lookups_before_the_index_is_built(golden_folder, monkeypatch):
         assert index.find("relu", 7) is None and index.outputs_of("nothing") == []
         assert index.total_bytes == reference.total_bytes == 420 + 7 + 120
     assert index.by_key == reference.by_key
+
+
+def test_outputs_of_one_op_parses_only_its_names_and_agrees_with_the_full_index(sample_ws, tmp_path):
+    from precision_shell.model.golden_index import scan_golden_dir
+
+    golden_dir = sample_ws[0] / "precision_data" / "tf" / "dump"
+    full = scan_golden_dir(golden_dir)
+    full.by_key  # the whole index, every name parsed
+    ops = sorted({key[0] for key in full.by_key})
+    assert len(ops) > 10
+    for op in ops:
+        lazy = scan_golden_dir(golden_dir)
+        got = lazy.outputs_of(op)
+        assert got == full.outputs_of(op) and got
+        assert lazy._positions is None and lazy._by_key is None  # nothing else was parsed

@@ -116,11 +116,11 @@ class OpTextReader:
         self._translate = None
         self.memo: dict = {}  # for the caller: identical descriptors -> one decoded object
         self.decoded = 0  # ops decoded in this process (the caller counts)
-        self.before_first = None  # the caller's hook before the first op is decoded
+        self.before_bulk = None  # the caller's hook once many ops were decoded one by one
 
     def __getstate__(self) -> dict:  # pickled in the start-up cache without the file's bytes
         return {"path": self.path, "stamp": self.stamp, "_data": None, "_translate": None, "memo": {},
-                "decoded": 0, "before_first": None}
+                "decoded": 0, "before_bulk": None}
 
     def data(self) -> bytes:
         if self._data is None:

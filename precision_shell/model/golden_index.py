@@ -89,13 +89,15 @@ class GoldenIndex:
                     self._positions = positions
         return self._positions
 
-    def _resolve(self, key: tuple[str, int]) -> GoldenFile | None:
-        """The newest file of one tensor, parsing only its own file names."""
+    def _resolve(self, key: tuple[str, int], where=None) -> GoldenFile | None:
+        """The newest file of one tensor, parsing only its own file names (``where``: their
+        positions, when the caller found them)."""
         if self._by_key is not None:
             return self._by_key.get(key)
         found = self._found.get(key)
         if found is None:
-            where = self._key_positions().get(key)
+            if where is None:
+                where = self._key_positions().get(key)
             for position in (where,) if isinstance(where, int) else where or ():
                 folder_files, i = self._listing.locate(position)
                 filename = folder_files.names[i]
@@ -147,7 +149,25 @@ class GoldenIndex:
 
     def outputs_of(self, op_name: str) -> list[GoldenFile]:
         name = escape_op_name(op_name)
+        if self._by_key is None and self._positions is None:  # one op (ni): its names only
+            where = self._positions_of(name)
+            return [self._resolve(key, where[key]) for key in sorted(where)]
         return [self._resolve(key) for key in sorted(k for k in self._keys() if k[0] == name)]
+
+    def _positions_of(self, name: str) -> dict[tuple[str, int], tuple[int, ...]]:
+        """Listing positions of the golden files of the op escaped as ``name``, parsing only the
+        file names that start with it (one op of 10^5 files: ~10 ms, not ~0.3 s)."""
+        prefix, found, base = name + ".", {}, 0
+        for folder_files in self._listing.folders:
+            names = folder_files.names
+            hits = [i for i, n in enumerate(names) if n.startswith(prefix)]
+            keyed = golden_keys_in([names[i] for i in hits])
+            by_name = {n: i for i, n in zip(hits, (names[i] for i in hits))}
+            for n, op, index in keyed:
+                if op == name:
+                    found[op, index] = found.get((op, index), ()) + (base + by_name[n],)
+            base += len(names)
+        return found
 
     def names(self) -> list[str]:
         """``escaped_op:index`` of every golden tensor, sorted (for listings and completion)."""

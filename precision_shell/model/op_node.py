@@ -16,6 +16,8 @@ from .op_attrs import LazyAttrs, TensorDesc, tensor_desc
 
 __all__ = ["InputRef", "OpDetails", "OpNode", "details_of", "load_details"]
 
+BULK_AFTER = 64  # ops decoded one by one before the details cache is asked for all of them
+
 
 class OpDetails(NamedTuple):
     id: int
@@ -36,15 +38,16 @@ def details_of(op, memo: dict | None) -> OpDetails:
 def load_details(lazy: list) -> OpDetails:
     """``lazy`` is an op's holder ``[details or None, reader, start, end]``: fill it once.
 
-    The first decode of a file asks its reader's ``before_first`` hook (the session's details
-    cache), which may fill every holder at once; ``reader.decoded`` counts the ops decoded here
-    (the session stores the details once many were needed)."""
+    Once a command has decoded BULK_AFTER ops of a file, the reader's ``before_bulk`` hook (the
+    session's details cache) may fill every holder at once: ``ni`` or ``pt`` of one op do not
+    load 10^5 ops' details, ``vc`` does not decode them one by one. ``reader.decoded`` counts the
+    ops decoded here (the session stores the details once many were needed)."""
     details = lazy[0]
     if details is None:
         reader = lazy[1]
-        hook = reader.before_first
-        if hook is not None:
-            reader.before_first = None
+        hook = reader.before_bulk
+        if hook is not None and reader.decoded >= BULK_AFTER:
+            reader.before_bulk = None
             hook()
             if lazy[0] is not None:
                 return lazy[0]

@@ -122,14 +122,14 @@ class Session:
             return
         self.graph, self._graph_key = graph, key
         for reader in graph.readers:  # the first op detail read asks the details cache first
-            reader.before_first = self._load_graph_details
+            reader.before_bulk = self._load_graph_details
 
     # -- op details: decoded on demand, kept in the cache once many were needed (vc, ls -k) ----
     _DETAILS_STORE_MIN = 1000
 
     def _load_graph_details(self) -> None:
         for reader in self.graph.readers:
-            reader.before_first = None
+            reader.before_bulk = None
         rows = self.cache.load("graph_details", self._graph_key)
         if rows is not None:
             self.graph.set_detail_rows(rows)
