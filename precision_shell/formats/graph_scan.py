@@ -34,6 +34,8 @@ PASS_NAME = "pass_name"
 KERNEL_LIB = "_ge_attr_op_kernel_lib_name"
 KERNEL_SUFFIX = "_kernelname"
 
+WHOLE_AFTER = 16  # ops read one span at a time before the whole file is read once
+
 _S = rb'"([^"\\\n]*)"'  # a string literal without escapes: its bytes are its value
 _GRAPH_OPEN = b"\ngraph {\n"
 _GRAPH_NAME = re.compile(rb'  name: ' + _S + rb'\n')
@@ -116,39 +118,61 @@ class OpTextReader:
         self._translate = None
         self.memo: dict = {}  # for the caller: identical descriptors -> one decoded object
         self.decoded = 0  # ops decoded in this process (the caller counts)
+        self._reads = 0  # spans read one by one (see _span)
         self.before_bulk = None  # the caller's hook once many ops were decoded one by one
 
     def __getstate__(self) -> dict:  # pickled in the start-up cache without the file's bytes
         return {"path": self.path, "stamp": self.stamp, "_data": None, "_translate": None, "memo": {},
-                "decoded": 0, "before_bulk": None}
+                "decoded": 0, "_reads": 0, "before_bulk": None}
+
+    def _check_stamp(self, fd: int) -> None:
+        st = os.fstat(fd)
+        if (st.st_size, st.st_mtime_ns) != self.stamp:
+            raise FormatError(self.path, "changed since pshell loaded it: restart pshell to read it again")
 
     def data(self) -> bytes:
+        """The whole file (kept: many ops are being read)."""
         if self._data is None:
             try:
-                st = os.stat(self.path)
-                if (st.st_size, st.st_mtime_ns) != self.stamp:
-                    raise FormatError(self.path, "changed since pshell loaded it: restart pshell "
-                                                 "(or `reload`) to read it again")
                 with open(self.path, "rb") as handle:
+                    self._check_stamp(handle.fileno())
                     self._data = handle.read()
             except OSError as exc:
                 raise FormatError(self.path, f"cannot read: {exc.strerror or exc}") from None
         return self._data
 
+    def _span(self, start: int, end: int) -> bytes:
+        """``data[start:end]``: one read of the span for the first few ops (``ni``, ``pt`` read
+        one op, not a 160 MB file), then the whole file once."""
+        if self._data is not None or self._reads >= WHOLE_AFTER:
+            return self.data()[start:end]
+        self._reads += 1
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                self._check_stamp(fd)
+                return os.pread(fd, end - start, start)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise FormatError(self.path, f"cannot read: {exc.strerror or exc}") from None
+
     def release(self) -> None:
         """Drop the file's bytes (re-read on the next op) and the translator's caches."""
         self._data = self._translate = None
+        self._reads = 0
         self.memo = {}
 
     def op(self, start: int, end: int):
         """The ``ge.proto.OpDef`` whose body is ``data[start:end]``; FormatError "line N"."""
-        data = self.data()
+        text = self._span(start, end)
         op_cls = ge_ir_pb().OpDef
         if self._translate is None:
             self._translate = Translator(op_cls.DESCRIPTOR)
         try:
-            return op_cls.FromString(self._translate(data[start:end]))
+            return op_cls.FromString(self._translate(text))
         except TextError as exc:
+            data = self.data()  # the line number counts from the start of the file
             if exc.line is not None:
                 line = data.count(b"\n", 0, start) + exc.line
             else:

@@ -41,6 +41,7 @@ def load_op_graph(files: list[Path], errors: list[str]) -> tuple[OpGraph | None,
                 del data
             if scanned is not None:
                 graphs, reader = scanned
+                reader.release()  # ops are read again by span when shown: keep no 100 MB text
                 readers.append(reader)
                 sources += [(str(path), g.name, partial(_scanned_records, g, reader)) for g in graphs]
             else:

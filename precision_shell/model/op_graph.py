@@ -26,6 +26,7 @@ from functools import cached_property, partial
 from ..formats.graph_scan import ScannedGraph, special_attrs
 from .op_attrs import TensorDesc
 from .op_edges import EdgeView
+from .op_map import OpMap
 from .op_node import InputRef, OpDetails, OpNode, details_of
 
 __all__ = ["GraphSummary", "InputRef", "OpGraph", "OpNode", "TensorDesc"]
@@ -89,10 +90,11 @@ class OpGraph:
     """Ops of one or more GE models, with data and control edges (``nx``, a MultiDiGraph)."""
 
     def __init__(self) -> None:
-        self._ops: dict[str, OpNode] = {}
-        self._rows: list | None = None  # made into nodes on first use of ``ops``
+        self._ops: dict[str, OpNode] = {}  # while building: keys in order (placeholders)
+        self._rows: list = []  # one row per op (see "start-up cache" below)
+        self._map: OpMap | None = None
         self._pass_lists: dict[tuple, list[str]] = {}
-        self._rows_lock = threading.Lock()  # the REPL's completion warm-up thread uses ``ops`` too
+        self._map_lock = threading.Lock()  # the REPL's completion warm-up thread uses ``ops`` too
         self.graphs: list[GraphSummary] = []
         self.warnings: list[str] = []
         self.readers: list = []  # graph_scan.OpTextReader of each scanned file
@@ -132,7 +134,7 @@ class OpGraph:
             for graph_name, rows in pending:
                 local = {record[0]: key for key, _, record in rows}
                 out += [self._row(graph_name, key, order, record, local, names) for key, order, record in rows]
-        self._rows = out  # nodes are made on first use of ``ops``
+        self._rows, self._ops = out, {}  # nodes are made when first asked for (OpMap)
         return self
 
     def _add_graph(self, graph_name: str, source: str, records: Iterable[OpRecord]) -> tuple[str, list]:
@@ -214,20 +216,22 @@ class OpGraph:
 
     @cached_property
     def _consumers(self) -> dict[str, list[tuple[str, int, int]]]:
-        """key -> (consumer key, output index, consumer input index), in graph order."""
+        """key -> (consumer key, output index, consumer input index), in graph order; from the
+        rows, so that ``ni`` of one op makes no other node."""
         found: dict[str, list[tuple[str, int, int]]] = {}
-        for key, node in self.ops.items():
-            for ref in node.inputs:
-                if ref.producer is not None:
-                    found.setdefault(ref.producer, []).append((key, ref.producer_output, ref.index))
+        for row in self._rows:
+            key = row[4]
+            for index, (producer, output, _raw) in enumerate(row[5]):
+                if producer is not None:
+                    found.setdefault(producer, []).append((key, output, index))
         return found
 
     @cached_property
     def _control_consumers(self) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
-        for key, node in self.ops.items():
-            for src in node.control_inputs:
-                found.setdefault(src, []).append(key)
+        for row in self._rows:
+            for src in row[6]:
+                found.setdefault(src, []).append(row[4])
         return found
 
     def consumer_edges(self, key: str) -> list[tuple[str, int, int]]:
@@ -261,13 +265,14 @@ class OpGraph:
         return graph
 
     @property
-    def ops(self) -> dict[str, OpNode]:
-        """key -> OpNode, in execution order (graph by graph, each in its op-list order)."""
-        if self._rows is not None:
-            with self._rows_lock:
-                if self._rows is not None:
-                    self._make_nodes()
-        return self._ops
+    def ops(self) -> OpMap:
+        """key -> OpNode, in execution order (graph by graph, each in its op-list order); a
+        node is made when first asked for."""
+        if self._map is None:
+            with self._map_lock:
+                if self._map is None:
+                    self._map = OpMap(self._rows, self.readers)
+        return self._map
 
     @property
     def op_count(self) -> int:
@@ -303,38 +308,14 @@ class OpGraph:
                 return lazy  # already packed (rows loaded from the cache, never used)
             return (readers[id(lazy[1])], lazy[2], lazy[3]) if lazy[1] is not None else lazy[0]
 
-        if self._rows is not None:
-            rows = [row[:11] + (packed(row[11]),) for row in self._rows]
-        else:
-            rows = [(node.name, node.type, node.graph, node.order, node.key,
-                     [(r.producer, r.producer_output, r.raw) for r in node.inputs], node.control_inputs,
-                     node.original_ops if node.has_original_attr else None, node.passes, node.kernel,
-                     node.engine, packed(node.lazy)) for node in self._ops.values()]
+        rows = [row[:11] + (packed(row[11]),) for row in self._rows]
         return {"graphs": self.graphs, "warnings": self.warnings, "readers": self.readers, "rows": rows}
 
     def __setstate__(self, state: dict) -> None:
-        """Start-up reads only the summaries and warnings; nodes are made when ``ops`` is used."""
+        """Start-up reads only the summaries and warnings; nodes are made when asked for."""
         self.__init__()
         self.graphs, self.warnings, self.readers = state["graphs"], state["warnings"], state["readers"]
         self._rows = state["rows"]
-
-    def _make_nodes(self) -> None:
-        rows, readers, ops = self._rows, self.readers, self._ops
-        with _gc_paused():
-            for (name, op_type, graph, order, key, inputs, control, original, passes, kernel, engine,
-                 source) in rows:
-                if type(source) is list:
-                    lazy = source
-                elif isinstance(source, OpDetails):
-                    lazy = [source, None, 0, 0]
-                else:
-                    lazy = [None, readers[source[0]], source[1], source[2]]
-                ops[key] = OpNode(name, op_type, graph, order, key,
-                                  [InputRef(i, p, o, f"{p}:{o}" if raw is None else raw, lazy)
-                                   for i, (p, o, raw) in enumerate(inputs)],
-                                  control, original if original is not None else [], original is not None,
-                                  passes, kernel, engine, lazy)
-        self._rows = None  # only now: another thread waits on the lock until the nodes are all in
 
     # ---- queries -------------------------------------------------------------------------------
     def find(self, text: str) -> list[OpNode]:
@@ -363,9 +344,9 @@ class OpGraph:
         found = sorted(self._consumers.get(name, ()), key=lambda c: (rank[c[0]], c[2], c[1]))
         return [(self.ops[key], output, index) for key, output, index in found]
 
-    @cached_property
+    @property
     def _exec_rank(self) -> dict[str, int]:
-        return {node.key: i for i, node in enumerate(self.in_exec_order())}
+        return self.ops._pos  # key -> row = position in execution order
 
     def in_exec_order(self) -> list[OpNode]:
         """All ops: graph by graph (in load order), each in its op-list order."""

@@ -1,0 +1,96 @@
+"""``OpGraph.ops``: op key -> OpNode, in execution order, each node made when first asked for.
+
+The graph keeps one row of plain values per op (see ``OpGraph``); ``pt OP:output:0`` or ``ni OP``
+need one or a handful of nodes, so making all 10^5 of them (~0.3 s) on the first lookup would
+be most of such a command's time. Iterating values or items makes every node (once).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+
+from .op_node import InputRef, OpDetails, OpNode
+
+__all__ = ["OpMap"]
+
+
+class OpMap(Mapping):
+    def __init__(self, rows: list, readers: list):
+        self._rows, self._readers = rows, readers
+        self._pos = {row[4]: i for i, row in enumerate(rows)}  # key -> row (dict order = rows)
+        self._nodes: list[OpNode | None] = [None] * len(rows)
+        self._all = False
+        self._lock = threading.Lock()  # the REPL's completion warm-up thread reads nodes too
+
+    def _make(self, i: int) -> OpNode:
+        (name, op_type, graph, order, key, inputs, control, original, passes, kernel, engine,
+         source) = self._rows[i]
+        if type(source) is list:
+            lazy = source  # the detail holder itself (graph built in this process)
+        elif isinstance(source, OpDetails):
+            lazy = [source, None, 0, 0]
+        else:  # (reader index, start, end) from the start-up cache
+            lazy = [None, self._readers[source[0]], source[1], source[2]]
+        node = OpNode(name, op_type, graph, order, key,
+                      [InputRef(j, p, o, f"{p}:{o}" if raw is None else raw, lazy)
+                       for j, (p, o, raw) in enumerate(inputs)],
+                      control, original if original is not None else [], original is not None,
+                      passes, kernel, engine, lazy)
+        self._nodes[i] = node
+        return node
+
+    def _node(self, i: int) -> OpNode:
+        node = self._nodes[i]
+        if node is None:
+            with self._lock:  # one object per op, whichever thread asks first
+                node = self._nodes[i]
+                if node is None:
+                    node = self._make(i)
+        return node
+
+    def _make_all(self) -> list[OpNode]:
+        if not self._all:
+            with self._lock:
+                if not self._all:
+                    nodes = self._nodes
+                    for i, node in enumerate(nodes):
+                        if node is None:
+                            self._make(i)
+                    self._all = True
+        return self._nodes
+
+    # -- Mapping ---------------------------------------------------------------------------------
+    def __getitem__(self, key: str) -> OpNode:
+        return self._node(self._pos[key])
+
+    def get(self, key: str, default=None):
+        i = self._pos.get(key)
+        return default if i is None else self._node(i)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._pos
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._pos)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def keys(self):
+        return self._pos.keys()
+
+    def values(self) -> list[OpNode]:
+        return list(self._make_all())
+
+    def items(self) -> list[tuple[str, OpNode]]:
+        return list(zip(self._pos, self._make_all()))
+
+    def __eq__(self, other) -> bool:
+        return dict(self.items()) == (dict(other.items()) if isinstance(other, Mapping) else other)
+
+    __hash__ = None
+
+    def position(self, key: str) -> int:
+        """Execution-order position of an op (its row)."""
+        return self._pos[key]
