@@ -217,4 +217,5 @@ def test_details_decoded_by_a_command_are_cached_for_the_next_run(sample_ws, tmp
     got = {key: (op.outputs, [r.desc for r in op.inputs], op.id) for key, op in second.graph.ops.items()}
     assert got == want and decoded == []  # every op's details came from the cache
     matmul = next(op for op in second.graph.ops.values() if op.attrs)  # attrs: read from the text
-    assert dict(matmul.attrs) == dict(first.graph.ops[matmul.key].attrs) and len(decoded) == 1
+    assert len(decoded) == 1
+    assert dict(matmul.attrs) == dict(first.graph.ops[matmul.key].attrs)

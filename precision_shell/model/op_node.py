@@ -27,12 +27,13 @@ class OpDetails(NamedTuple):
     attrs: Mapping[str, object] | None  # LazyAttrs; None: not read yet (details from the cache)
 
 
-def details_of(op, memo: dict | None) -> OpDetails:
-    """The details of a ``ge.proto.OpDef``; ``memo`` shares identical descriptors."""
+def details_of(op, memo: dict | None, *, attrs: bool = True) -> OpDetails:
+    """The details of a ``ge.proto.OpDef``; ``memo`` shares identical descriptors. Without
+    ``attrs`` the message is not kept (OpNode.attrs reads them again from the op's text)."""
     return OpDetails(op.id, op.stream_id,
                      [tensor_desc(i, d, memo) for i, d in enumerate(op.output_desc)],
                      [tensor_desc(i, d, memo) for i, d in enumerate(op.input_desc)],
-                     LazyAttrs(op.attr))
+                     LazyAttrs(op.attr) if attrs else None)
 
 
 def load_details(lazy: list) -> OpDetails:
@@ -51,7 +52,8 @@ def load_details(lazy: list) -> OpDetails:
             hook()
             if lazy[0] is not None:
                 return lazy[0]
-        details = lazy[0] = details_of(reader.op(lazy[2], lazy[3]), reader.memo)
+        # attrs are left out: a LazyAttrs would keep the whole OpDef alive (vc decodes 10^5 ops)
+        details = lazy[0] = details_of(reader.op(lazy[2], lazy[3]), reader.memo, attrs=False)
         reader.decoded += 1
     return details
 

@@ -144,6 +144,7 @@ class Session:
             return
         for reader in graph.readers:
             reader.decoded = 0
+            reader.release()  # the file's text and the parser's line cache: 100s of MB
         self.cache.store("graph_details", self._graph_key, graph.detail_rows(), background=True)
 
     def _load_overflow(self) -> None:
