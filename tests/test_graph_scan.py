@@ -17,7 +17,7 @@ from precision_shell.formats.graph_scan import scan_graph_text
 from precision_shell.formats.graph_text import parse_graph_text
 from precision_shell.model.graph_load import load_op_graph
 from precision_shell.model.op_graph import OpGraph
-from tests.test_graph_text import BASE_TEXT, models, rich_model, write
+from tests.test_graph_text import BASE_TEXT, models, mutate, write
 from tests.test_op_graph import sample_models
 
 
@@ -155,16 +155,7 @@ def test_random_models_scan_like_the_whole_file(tmp_path, model):
 def test_mutated_text_scans_exactly_or_defers_to_the_whole_file(tmp_path, edits):
     """Any corruption: the scan declines (None), or gives the whole-file graph, or - when the
     whole-file parse rejects the text - reading the broken op's details raises FormatError."""
-    text = BASE_TEXT
-    for pos, how, char, length in edits:
-        pos = min(pos, len(text))
-        if how == "del":
-            text = text[:pos] + text[pos + 1:]
-        elif how == "ins":
-            text = text[:pos] + char + text[pos:]
-        else:
-            text = text[:pos] + text[pos:pos + length] + text[pos:]
-    path = write(tmp_path, text)
+    path = write(tmp_path, mutate(BASE_TEXT, edits))
     found = scan(path)
     if found is None:
         return

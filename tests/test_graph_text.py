@@ -310,7 +310,11 @@ MUTATION_ALPHABET = ' \n\t{}<>[]:;,#"\'\\-+.0123456789abefxnDT_'
                                 st.sampled_from(MUTATION_ALPHABET), st.integers(1, 30)), min_size=1, max_size=3))
 def test_mutated_text_fails_or_matches_reference(tmp_path, edits):
     """Differential: any corruption is either rejected by both parsers or read identically."""
-    text = BASE_TEXT
+    assert_same(write(tmp_path, mutate(BASE_TEXT, edits)))
+
+
+def mutate(text: str, edits) -> str:
+    """``text`` after (position, "del"|"ins"|"dup", char, length) edits."""
     for pos, how, char, length in edits:
         pos = min(pos, len(text))
         if how == "del":
@@ -319,7 +323,7 @@ def test_mutated_text_fails_or_matches_reference(tmp_path, edits):
             text = text[:pos] + char + text[pos:]
         else:
             text = text[:pos] + text[pos:pos + length] + text[pos:]
-    assert_same(write(tmp_path, text))
+    return text
 
 
 # ---- errors ----------------------------------------------------------------------------------------
