@@ -30,7 +30,7 @@ from precision_shell.samples.writer import SampleOptions, write_workspace
 from tests.conftest import json_docs, run_cli
 from tests.test_readers_fuzz import FUZZ, _valid_dumps, _write, mutated
 
-FP32, FP16, INT32, BOOL, DOUBLE, C64, BF16, UNDEF = 1, 2, 7, 11, 12, 16, 27, 0
+FP32, FP16, INT32, BOOL, DOUBLE, C64, BF16, UNDEF, FP8_E4M3FN = 1, 2, 7, 11, 12, 16, 27, 0, 35
 ND, NC1HWC0 = 2, 3
 _FLOATS = [(FP16, np.float16), (BF16, ml_dtypes.bfloat16), (FP32, np.float32), (DOUBLE, np.float64)]
 
@@ -181,6 +181,12 @@ def _add_odd_dumps(dump_dir) -> dict[str, str]:
     name("Add", "odd_corrupt").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff")
     write_dump(name("Add", "odd_clean_ints"), "odd/clean_ints", [DumpTensor(np.arange(9, dtype=np.int32), INT32, ND)],
                [DumpTensor(np.zeros(4, bool), BOOL, ND)])
+    fp8 = np.array([1, 2, np.nan, 4], np.float32).astype(ml_dtypes.float8_e4m3fn)  # no inf in e4m3fn
+    write_dump(name("Cast", "odd_fp8_nan"), "odd/fp8_nan", [], [DumpTensor(fp8, FP8_E4M3FN, ND)])
+    write_dump(name("Cast", "odd_fp8_clean"), "odd/fp8_clean", [],
+               [DumpTensor(np.ones(4, np.float32).astype(ml_dtypes.float8_e4m3fn), FP8_E4M3FN, ND)])
+    write_dump(name("Mul", "odd_complex_inf"), "odd/complex_inf", [],
+               [DumpTensor(np.array([1 + 1j, complex(0, np.inf)], np.complex64), C64, ND)])
     return names
 
 
@@ -219,7 +225,9 @@ def test_ac_reports_exactly_what_the_per_file_path_reports(odd_ws, capsys, monke
     assert rows["odd/mid_inf"]["outputs"][0]["pos_inf"] == 1
     assert rows["odd/v1_inf"]["outputs"][0]["pos_inf"] == 1
     assert rows["odd_nano_nan"]["outputs"][0]["nan"] == 1   # nano headers carry no op name
-    assert "odd/clean_ints" not in rows
+    assert "odd/clean_ints" not in rows and "odd/fp8_clean" not in rows
+    assert rows["odd/fp8_nan"]["outputs"][0]["nan"] == 1  # fp8 is checked, not taken for an int
+    assert rows["odd/complex_inf"]["outputs"][0]["pos_inf"] == 1  # the imaginary part, as a float
     assert manifest["overflow"]["op"] in rows
     assert "odd_corrupt" in outputs[0][1] and "warning:" in outputs[0][1]
 

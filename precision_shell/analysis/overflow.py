@@ -125,7 +125,9 @@ def looks_clean(array: np.ndarray) -> bool:
     dump are clean, so the full statistics are computed only for the few that are not."""
     spec = _suspect_bits(array.dtype)
     if spec is None or array.size == 0:
-        return array.dtype.kind not in "fc"  # ints and bools cannot overflow into inf/nan
+        # ints and bools cannot overflow into inf/nan; fp8 (ml_dtypes, kind "V"), complex and
+        # anything else take the full statistics
+        return array.size == 0 or array.dtype.kind in "iub"
     utype, mask, limit = spec
     bits = array.reshape(-1).view(utype)
     buf = np.empty(min(_CHUNK, bits.size), dtype=utype)
@@ -160,8 +162,10 @@ def tensor_overflows(header: DumpHeader, kinds=("input", "output"),
         if entry.kind not in kinds:
             continue
         array = read_logical_array(header, entry, data=data)
-        out.append(TensorOverflow(entry.kind, entry.index, entry.dtype_name, tuple(array.shape),
-                                  tensor_stats(array)))
+        shape = tuple(array.shape)
+        if array.dtype.kind == "c":  # the real and imaginary parts, as floats
+            array = np.ascontiguousarray(array).view(array.real.dtype)
+        out.append(TensorOverflow(entry.kind, entry.index, entry.dtype_name, shape, tensor_stats(array)))
     return out
 
 
@@ -181,11 +185,11 @@ class _SmallFileBatch:
     files it accepts; the others (and every suspect file) go through the per-file path."""
 
     # data-type code -> (itemsize, bit check or None) for the types decided here: the four float
-    # types (bit check) and those that cannot overflow (ints, bools, fp8: looks_clean passes them
-    # unread). Raw bytes, complex and undecodable types take the per-file path.
+    # types (bit check) and those that cannot overflow (ints, bools: looks_clean passes them
+    # unread). fp8, raw bytes, complex and undecodable types take the per-file path.
     _KINDS = {code: (dt.itemsize, _suspect_bits(dt))
               for code, dt in ((c, numpy_dtype(c)) for c in range(256) if c != DT_UNDEFINED and is_supported_dtype(c))
-              if _suspect_bits(dt) or dt.kind not in "fc"}
+              if _suspect_bits(dt) or dt.kind in "iub"}
     # tensor layout -> its float segments, merged when back to back: ((code, start, end,
     # element count), ...) from the data start; None: the layout needs the per-file path
     _PLANS: dict[tuple, tuple | None] = {}
