@@ -71,9 +71,22 @@ class ChildRun:
         return out
 
 
+def _gnu_time() -> bool:
+    try:
+        probe = subprocess.run(["/usr/bin/time", "-f", "%M", "true"], capture_output=True, text=True,
+                               timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0 and probe.stderr.strip().isdigit()
+
+
+_GNU_TIME = _gnu_time()
+
+
 def run_child(cmd: Sequence[str], *, env: dict[str, str] | None = None,
               cwd: str | os.PathLike | None = None, wait_detached: bool = False) -> ChildRun:
-    """Run ``cmd`` to completion; wall time and the child's own rusage (via ``os.wait4``).
+    """Run ``cmd`` to completion; wall time and the child's own rusage (via ``os.wait4``; peak
+    RSS via GNU time when installed, see below).
 
     Linux ``wait4`` reports the child plus the descendants it reaped, and ``ru_maxrss`` is the
     largest of those processes (not a sum): for ``vc -j 2`` that is the bigger of the parent and
@@ -85,15 +98,24 @@ def run_child(cmd: Sequence[str], *, env: dict[str, str] | None = None,
     does not wait for; the next measurement must not start before it is done, or it would run
     without the cache and share the CPUs with the writer.
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file:
+        # Linux records the high-water RSS of the address space a child leaves at exec: a child
+        # forked (or vforked) from this harness would report at least the harness's own RSS. GNU
+        # time is small: exec'ed by it, the command's peak is its own.
+        wrapper = ["/usr/bin/time", "-f", "%M", "-o", rss_file.name] if _GNU_TIME else []
         start = time.perf_counter()
-        proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env or bench_env(), cwd=cwd)
+        proc = subprocess.Popen(wrapper + list(cmd), stdout=out, stderr=err, env=env or bench_env(), cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: tell Popen
         out.seek(0)
         err.seek(0)
-        run = ChildRun(list(cmd), wall, usage.ru_utime, usage.ru_stime, usage.ru_maxrss / 1024,
+        rss_kb = usage.ru_maxrss
+        if wrapper:
+            lines = rss_file.read().split()
+            rss_kb = int(lines[-1]) if lines and lines[-1].isdigit() else rss_kb
+        run = ChildRun(list(cmd), wall, usage.ru_utime, usage.ru_stime, rss_kb / 1024,
                        proc.returncode, out.read().decode(errors="replace"),
                        err.read().decode(errors="replace"))
     if wait_detached:
