@@ -6,7 +6,6 @@ file, ``dump_looks_clean``): same findings, same order, same warnings, on every 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from types import SimpleNamespace

@@ -67,20 +67,20 @@ class GraphJob:
         """(graph or None, load errors, whether it still needs storing in the cache)."""
         if self._pid is not None:
             try:
-                with os.fdopen(self._fd, "rb") as pipe:
-                    data = pipe.read()
+                with os.fdopen(self._fd, "rb") as pipe:  # (errors, cacheable), then the entry
+                    errors, cacheable = pickle.load(pipe)
+                    entry = pipe.read()
                 _, status = os.waitpid(self._pid, 0)
-            except OSError:
-                data, status = b"", 1
-            if status == 0 and data:
+            except Exception:  # the child died before writing (EOFError), a signal, ...
                 try:
-                    unpickler_pos = _header_length(data)
-                    errors, cacheable = pickle.loads(data[:unpickler_pos])
-                    graph = self.cache.value_of(data[unpickler_pos:], self.key)
-                    if graph is not None or not cacheable:
-                        return graph, errors, False
-                except Exception:
-                    pass
+                    os.waitpid(self._pid, 0)
+                except OSError:
+                    pass  # already reaped
+                status = 1
+            if status == 0:
+                graph = self.cache.value_of(entry, self.key)
+                if graph is not None or not cacheable:
+                    return graph, errors, False
         errors = []
         graph, loaded = graph_load.load_op_graph(self.files, errors)
         return graph, errors, graph is not None and loaded == len(self.files)
@@ -94,11 +94,3 @@ def _worth_forking(files: list[Path]) -> bool:
     except OSError:
         return False
 
-
-def _header_length(data: bytes) -> int:
-    """Where the first pickle in ``data`` ends (the errors header, then the cache entry)."""
-    import io
-
-    stream = io.BytesIO(data)
-    pickle.load(stream)
-    return stream.tell()

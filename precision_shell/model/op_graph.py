@@ -346,7 +346,7 @@ class OpGraph:
 
     @property
     def _exec_rank(self) -> dict[str, int]:
-        return self.ops._pos  # key -> row = position in execution order
+        return self.ops.positions
 
     def in_exec_order(self) -> list[OpNode]:
         """All ops: graph by graph (in load order), each in its op-list order."""

@@ -91,6 +91,7 @@ class OpMap(Mapping):
 
     __hash__ = None
 
-    def position(self, key: str) -> int:
-        """Execution-order position of an op (its row)."""
-        return self._pos[key]
+    @property
+    def positions(self) -> dict[str, int]:
+        """key -> position in execution order (its row), without making nodes."""
+        return self._pos
