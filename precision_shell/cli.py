@@ -76,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     except PshellError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    from precision_shell.config import default_config_path
+
+    # inputs besides the workspace: no export or redirect may write over them
+    if opts.file:
+        session.add_input_file(opts.file, "the script given with -f")
+    session.add_input_file(opts.config or default_config_path(), "the config file")
 
     if lines is None:
         from precision_shell.shell.repl import run_repl

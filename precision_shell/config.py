@@ -18,13 +18,13 @@ Layout::
 from __future__ import annotations
 
 import configparser
-import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from precision_shell.errors import FormatError, UsageError
+from precision_shell.atomic_write import write_atomic
+from precision_shell.errors import FormatError, PshellError, UsageError
 
 SECTION = "pshell"
 _TRUE = {"on", "true", "yes", "1"}
@@ -135,10 +135,25 @@ class Config:
         setattr(self, key, value)
         return key, value
 
+    def set_and_apply(self, session: Any, name: str, text: str) -> tuple[str, Any]:
+        """``config set``: validate, apply to the session; a refused value changes nothing
+        (an output folder inside the inputs is refused here, before any command writes)."""
+        key = normalize_key(name)
+        previous = getattr(self, key)
+        key, value = self.set(key, text)
+        try:
+            self.apply_to(session, [key], check_output=True)
+        except PshellError:
+            setattr(self, key, previous)
+            raise
+        return key, value
+
     def apply_to(self, session: Any, keys: list[str] | None = None, *,
-                 output_overridden: bool = False) -> None:
+                 output_overridden: bool = False, check_output: bool = False) -> None:
         """Push settings (all, or just ``keys``) into a session (duck-typed: ``settings`` and
-        ``workspace``). ``output_overridden``: ``-o DIR`` was given, keep it."""
+        ``workspace``). ``output_overridden``: ``-o DIR`` was given, keep it. ``check_output``:
+        refuse an output folder the session's guard refuses (at start-up every writer refuses
+        it on its own instead, so the shell still starts)."""
         if session is None:
             return
         keys = list(KEYS) if keys is None else keys
@@ -151,8 +166,10 @@ class Config:
             return
         if self.discovered_output is None:
             self.discovered_output = workspace.output_dir
-        workspace.output_dir = (Path(self.output).expanduser() if self.output
-                                else self.discovered_output)
+        folder = Path(self.output).expanduser() if self.output else self.discovered_output
+        if check_output and hasattr(session, "check_output_folder"):
+            session.check_output_folder(folder)
+        workspace.output_dir = folder
 
 
 def load_config(path: str | os.PathLike | None = None) -> Config:
@@ -194,16 +211,11 @@ def save_config(config: Config, path: str | os.PathLike | None = None) -> Path:
     target = Path(path).expanduser() if path else (config.path or default_config_path())
     parser = configparser.ConfigParser(interpolation=None)
     parser[SECTION] = {name: format_value(value) for name, value in config.values().items()}
-    tmp = target.with_name(f".{target.name}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as fh:
-            parser.write(fh)
-        os.replace(tmp, target)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise FormatError(target, f"cannot save config ({exc.strerror or exc})") from None
+    write_atomic(target, parser.write)
     config.path = target
     return target
 

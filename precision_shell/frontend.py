@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from precision_shell.commands import REGISTRY
-from precision_shell.commands.outputs import write_atomic
+from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.runner import Outcome, execute, split_statements
 from precision_shell.errors import FormatError, PshellError, UsageError
 from precision_shell.logfile import log_internal_error
+from precision_shell.model.output_guard import require_parent
 from precision_shell.render.style import PLAIN, Style
 from precision_shell.render.text import render
 
@@ -92,20 +93,27 @@ class Frontend:
 
     def emit(self, text: str, statement=None) -> None:
         if statement is not None and statement.redirect:
-            target = Path(statement.redirect).expanduser()
-            if self.session is not None:
-                self.session.check_writable_location(target)
-            if statement.append:
-                try:
-                    with open(target, "a", encoding="utf-8") as fh:
-                        fh.write(text + "\n")
-                except OSError as exc:
-                    raise FormatError(target, f"cannot append ({exc.strerror})") from None
-            else:
-                write_atomic(target, lambda fh: fh.write(text + "\n"))
+            self._write_redirect(text, statement.redirect, statement.append)
             return
         self.out.write(text + "\n")
         self.out.flush()
+
+    def _write_redirect(self, text: str, given: str, append: bool) -> None:
+        """``> FILE`` / ``>> FILE``: checked by the output guard (never into an input folder, over
+        an input file, or into a folder that does not exist), then written or appended."""
+        if self.session is not None:
+            target = self.session.output_path(given)
+        else:
+            target = Path(given).expanduser()
+            require_parent(target)
+        if not append:
+            write_atomic(target, lambda fh: fh.write(text + "\n"))
+            return
+        try:
+            with open(target, "a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+        except OSError as exc:
+            raise FormatError(target, f"cannot append ({exc.strerror or exc})") from None
 
     def exit_code(self, fail_on_findings: bool = False) -> int:
         if self.usage_failed:

@@ -129,7 +129,7 @@ def test_refuses_to_write_into_dump_folders(sample_ws, capsys):
     before = sorted(p.name for p in dump_dir.iterdir())
     op = next(o for o in manifest["ops"] if o.get("dump_file"))
     rc, _, err = run_cli(capsys, ws, "-c", f"dc {op['name']} -o {dump_dir}")
-    assert rc == 1 and "refusing to write inside the dump folder" in err
+    assert rc == 1 and "refusing to write inside the input folder" in err
     assert sorted(p.name for p in dump_dir.iterdir()) == before
 
 

@@ -114,7 +114,7 @@ def test_exports_never_write_into_the_dump_folders(sample, capsys, tmp_path):
     golden = sample[0] / sample[1]["paths"]["golden_dir"]
     before = sorted(p.name for p in golden.iterdir())
     rc, _, err = run(capsys, sample[0], "-o", tmp_path, "-c", f"vcs; export suspects -o {golden}/s.csv")
-    assert rc == 1 and "refusing to write inside the dump folder" in err
+    assert rc == 1 and "refusing to write inside the input folder" in err
     assert sorted(p.name for p in golden.iterdir()) == before
 
 

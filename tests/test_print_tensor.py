@@ -218,7 +218,7 @@ def test_write_npu_bf16_as_float32_and_never_into_dump_folders(ws, manifest, net
     golden_dir = ws / manifest["paths"]["golden_dir"]
     before = sorted(p.name for p in golden_dir.iterdir())
     rc, _, err = run(ws, f"pt golden:fc1/BiasAdd:0 -w {golden_dir / 'z.npy'}", capsys)
-    assert rc == 1 and "refusing to write inside the dump folder" in err
+    assert rc == 1 and "refusing to write inside the input folder" in err
     assert sorted(p.name for p in golden_dir.iterdir()) == before
 
 

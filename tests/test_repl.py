@@ -211,6 +211,15 @@ def test_errors_never_end_the_shell(session, tmp_path, monkeypatch):
     assert rendered(session, "help") in out
 
 
+def test_redirect_into_a_missing_folder_is_one_line(session, tmp_path):
+    missing = tmp_path / "missing" / "dir"
+    rc, out, err, fired = drive(session, f"info > {missing}/x.txt\rinfo\r\x04", make_opts(tmp_path))
+    assert rc == 0 and not fired
+    assert err.splitlines() == [f"error: {missing}/x.txt: folder {missing} does not exist"]
+    assert out.count(rendered(session, "info")) == 2      # the banner, then the second `info`
+    assert not (tmp_path / "missing").exists()
+
+
 def test_history_is_written_and_reloaded(session, tmp_path):
     opts = make_opts(tmp_path)
     drive(session, "config show\r\x04", opts)

@@ -247,13 +247,8 @@ def write_vendor_csv(path: Path, result: CompareResult) -> int:
             count += 1
             yield row
 
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        # NPU vs NPU: both sides are dumps, so both Address columns exist (msaccucmp's layout)
-        write_compare_csv(tmp, counted(), golden_address=result.mode == "npu")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    # NPU vs NPU: both sides are dumps, so both Address columns exist (msaccucmp's layout)
+    write_compare_csv(path, counted(), golden_address=result.mode == "npu")
     return count
 
 

@@ -24,7 +24,7 @@ from precision_shell.analysis.root_cause import (
 )
 from precision_shell.analysis.tensor_compare import compare_pair
 from precision_shell.commands.export import write_rows
-from precision_shell.commands.outputs import write_atomic
+from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.results import Message, Sections, Table
 from precision_shell.commands.stepping import golden_stats_rows
 from precision_shell.errors import CommandError, UsageError
@@ -90,12 +90,13 @@ def run_vc(session: Session, *, npu: str | None = None, golden: str | None = Non
         if session.graph is None:
             plan.problems.append("no graph loaded: outputs are mapped by the dumps' original_op, "
                                  "inputs cannot be traced to their producers")
+    # the CSV's place is checked before the compare runs: a refused output folder costs no wait
+    stamp = datetime.now().strftime("%Y%m%d%H%M%S")
+    path = session.output_path(None, f"compare/result_{stamp}.csv")
     workers = jobs or default_workers()
     if executor is None and EXECUTOR_FACTORY is not None and workers > 1:
         executor = EXECUTOR_FACTORY(workers)
     result = run_compare(plan, progress=session.progress, workers=workers, executor=executor)
-    stamp = datetime.now().strftime("%Y%m%d%H%M%S")
-    path = session.output_path(None, f"compare/result_{stamp}.csv")
     write_vendor_csv(path, result)
     result.csv_path = path
     session.results["compare"] = result

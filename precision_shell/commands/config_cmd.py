@@ -33,9 +33,8 @@ def config(session, args) -> Table | Message:
     if args.key is None or args.value is None:
         raise UsageError("config set needs KEY VALUE, e.g. `config set limit 50` "
                          f"(settings: {', '.join(KEYS)})")
-    key, value = cfg.set(args.key, args.value)
     # Only the key set here: `-o DIR` from the command line stays until `output` itself is set.
-    cfg.apply_to(session, [key])
+    key, value = cfg.set_and_apply(session, args.key, args.value)
     lines = [f"{key} = {format_value(value)}"]
     try:
         where = save_config(cfg)

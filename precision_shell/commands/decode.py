@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from precision_shell.commands.outputs import write_atomic
+from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Table
 from precision_shell.errors import CommandError
@@ -59,12 +59,14 @@ def decode(session: Session, args) -> Table:
     path = find_dump_path(session, args.dumpfile)
     header = read_dump_header(path)
     out_dir = session.output_path(args.output, "decode", folder=True)
+    guard = session.output_guard()  # each file too: an input file may sit in the folder
     rows, json_rows = [], []
     parsed = parse_dump_name(path.name)
     if parsed is not None and parsed.is_opdebug:
         for entry in header.outputs:
             record = decode_opdebug_buffer(read_device_array(header, entry).tobytes(), path)
             target = out_dir / f"{path.name}.output.{entry.index}.json"
+            guard.check(target)
             write_atomic(target, lambda fh: json.dump(record, fh, indent=2))
             rows.append([f"output {entry.index}", "opdebug record", "", "", str(target)])
             json_rows.append({"tensor": f"output:{entry.index}", "file": str(target), "kind": "opdebug"})
@@ -77,6 +79,7 @@ def decode(session: Session, args) -> Table:
             array = read_logical_array(header, entry)
         array, note = _npy_ready(array)
         target = out_dir / f"{path.name}.{entry.kind}.{entry.index}.npy"
+        guard.check(target)
         write_atomic(target, lambda fh: np.save(fh, np.ascontiguousarray(array)), binary=True)
         fmt = entry.format_name if args.format == "device" else f"{entry.format_name} -> logical"
         rows.append([f"{entry.kind} {entry.index}", entry.dtype_name, fmt, str(tuple(array.shape)),

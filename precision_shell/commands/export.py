@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from precision_shell.commands.outputs import write_atomic
+from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Message
 from precision_shell.errors import CommandError

@@ -11,7 +11,7 @@ import subprocess
 from collections import Counter
 from typing import Any, Callable
 
-from precision_shell.commands.outputs import write_atomic
+from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Message, Sections, Table
 from precision_shell.errors import CommandError
@@ -241,6 +241,7 @@ def write_neighbourhood(session: Session, op: Any, depth: int) -> dict:
     dot_path = session.output_path(None, f"graphs/{graph_file_stem(op.key)}_d{depth}.dot")
     write_atomic(dot_path, lambda fh: fh.write(text))
     svg_path = dot_path.with_suffix(".svg")
+    session.check_writable_location(svg_path)
     problem = render_svg(dot_path, svg_path)
     return {"dot": str(dot_path), "svg": None if problem else str(svg_path), "svg_note": problem,
             "depth": depth, "nodes": hood.nodes, "edges": len(hood.edges)}

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic_write import write_atomic
 from ..errors import FormatError
 
 __all__ = ["DEFAULT_METRICS", "CompareRow", "read_compare_csv", "rows_equal", "write_compare_csv"]
@@ -182,13 +183,12 @@ def write_compare_csv(path: str | os.PathLike, rows: list[CompareRow], *,
         else:
             columns.append((name, lambda row, name=name: _metric_cell(row.metrics.get(name))))
     columns.append(("CompareFailReason", lambda row: row.fail_reason))
-    try:
-        with Path(path).open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle, lineterminator="\n")
-            writer.writerow([name for name, _ in columns])
-            writer.writerows([cell(row) for _, cell in columns] for row in rows)
-    except OSError as exc:
-        raise FormatError(path, f"cannot write: {exc.strerror or exc}") from None
+    def write(handle) -> None:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow([name for name, _ in columns])
+        writer.writerows([cell(row) for _, cell in columns] for row in rows)
+
+    write_atomic(path, write)
 
 
 def _same_value(x: float | None, y: float | None) -> bool:

@@ -13,11 +13,12 @@ import gc
 import hashlib
 import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from precision_shell import __version__
+from precision_shell.atomic_write import write_atomic
+from precision_shell.errors import FormatError
 
 CACHE_FORMAT = 1
 
@@ -103,19 +104,11 @@ class LoadCache:
         path = self._file(kind, key)
         if path is None:
             return
-        tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-            tmp = None
-        except OSError:
+            write_atomic(path, lambda fh: fh.write(data), binary=True)
+        except (OSError, FormatError):
             pass  # read-only output folder, full disk: start-up just stays uncached
-        finally:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
 
     def store(self, kind: str, key: tuple, value: Any, *, background: bool = False) -> None:
         """Write an entry. ``background``: in a detached child process (POSIX), so the first

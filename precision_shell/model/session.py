@@ -16,6 +16,7 @@ from precision_shell.errors import CommandError, FormatError, PshellError
 from precision_shell.model.dump_index import DumpFile, DumpIndex, scan_dump_dir
 from precision_shell.model.golden_index import GoldenIndex, scan_golden_dir
 from precision_shell.model.load_cache import LoadCache, file_key
+from precision_shell.model.output_guard import FILE, FOLDER, TREE, InputPlace, OutputGuard, require_parent
 from precision_shell.model.progress import silent_progress
 from precision_shell.model.workspace import DumpSet, Workspace, discover
 
@@ -46,13 +47,17 @@ class Session:
     # progress(label, total) -> context manager with .advance(n); the REPL swaps in a real bar
     progress: Any = silent_progress
     cache: LoadCache = field(default_factory=lambda: LoadCache(None))
+    npu_root: Path | None = None           # --npu DIR: an input tree besides the dump leaves in it
+    extra_inputs: list[InputPlace] = field(default_factory=list)
     _graph_key: tuple | None = None
+    _input_places: list[InputPlace] | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike | None = None, **overrides: Any) -> "Session":
         """Discover and load a workspace. Raises only when the workspace path itself is bad."""
         ws = discover(path, **overrides)
-        session = cls(workspace=ws)
+        npu = overrides.get("npu")
+        session = cls(workspace=ws, npu_root=Path(npu).expanduser() if npu else None)
         session._load()
         return session
 
@@ -88,9 +93,9 @@ class Session:
     def _make_cache(self) -> LoadCache:
         folder = self.workspace.output_dir / "cache"
         try:
-            self.check_writable_location(folder)
+            self.check_writable_location(folder, folder=True)
         except CommandError:
-            return LoadCache(None)  # an output folder inside the dumps: never write there
+            return LoadCache(None)  # an output folder inside the inputs: never write there
         return LoadCache(folder)
 
     def _start_graph(self):
@@ -212,31 +217,85 @@ class Session:
     def op_dump(self, op_name: str) -> DumpFile | None:
         return self.dumps.latest_for_op(op_name)
 
-    def output_path(self, given: str | os.PathLike | None, default_name: str,
+    def output_path(self, given: str | os.PathLike | None, default_name: str = "",
                     folder: bool = False) -> Path:
         """Where pshell writes: a path the user gave (relative to the current folder), else
-        ``default_name`` inside the output folder. Creates the folder (``folder``) or the file's
-        parent folder; refuses to write inside dump folders."""
-        path = Path(given).expanduser() if given else self.workspace.output_dir / default_name
-        self.check_writable_location(path)
-        try:
-            (path if folder else path.parent).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise FormatError(path.parent, f"cannot create output folder ({exc.strerror})") from None
+        ``default_name`` inside the output folder, checked by the output guard. pshell creates
+        its own output folder (and folders inside it) and the folder a user names for ``folder``
+        outputs; an explicit file's folder must exist."""
+        if not given:
+            path = self.workspace.output_dir / default_name
+            self.check_writable_location(path, folder=folder)
+            _make_folder(path if folder else path.parent, parents=True)
+            return path
+        path = Path(given).expanduser()
+        self.check_writable_location(path, folder=folder)
+        require_parent(path)
+        if folder:
+            _make_folder(path, parents=False)
         return path
 
-    def input_folders(self) -> list[Path]:
-        ws = self.workspace
-        folders = [s.path for s in ws.dump_sets] + list(ws.overflow_dirs)
-        folders += [p.parent for p in ws.graph_files]
-        if ws.golden_dir is not None:
-            folders.append(ws.golden_dir)
-        return folders
+    def add_input_file(self, path: str | os.PathLike, what: str) -> None:
+        """A file read outside the workspace (the ``-f`` script, the config file): never written."""
+        self.extra_inputs.append(InputPlace.of(Path(path).expanduser(), FILE, what))
 
-    def check_writable_location(self, path: Path) -> None:
-        """pshell never writes inside the user's dump folders (their data stays untouched)."""
-        target = path.resolve()
-        for folder in self.input_folders():
-            if target.is_relative_to(folder.resolve()):
-                raise CommandError(f"{path}: refusing to write inside the dump folder {folder}; "
-                                   f"choose another path (outputs go to {self.workspace.output_dir})")
+    def input_places(self) -> list[InputPlace]:
+        """What the session reads, for the output guard (formats.md §5)."""
+        if self._input_places is None:
+            self._input_places = _workspace_inputs(self.workspace, self.npu_root)
+        return self._input_places + self.extra_inputs
+
+    def output_guard(self, output_dir: Path | None = None) -> OutputGuard:
+        ws = self.workspace
+        return OutputGuard(self.input_places(), ws.precision_data, output_dir or ws.output_dir)
+
+    def check_output_folder(self, folder: Path) -> None:
+        """A folder about to become the output folder (``config set output``)."""
+        self.output_guard(folder).check(folder, folder=True)
+
+    def check_writable_location(self, path: str | os.PathLike, *, folder: bool = False) -> None:
+        """pshell never writes inside the user's input folders nor over an input file."""
+        self.output_guard().check(path, folder=folder)
+
+
+def _make_folder(path: Path, parents: bool) -> None:
+    try:
+        path.mkdir(parents=parents, exist_ok=True)
+    except FileNotFoundError:
+        raise FormatError(path, f"folder {path.parent} does not exist") from None
+    except OSError as exc:
+        raise FormatError(path, f"cannot create output folder ({exc.strerror})") from None
+
+
+def _workspace_inputs(ws: Workspace, npu_root: Path | None) -> list[InputPlace]:
+    places = []
+
+    def add(path: Path | None, kind: str, what: str) -> None:
+        if path is not None:
+            places.append(InputPlace.of(path, kind, what))
+
+    pd = ws.precision_data
+    if pd is not None:
+        for run_dir in sorted(pd.glob("npu/debug_*")):
+            add(run_dir, TREE, "NPU run folder")
+            add(run_dir / "dump", TREE, "NPU dump tree")
+            add(run_dir / "graph", TREE, "GE graph folder")
+        add(pd / "temp" / "vector_compare", TREE, "vendor compare CSV folder")
+    if npu_root is not None:
+        add(npu_root, TREE, "NPU dump folder (--npu)")
+    elif pd is None and ws.dump_sets:
+        add(ws.root, TREE, "NPU dump folder")
+    for dump_set in ws.dump_sets:
+        add(dump_set.path, TREE, f"dump folder of {dump_set.label}")
+    for folder in ws.overflow_dirs:
+        add(folder, TREE, "overflow dump folder")
+    add(ws.golden_dir, TREE, "golden .npy folder")
+    for graph_file in ws.graph_files:
+        add(graph_file, FILE, "GE graph file")
+        add(graph_file.parent, FOLDER, "folder of the GE graph file")
+    if ws.fusion_file is not None:
+        add(ws.fusion_file, FILE, "fusion report")
+        add(ws.fusion_file.parent, FOLDER, "folder of the fusion report")
+    for csv_file in ws.compare_csvs:
+        add(csv_file, FILE, "vendor compare CSV")
+    return places

@@ -1,0 +1,99 @@
+"""Where pshell may write: the one check every writer goes through (product.md: pshell writes only
+in its output folder, never inside an input folder, never over an input file).
+
+Rules, on paths with symlinks and ``..`` resolved first (a path that does not exist yet resolves
+through its existing part, so a link anywhere on the way into an input folder is seen):
+
+- nothing inside ``precision_data/`` except under ``precision_data/temp/pshell`` or pshell's own
+  output folder when that lies under ``precision_data/temp/`` (the vendor's
+  ``temp/vector_compare`` CSVs are inputs);
+- nothing inside an input tree (dump roots and leaves, ``npu/debug_N`` with its ``dump`` and
+  ``graph``, golden, overflow, vendor CSV folders, ``--npu/--golden/--overflow`` folders);
+- nothing directly in the folder of an input file (the fusion report's folder, an explicit
+  ``--graph``/``--fusion`` file's folder): its subfolders may hold outputs;
+- never over an input file (graph files, fusion report, vendor CSVs, the script given with ``-f``,
+  the config file).
+
+Everything here is path logic; the caller creates folders and writes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from precision_shell.errors import CommandError, FormatError
+
+TREE, FOLDER, FILE = "tree", "folder", "file"
+
+
+def resolved(path: str | os.PathLike) -> Path:
+    """``path`` with ``~``, symlinks and ``..`` resolved, relative to the current folder."""
+    return Path(os.path.realpath(Path(path).expanduser()))
+
+
+@dataclass(frozen=True)
+class InputPlace:
+    """Something the session reads: a folder tree, a folder's own files, or one file."""
+
+    path: Path        # as the workspace names it (shown in messages)
+    real: Path        # resolved (compared)
+    kind: str         # TREE, FOLDER or FILE
+    what: str         # "golden .npy folder", ...
+
+    @classmethod
+    def of(cls, path: Path, kind: str, what: str) -> "InputPlace":
+        return cls(path, resolved(path), kind, what)
+
+
+class OutputGuard:
+    def __init__(self, places: list[InputPlace], precision_data: Path | None, output_dir: Path):
+        self.places = places
+        self.output_dir = output_dir
+        self.precision_data = resolved(precision_data) if precision_data is not None else None
+        self.allowed: list[Path] = []   # the folders inside precision_data that take outputs
+        if self.precision_data is not None:
+            own = resolved(output_dir)
+            self.allowed = [self.precision_data / "temp" / "pshell"]
+            if own.is_relative_to(self.precision_data / "temp"):
+                self.allowed.append(own)
+
+    def check(self, path: str | os.PathLike, *, folder: bool = False) -> None:
+        """Raise CommandError when writing the file ``path`` (or files inside the folder
+        ``path``, with ``folder``) would touch the user's inputs."""
+        problem = self.problem(resolved(path), folder)
+        if problem is None:
+            return
+        if resolved(self.output_dir) == resolved(path) or self.problem(resolved(self.output_dir), True):
+            where = "choose another output folder (-o DIR or `config set output DIR`)"
+        else:
+            where = f"outputs go to {self.output_dir}"
+        raise CommandError(f"{path}: refusing to write {problem}; {where}")
+
+    def problem(self, real: Path, folder: bool) -> str | None:
+        """Why writing at the resolved path ``real`` is refused, or None."""
+        for place in self.places:
+            if place.kind == FILE and real == place.real:
+                return f"over the input file {place.path} ({place.what})"
+        where = real if folder else real.parent   # the folder that gets the new file
+        inside = [p for p in self.places
+                  if (p.kind == TREE and real.is_relative_to(p.real))
+                  or (p.kind == FOLDER and p.real in (where, real))]
+        if inside:
+            place = max(inside, key=lambda p: len(p.real.parts))   # the most specific one
+            return f"inside the input folder {place.path} ({place.what})"
+        pd = self.precision_data
+        if pd is not None and where.is_relative_to(pd) and not any(where.is_relative_to(a) for a in self.allowed):
+            return (f"inside the input folder {pd} (precision_data: pshell writes there only "
+                    f"under temp/pshell)")
+        return None
+
+
+def require_parent(path: Path) -> None:
+    """An explicit output file goes into a folder that exists: pshell does not create it."""
+    parent = path.parent
+    if not parent.exists():
+        raise FormatError(path, f"folder {parent} does not exist")
+    if not parent.is_dir():
+        raise FormatError(path, f"{parent} is not a folder")
