@@ -268,3 +268,36 @@ def test_rewriting_a_file_keeps_its_mode(tmp_path):
     target.chmod(0o640)
     write_atomic(target, lambda fh: fh.write("new"))
     assert target.read_text() == "new" and stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+def test_paths_given_on_the_command_line_are_inputs(ws, capsys, tmp_path):
+    """--npu/--golden/--overflow folders are input trees; the folder of a --graph/--fusion file
+    takes no new file (its subfolders may), and the files themselves are never replaced."""
+    pd = ws / "precision_data"
+    given = tmp_path / "given"
+    leaf = next(p for p in (pd / "npu/debug_0/dump").rglob("*") if p.is_file()).parent
+    shutil.copytree(leaf, given / "npu" / "run" / "0")
+    shutil.copytree(pd / "tf" / "dump", given / "golden")
+    shutil.copytree(pd / "overflow", given / "overflow")
+    shutil.copy(pd / "npu/debug_0/graph/ge_proto_00000001_Build.txt", given / "graph.txt")
+    (given / "fusion").mkdir()
+    shutil.copy(pd / "fusion" / "fusion_result.json", given / "fusion" / "fusion_result.json")
+    (given / "fusion" / "sub").mkdir()
+    refused = [given / "npu" / "x.txt", given / "npu" / "run" / "x.txt", given / "golden" / "x.txt",
+               given / "overflow" / "dump" / "x.txt", given / "graph.txt", given / "x.txt",
+               given / "fusion" / "fusion_result.json", given / "fusion" / "x.txt"]
+    kept = {p: p.read_bytes() for p in refused if p.exists()}   # the graph and fusion files
+    line = "; ".join(f"info > {p}" for p in refused) + f"; info > {given / 'fusion' / 'sub' / 'ok.txt'}"
+    (tmp_path / "root").mkdir()     # a workspace folder of its own: every part comes from a flag
+    rc, _, err = run_cli(capsys, tmp_path / "root", "--npu", given / "npu", "--golden", given / "golden",
+                         "--overflow", given / "overflow", "--graph", given / "graph.txt",
+                         "--fusion", given / "fusion" / "fusion_result.json", "-o", tmp_path / "out",
+                         "-c", line)
+    assert rc == 1
+    found = refusals(err)
+    assert [Path(m["path"]) for m in found] == refused
+    for match, target in zip(found, refused):
+        assert_named_input_holds(match, target)
+    assert len(kept) == 2 and all(p.read_bytes() == data for p, data in kept.items())
+    assert not [p for p in refused if p.exists() and p not in kept]
+    assert (given / "fusion" / "sub" / "ok.txt").read_text().strip()
