@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from precision_shell.commands import REGISTRY
 from precision_shell.atomic_write import write_atomic
+from precision_shell.commands import REGISTRY
 from precision_shell.commands.runner import Outcome, execute, split_statements
 from precision_shell.errors import FormatError, PshellError, UsageError
 from precision_shell.logfile import log_internal_error

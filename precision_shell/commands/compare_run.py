@@ -23,8 +23,8 @@ from precision_shell.analysis.root_cause import (
     Criteria, Suspect, SuspectList, find_suspects, fusion_switch_config, keep_fp32_names, parse_condition,
 )
 from precision_shell.analysis.tensor_compare import compare_pair
-from precision_shell.commands.export import write_rows
 from precision_shell.atomic_write import write_atomic
+from precision_shell.commands.export import write_rows
 from precision_shell.commands.results import Message, Sections, Table
 from precision_shell.commands.stepping import golden_stats_rows
 from precision_shell.errors import CommandError, UsageError

@@ -17,8 +17,8 @@ from precision_shell.analysis.compare_worker import dump_logical_array
 from precision_shell.analysis.histogram import histogram, histogram_lines
 from precision_shell.analysis.node_panel import stats_json
 from precision_shell.analysis.tensor_compare import tensor_stats
-from precision_shell.commands.inspect_cmd import graph_file_stem
 from precision_shell.atomic_write import write_atomic
+from precision_shell.commands.inspect_cmd import graph_file_stem
 from precision_shell.commands.results import Sections
 from precision_shell.errors import CommandError, FormatError
 from precision_shell.model.session import Session

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from precision_shell.errors import CommandError, FormatError
+from precision_shell.model.workspace import Workspace
 
 TREE, FOLDER, FILE = "tree", "folder", "file"
 
@@ -88,6 +89,41 @@ class OutputGuard:
             return (f"inside the input folder {pd} (precision_data: pshell writes there only "
                     f"under temp/pshell)")
         return None
+
+
+def workspace_inputs(ws: Workspace, npu_root: Path | None) -> list[InputPlace]:
+    """What a session on ``ws`` reads (formats.md §5); ``npu_root``: the ``--npu`` folder."""
+    places = []
+
+    def add(path: Path | None, kind: str, what: str) -> None:
+        if path is not None:
+            places.append(InputPlace.of(path, kind, what))
+
+    pd = ws.precision_data
+    if pd is not None:
+        for run_dir in sorted(pd.glob("npu/debug_*")):
+            add(run_dir, TREE, "NPU run folder")
+            add(run_dir / "dump", TREE, "NPU dump tree")
+            add(run_dir / "graph", TREE, "GE graph folder")
+        add(pd / "temp" / "vector_compare", TREE, "vendor compare CSV folder")
+    if npu_root is not None:
+        add(npu_root, TREE, "NPU dump folder (--npu)")
+    elif pd is None and ws.dump_sets:
+        add(ws.root, TREE, "NPU dump folder")
+    for dump_set in ws.dump_sets:
+        add(dump_set.path, TREE, f"dump folder of {dump_set.label}")
+    for folder in ws.overflow_dirs:
+        add(folder, TREE, "overflow dump folder")
+    add(ws.golden_dir, TREE, "golden .npy folder")
+    for graph_file in ws.graph_files:
+        add(graph_file, FILE, "GE graph file")
+        add(graph_file.parent, FOLDER, "folder of the GE graph file")
+    if ws.fusion_file is not None:
+        add(ws.fusion_file, FILE, "fusion report")
+        add(ws.fusion_file.parent, FOLDER, "folder of the fusion report")
+    for csv_file in ws.compare_csvs:
+        add(csv_file, FILE, "vendor compare CSV")
+    return places
 
 
 def require_parent(path: Path) -> None:

@@ -16,7 +16,9 @@ from precision_shell.errors import CommandError, FormatError, PshellError
 from precision_shell.model.dump_index import DumpFile, DumpIndex, scan_dump_dir
 from precision_shell.model.golden_index import GoldenIndex, scan_golden_dir
 from precision_shell.model.load_cache import LoadCache, file_key
-from precision_shell.model.output_guard import FILE, FOLDER, TREE, InputPlace, OutputGuard, require_parent
+from precision_shell.model.output_guard import (
+    FILE, InputPlace, OutputGuard, require_parent, workspace_inputs,
+)
 from precision_shell.model.progress import silent_progress
 from precision_shell.model.workspace import DumpSet, Workspace, discover
 
@@ -242,7 +244,7 @@ class Session:
     def input_places(self) -> list[InputPlace]:
         """What the session reads, for the output guard (formats.md §5)."""
         if self._input_places is None:
-            self._input_places = _workspace_inputs(self.workspace, self.npu_root)
+            self._input_places = workspace_inputs(self.workspace, self.npu_root)
         return self._input_places + self.extra_inputs
 
     def output_guard(self, output_dir: Path | None = None) -> OutputGuard:
@@ -265,37 +267,3 @@ def _make_folder(path: Path, parents: bool) -> None:
         raise FormatError(path, f"folder {path.parent} does not exist") from None
     except OSError as exc:
         raise FormatError(path, f"cannot create output folder ({exc.strerror})") from None
-
-
-def _workspace_inputs(ws: Workspace, npu_root: Path | None) -> list[InputPlace]:
-    places = []
-
-    def add(path: Path | None, kind: str, what: str) -> None:
-        if path is not None:
-            places.append(InputPlace.of(path, kind, what))
-
-    pd = ws.precision_data
-    if pd is not None:
-        for run_dir in sorted(pd.glob("npu/debug_*")):
-            add(run_dir, TREE, "NPU run folder")
-            add(run_dir / "dump", TREE, "NPU dump tree")
-            add(run_dir / "graph", TREE, "GE graph folder")
-        add(pd / "temp" / "vector_compare", TREE, "vendor compare CSV folder")
-    if npu_root is not None:
-        add(npu_root, TREE, "NPU dump folder (--npu)")
-    elif pd is None and ws.dump_sets:
-        add(ws.root, TREE, "NPU dump folder")
-    for dump_set in ws.dump_sets:
-        add(dump_set.path, TREE, f"dump folder of {dump_set.label}")
-    for folder in ws.overflow_dirs:
-        add(folder, TREE, "overflow dump folder")
-    add(ws.golden_dir, TREE, "golden .npy folder")
-    for graph_file in ws.graph_files:
-        add(graph_file, FILE, "GE graph file")
-        add(graph_file.parent, FOLDER, "folder of the GE graph file")
-    if ws.fusion_file is not None:
-        add(ws.fusion_file, FILE, "fusion report")
-        add(ws.fusion_file.parent, FOLDER, "folder of the fusion report")
-    for csv_file in ws.compare_csvs:
-        add(csv_file, FILE, "vendor compare CSV")
-    return places
