@@ -210,7 +210,7 @@ def test_dotdot_paths_are_resolved(ws, capsys, tmp_path):
     sneaky = tmp_path / "no" / ".." / ".." / os.path.relpath(pd / "fusion", tmp_path.parent) / "x.txt"
     before = snapshot(ws)
     rc, _, err = run_cli(capsys, ws, "-o", tmp_path / "out", "-c", f"info > {sneaky}")
-    assert rc == 1 and refusals(err)[0]["folder"] == str(pd / "fusion")
+    assert rc == 1 and refusals(err)[0]["folder"] == str(pd)   # precision_data: only temp/pshell
     assert snapshot(ws) == before
     # and `..` that ends outside the inputs is fine
     fine = pd / "tf" / ".." / ".." / ".." / tmp_path.name / "ok.txt"
@@ -271,8 +271,9 @@ def test_rewriting_a_file_keeps_its_mode(tmp_path):
 
 
 def test_paths_given_on_the_command_line_are_inputs(ws, capsys, tmp_path):
-    """--npu/--golden/--overflow folders are input trees; the folder of a --graph/--fusion file
-    takes no new file (its subfolders may), and the files themselves are never replaced."""
+    """--npu/--golden/--overflow folders are input trees; --graph/--fusion files are never
+    replaced, while new files beside them are fine (such a file often sits in the user's own
+    working folder, where `vcs > low.txt` must work)."""
     pd = ws / "precision_data"
     given = tmp_path / "given"
     leaf = next(p for p in (pd / "npu/debug_0/dump").rglob("*") if p.is_file()).parent
@@ -284,10 +285,11 @@ def test_paths_given_on_the_command_line_are_inputs(ws, capsys, tmp_path):
     shutil.copy(pd / "fusion" / "fusion_result.json", given / "fusion" / "fusion_result.json")
     (given / "fusion" / "sub").mkdir()
     refused = [given / "npu" / "x.txt", given / "npu" / "run" / "x.txt", given / "golden" / "x.txt",
-               given / "overflow" / "dump" / "x.txt", given / "graph.txt", given / "x.txt",
-               given / "fusion" / "fusion_result.json", given / "fusion" / "x.txt"]
+               given / "overflow" / "dump" / "x.txt", given / "graph.txt",
+               given / "fusion" / "fusion_result.json"]
     kept = {p: p.read_bytes() for p in refused if p.exists()}   # the graph and fusion files
-    line = "; ".join(f"info > {p}" for p in refused) + f"; info > {given / 'fusion' / 'sub' / 'ok.txt'}"
+    fine = [given / "x.txt", given / "fusion" / "x.txt", given / "fusion" / "sub" / "ok.txt"]
+    line = "; ".join(f"info > {p}" for p in refused + fine)
     (tmp_path / "root").mkdir()     # a workspace folder of its own: every part comes from a flag
     rc, _, err = run_cli(capsys, tmp_path / "root", "--npu", given / "npu", "--golden", given / "golden",
                          "--overflow", given / "overflow", "--graph", given / "graph.txt",
@@ -300,4 +302,4 @@ def test_paths_given_on_the_command_line_are_inputs(ws, capsys, tmp_path):
         assert_named_input_holds(match, target)
     assert len(kept) == 2 and all(p.read_bytes() == data for p, data in kept.items())
     assert not [p for p in refused if p.exists() and p not in kept]
-    assert (given / "fusion" / "sub" / "ok.txt").read_text().strip()
+    assert all(p.read_text().strip() for p in fine)

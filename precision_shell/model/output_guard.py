@@ -9,8 +9,6 @@ through its existing part, so a link anywhere on the way into an input folder is
   ``temp/vector_compare`` CSVs are inputs);
 - nothing inside an input tree (dump roots and leaves, ``npu/debug_N`` with its ``dump`` and
   ``graph``, golden, overflow, vendor CSV folders, ``--npu/--golden/--overflow`` folders);
-- nothing directly in the folder of an input file (the fusion report's folder, an explicit
-  ``--graph``/``--fusion`` file's folder): its subfolders may hold outputs;
 - never over an input file (graph files, fusion report, vendor CSVs, the script given with ``-f``,
   the config file).
 
@@ -26,7 +24,7 @@ from pathlib import Path
 from precision_shell.errors import CommandError, FormatError
 from precision_shell.model.workspace import Workspace
 
-TREE, FOLDER, FILE = "tree", "folder", "file"
+TREE, FILE = "tree", "file"
 
 
 def resolved(path: str | os.PathLike) -> Path:
@@ -36,11 +34,11 @@ def resolved(path: str | os.PathLike) -> Path:
 
 @dataclass(frozen=True)
 class InputPlace:
-    """Something the session reads: a folder tree, a folder's own files, or one file."""
+    """Something the session reads: a folder tree or one file."""
 
     path: Path        # as the workspace names it (shown in messages)
     real: Path        # resolved (compared)
-    kind: str         # TREE, FOLDER or FILE
+    kind: str         # TREE or FILE
     what: str         # "golden .npy folder", ...
 
     @classmethod
@@ -78,9 +76,7 @@ class OutputGuard:
             if place.kind == FILE and real == place.real:
                 return f"over the input file {place.path} ({place.what})"
         where = real if folder else real.parent   # the folder that gets the new file
-        inside = [p for p in self.places
-                  if (p.kind == TREE and real.is_relative_to(p.real))
-                  or (p.kind == FOLDER and p.real in (where, real))]
+        inside = [p for p in self.places if p.kind == TREE and real.is_relative_to(p.real)]
         if inside:
             place = max(inside, key=lambda p: len(p.real.parts))   # the most specific one
             return f"inside the input folder {place.path} ({place.what})"
@@ -117,10 +113,8 @@ def workspace_inputs(ws: Workspace, npu_root: Path | None) -> list[InputPlace]:
     add(ws.golden_dir, TREE, "golden .npy folder")
     for graph_file in ws.graph_files:
         add(graph_file, FILE, "GE graph file")
-        add(graph_file.parent, FOLDER, "folder of the GE graph file")
     if ws.fusion_file is not None:
         add(ws.fusion_file, FILE, "fusion report")
-        add(ws.fusion_file.parent, FOLDER, "folder of the fusion report")
     for csv_file in ws.compare_csvs:
         add(csv_file, FILE, "vendor compare CSV")
     return places
