@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from precision_shell.errors import FormatError
 from precision_shell.formats.msprobe_dump import load_leaf, read_msprobe_dump, read_rank_dump
@@ -177,7 +179,7 @@ def test_old_schema_null_and_odd_statistics_unknown_dtype(tmp_path):
                 {**leaf, "dtype": "torch.float4_e2m1fn_x2"}, {**leaf, "dtype": 7, "shape": [-1]}]}}
     # an older dump: no framework key (means pytorch), statistics task, NaN/Infinity literals
     rank_dir = _write_rank(tmp_path / "step0" / "rank", data, {}, framework=..., task="statistics",
-                           dump_data_dir=None)
+                           dump_data_dir=None, level=["L1"])
     assert "NaN" in (rank_dir / "dump.json").read_text()
     rank = read_rank_dump(find_rank_dirs(rank_dir)[0])
     assert (rank.framework, rank.task) == ("pytorch", "md5")    # statistics + md5 leaves
@@ -187,7 +189,9 @@ def test_old_schema_null_and_odd_statistics_unknown_dtype(tmp_path):
     assert a.md5 == "8465ff67" and a.file is None
     assert bad_dtype.dtype is None and bad_dtype.dtype_raw == "torch.float4_e2m1fn_x2" and bad_dtype.shape == (2,)
     where = f"{rank_dir / 'dump.json'}: Torch.cat.3.forward"
-    assert rank.warnings == [f"{where} output.0: unknown dtype 'torch.float4_e2m1fn_x2'",
+    assert rank.level is None
+    assert rank.warnings == [f"{rank_dir / 'dump.json'}: level ['L1'] is not a string, ignored",
+                             f"{where} output.0: unknown dtype 'torch.float4_e2m1fn_x2'",
                              f"{where} output.1: bad shape [-1]",
                              f"{where} output.1: unknown dtype '7'"]
     with pytest.raises(FormatError, match="output.0: no tensor file"):
@@ -338,3 +342,54 @@ def test_real_msprobe_sample_data():
                     arr = load_leaf(leaf).astype(np.float64)
                     if arr.size and leaf.dtype != "bool" and not np.isnan(arr).any():
                         assert float(arr.max()) == leaf.max and float(arr.min()) == leaf.min, leaf.file
+
+
+FUZZ = settings(max_examples=120, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+@FUZZ
+@given(cut=st.integers(0, 10**6), edits=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(
+    list(b'{}[]",:0-9eE.ntfNI \\x'))), max_size=4))
+def test_fuzz_dump_json_never_raises(tmp_path_factory, cut, edits):
+    """Whatever a dump.json holds, reading the folder gives entries and warnings, never an
+    exception; loading any leaf gives an array or a FormatError."""
+    rank_dir = tmp_path_factory.mktemp("fz") / "step0" / "rank0"
+    data, files = _pytorch_data()
+    _write_rank(rank_dir, data, files)
+    text = bytearray((rank_dir / "dump.json").read_bytes())
+    for pos, value in edits:
+        text[pos % len(text)] = value
+    (rank_dir / "dump.json").write_bytes(bytes(text[:cut % (len(text) + 1)]))
+    rank = read_rank_dump(find_rank_dirs(rank_dir)[0])
+    for entry in rank.entries:
+        for leaf in entry.leaves:
+            if leaf.file:
+                try:
+                    load_leaf(leaf)
+                except FormatError:
+                    pass
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats() | st.sampled_from(
+        ["torch.Tensor", "torch.float32", "BFloat16", "x.pt", "../x.pt", "", "0"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
+        ["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "md5", "value", "data_name",
+         "requires_grad", "input_args", "input_kwargs", "input", "output", "parameters", "0", "weight"]),
+        inner, max_size=5),
+    max_leaves=12)
+
+
+@FUZZ
+@given(header=st.dictionaries(st.sampled_from(["task", "level", "framework", "dump_data_dir", "data"]), _JSON),
+       entries=st.dictionaries(st.sampled_from([LIN, MOD, "Module.fc1.Linear.parameters_grad.0", "x"]), _JSON),
+       stack=_JSON, construct=_JSON)
+def test_fuzz_json_shapes_never_raise(tmp_path_factory, header, entries, stack, construct):
+    rank_dir = tmp_path_factory.mktemp("fz") / "step0" / "rank0"
+    rank_dir.mkdir(parents=True)
+    doc = {**header, "data": entries} if entries or "data" not in header else header
+    for name, value in (("dump.json", doc), ("stack.json", stack), ("construct.json", construct)):
+        (rank_dir / name).write_text(json.dumps(value))
+    dump = read_msprobe_dump(rank_dir)
+    assert all(isinstance(w, str) and "\n" not in w for w in dump.warnings)

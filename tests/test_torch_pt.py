@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from precision_shell.errors import FormatError
 from precision_shell.formats import torch_pt
@@ -264,3 +266,49 @@ def test_storage_member_truncated_after_open(tmp_path):
     # the pickle says 12 floats; the member now holds 1: refused at open, before any read
     with pytest.raises(FormatError, match="holds 4 bytes"):
         open_pt(_rewrite(DATA / "fp32.pt", tmp_path / "fp32.pt", shorten))
+
+
+# --- fuzzing: any bytes give a value or a FormatError, and nothing runs ----------------------------
+
+FUZZ = settings(max_examples=150, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+_SEEDS = ["view_t.pt", "state_dict.pt", "shared.pt", "fp8_e4m3fn.pt", "param.pt"]
+
+
+def _open_and_load(path):
+    try:
+        obj = open_pt(path)
+    except FormatError:
+        return
+    for t in _tensors(obj).values() if isinstance(obj, (dict, PtTensor)) else ():
+        if isinstance(t, PtTensor):
+            try:
+                t.load()
+            except FormatError:
+                pass
+
+
+@FUZZ
+@given(seed=st.sampled_from(_SEEDS), edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
+                                                    min_size=1, max_size=4))
+def test_fuzz_pickle_bytes(tmp_path, seed, edits):
+    def flip(name, data):
+        if name.endswith("/data.pkl"):
+            data = bytearray(data)
+            for pos, value in edits:
+                data[pos % len(data)] = value
+            data = bytes(data)
+        return data
+    _open_and_load(_rewrite(DATA / seed, tmp_path / "f.pt", flip))
+
+
+@FUZZ
+@given(seed=st.sampled_from(_SEEDS), cut=st.integers(0, 4000),
+       edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3))
+def test_fuzz_file_bytes(tmp_path, seed, cut, edits):
+    data = bytearray((DATA / seed).read_bytes())
+    for pos, value in edits:
+        data[pos % len(data)] = value
+    path = tmp_path / "f.pt"
+    path.write_bytes(bytes(data[:len(data) - cut % len(data)] if cut else data))
+    _open_and_load(path)

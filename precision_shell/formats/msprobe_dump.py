@@ -157,8 +157,15 @@ def _read_dump_json(rank: RankDump, json_path: str, tensor_dir: str, files: list
     if cut is not None:
         rank.warnings.append(f"{json_path}: truncated or invalid ({cut}); kept the "
                              f"{len(doc.get('data') or {})} entries before it")
-    rank.framework = doc.get("framework", "pytorch")
-    rank.task, rank.level, rank.dump_data_dir = doc.get("task"), doc.get("level"), doc.get("dump_data_dir")
+    header = {}
+    for key in ("framework", "task", "level", "dump_data_dir"):
+        value = doc.get(key)
+        if value is not None and not isinstance(value, str):
+            rank.warnings.append(f"{json_path}: {key} {value!r:.60} is not a string, ignored")
+            value = None
+        header[key] = value
+    rank.framework = header["framework"] or "pytorch"    # older dumps have no key (A2)
+    rank.task, rank.level, rank.dump_data_dir = header["task"], header["level"], header["dump_data_dir"]
     data = doc.get("data", {})
     if not isinstance(data, dict):
         rank.warnings.append(f"{json_path}: 'data' is not an object")

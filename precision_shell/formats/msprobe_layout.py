@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..errors import FormatError
 from .torch_pt import TORCH_DTYPES
@@ -155,8 +156,11 @@ def split_tensor_file_name(file_name: str) -> tuple[str, str] | None:
 def normalize_dtype(raw: str) -> str | None:
     """numpy / ml_dtypes name of a torch (``torch.bfloat16``) or MindSpore (``BFloat16``,
     ``mindspore.float32``) dtype string; None when unknown."""
-    if not isinstance(raw, str):
-        return None
+    return _dtype_name(raw) if isinstance(raw, str) else None
+
+
+@lru_cache(maxsize=256)    # runs per leaf; numpy's dtype.name is slow (~9 us)
+def _dtype_name(raw: str) -> str | None:
     key = raw.strip().removeprefix("torch.").removeprefix("mindspore.").lower()
     dtype = TORCH_DTYPES.get(key)
     return dtype.name if dtype is not None else None

@@ -12,7 +12,6 @@ is a file that holds one tensor. The outputs are committed; tests never import t
 """
 
 import json
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
