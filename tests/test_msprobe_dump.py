@@ -383,7 +383,7 @@ _JSON = st.recursive(
 
 @FUZZ
 @given(header=st.dictionaries(st.sampled_from(["task", "level", "framework", "dump_data_dir", "data"]), _JSON),
-       entries=st.dictionaries(st.sampled_from([LIN, MOD, "Module.fc1.Linear.parameters_grad.0", "x"]), _JSON),
+       entries=st.dictionaries(st.sampled_from([LIN, MOD, "Module.fc1.Linear.parameters_grad.0", "x\ny"]), _JSON),
        stack=_JSON, construct=_JSON)
 def test_fuzz_json_shapes_never_raise(tmp_path_factory, header, entries, stack, construct):
     rank_dir = tmp_path_factory.mktemp("fz") / "step0" / "rank0"

@@ -219,6 +219,9 @@ def _tensor_pickle(size: bytes, stride: bytes, offset: int = 0) -> bytes:
     (b"J\xff\xff\xff\xff\x85", b"K\x01\x85", 0, "bad tensor size"),             # negative
     (b"\x8a\x09" + b"\x01" * 9 + b"\x85", b"K\x01\x85", 0, "bad tensor size"),  # 2**65-ish
     (b"K\x02\x85", b"K\x01K\x01\x86", 0, "bad tensor geometry"),               # rank mismatch
+    # 2**40 elements, all one stored float (stride 0): refused before load() could allocate 4 TB
+    (b"\x8a\x06" + (1 << 40).to_bytes(6, "little") + b"\x85", b"K\x00\x85", 0,
+     "expanded tensor of 1099511627776 elements over a storage of 2"),
 ])
 def test_geometry_is_checked_before_any_read(tmp_path, size, stride, offset, reason):
     with pytest.raises(FormatError, match=reason):

@@ -134,6 +134,8 @@ def read_rank_dump(location: RankDir) -> RankDump:
         _recover_entries(rank, tensor_dir, rank.undescribed_files)
     rank.stack = _read_stack(os.path.join(location.path, "stack.json"), rank.warnings)
     rank.construct = _read_construct(os.path.join(location.path, "construct.json"), rank.warnings)
+    # names in warnings come from the files: keep each warning on one line whatever they hold
+    rank.warnings = [w.replace("\n", "\\n").replace("\r", "\\r") for w in rank.warnings]
     return rank
 
 

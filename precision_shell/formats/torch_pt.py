@@ -32,6 +32,8 @@ from ..errors import FormatError
 # A pickle is opcodes only (tensor bytes live in data/N): even a state dict with 10k tensors
 # needs ~1.5 MB, so anything larger is not a torch.save file worth unpickling.
 MAX_PICKLE_BYTES = 8 << 20
+# a view cannot be larger than its storage, which the file holds, unless it repeats elements
+MAX_EXPANDED_BYTES = 1 << 30
 _MAX_DIM = 1 << 62
 
 # torch dtype names (as in `torch.bfloat16` and in msprobe's "torch.bfloat16") -> numpy dtypes
@@ -115,14 +117,22 @@ class PtTensor:
         """The tensor's values as a C-contiguous array (a copy only when the view is strided)."""
         if self.size == 0:
             return np.empty(self.shape, self.dtype)
-        # elements of the storage, counted in the tensor's dtype, from `offset` to the last one
-        span = 1 + sum((n - 1) * s for n, s in zip(self.shape, self.stride))
-        flat = _read_elements(self.storage, self.dtype, self.offset, span)
-        if span == self.size and self.stride == _contiguous_strides(self.shape):
-            return flat.reshape(self.shape)
-        view = np.lib.stride_tricks.as_strided(
-            flat, self.shape, tuple(s * self.dtype.itemsize for s in self.stride), writeable=False)
-        return np.ascontiguousarray(view)
+        span = _span(self.shape, self.stride)
+        try:
+            flat = _read_elements(self.storage, self.dtype, self.offset, span)
+            if span == self.size and self.stride == _contiguous_strides(self.shape):
+                return flat.reshape(self.shape)
+            view = np.lib.stride_tricks.as_strided(
+                flat, self.shape, tuple(s * self.dtype.itemsize for s in self.stride), writeable=False)
+            return np.ascontiguousarray(view)
+        except MemoryError:
+            raise FormatError(self.storage.path, f"tensor of {self.size * self.dtype.itemsize} bytes "
+                                                 f"does not fit in memory") from None
+
+
+def _span(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
+    """Storage elements (in the tensor's dtype) from the view's first element to its last."""
+    return 1 + sum((n - 1) * s for n, s in zip(shape, stride))
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -199,9 +209,13 @@ def _tensor(storage, offset, size, stride, requires_grad=False, dtype: np.dtype 
         raise ValueError(f"bad tensor geometry size={shape} stride={strides} offset={offset!r:.40}")
     dtype = storage.dtype if dtype is None else dtype
     storage_elems = storage.numel * storage.dtype.itemsize // dtype.itemsize
-    if math.prod(shape) and offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides)) > storage_elems:
+    size = math.prod(shape)
+    if size and offset + _span(shape, strides) > storage_elems:
         raise ValueError(f"tensor size {list(shape)} stride {list(strides)} offset {offset} "
                          f"exceeds its storage of {storage_elems} elements")
+    # stride-0 (expanded) views hold more elements than their storage: cap what load() allocates
+    if size > storage_elems and size * dtype.itemsize > MAX_EXPANDED_BYTES:
+        raise ValueError(f"expanded tensor of {size} elements over a storage of {storage_elems}")
     return PtTensor(storage, offset, shape, strides, dtype, bool(requires_grad))
 
 
