@@ -1,0 +1,364 @@
+"""msprobe dumps of PyTorch / MindSpore eager runs (framework-dumps.md A): entries, leaves, files.
+
+:func:`read_msprobe_dump` takes a dump root, a ``step*`` folder, a rank folder or a ``dump.json``
+path and returns plain dataclasses: the run's framework / task / level, its steps and ranks, and
+per ``dump.json`` the entries in dump order, each with its leaves flattened under stable paths
+(``input.0``, ``input.1.2``, ``input.dim`` for a keyword, ``output.0``, ``parameters.weight``;
+``weight`` in a ``parameters_grad`` entry) -- the names msprobe's compare and its tensor files use.
+
+Nothing bad in one place stops the rest: a truncated ``dump.json`` keeps its entries before the
+cut, a missing one is rebuilt from the tensor file names, and listed-but-absent files, unknown
+dtypes and malformed leaves each add one warning line naming the file and the reason. Tensor
+bytes are read only by :func:`load_leaf` (``.pt`` through :mod:`.torch_pt`, ``.npy`` through
+:mod:`.golden_npy`; MindSpore saves bf16 as fp32 ``.npy``, so the array's dtype can be wider
+than :attr:`Leaf.dtype`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import FormatError
+from .golden_npy import load_npy, read_npy_header
+from .msprobe_json import load_json, read_json_text, salvage_object
+from .msprobe_layout import (TENSOR_DIR, RankDir, find_rank_dirs, normalize_dtype,
+                             parse_entry_name, split_tensor_file_name)
+from .torch_pt import PtTensor, load_pt_tensor, open_pt
+
+_MAX_LEAF_DEPTH = 16
+_STATS = (("max", "Max"), ("min", "Min"), ("mean", "Mean"), ("norm", "Norm"))
+# entry keys -> leaf path roots; input_args and input_kwargs both become "input" (A6)
+_ROOTS = {"input_args": "input", "input_kwargs": "input", "input": "input", "output": "output",
+          "parameters": "parameters"}
+
+
+@dataclass
+class Leaf:
+    """One argument, result or parameter of an entry: a tensor (dtype, shape, statistics, file)
+    or a plain value (``type`` "int", "float", "str", ... with ``value``), or None (``type`` None)."""
+    path: str
+    type: str | None
+    dtype: str | None = None         # numpy / ml_dtypes name ("bfloat16"); None when unknown
+    dtype_raw: str | None = None     # as written ("torch.bfloat16", "BFloat16")
+    shape: tuple[int, ...] | None = None
+    max: float | None = None
+    min: float | None = None
+    mean: float | None = None
+    norm: float | None = None
+    md5: str | None = None
+    requires_grad: bool | None = None
+    value: object = None
+    data_name: str | None = None
+    file: str | None = None          # data_name resolved in dump_tensor_data/ next to dump.json
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.shape is not None
+
+
+@dataclass
+class Entry:
+    name: str
+    kind: str            # forward | backward | parameters_grad | unknown
+    scope: str           # api | module
+    prefix: str          # Functional, Torch, Tensor, Module, Cell, Mint, ...
+    op: str              # "linear", "fc1.Linear"
+    counter: int | None
+    leaves: list[Leaf] = field(default_factory=list)
+
+
+@dataclass
+class RankDump:
+    """One ``dump.json`` folder."""
+    location: RankDir
+    framework: str | None = None     # pytorch | mindspore (a dump.json without the key: pytorch)
+    task: str | None = None          # tensor | statistics | md5 (statistics with md5 leaves)
+    level: str | None = None         # L0 | L1 | mix | ...
+    dump_data_dir: str | None = None     # as recorded at capture time; not used to find files
+    entries: list[Entry] = field(default_factory=list)
+    stack: dict[str, tuple[str, ...]] = field(default_factory=dict)   # entry name -> frames
+    construct: dict[str, str | None] = field(default_factory=dict)    # node -> parent module
+    undescribed_files: list[str] = field(default_factory=list)   # tensor files dump.json lacks
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MsprobeDump:
+    root: str
+    ranks: list[RankDump]
+    framework: str | None
+    task: str | None
+    level: str | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def steps(self) -> list[int | None]:
+        return sorted({r.location.step for r in self.ranks}, key=lambda s: -1 if s is None else s)
+
+    @property
+    def rank_names(self) -> list[str]:
+        return list(dict.fromkeys(r.location.rank for r in self.ranks))
+
+
+def read_msprobe_dump(path: str | os.PathLike) -> MsprobeDump:
+    """Every rank folder under ``path``, parsed. FormatError only when ``path`` holds no dump."""
+    ranks = [read_rank_dump(loc) for loc in find_rank_dirs(path)]
+    warnings = [w for r in ranks for w in r.warnings]
+    run = {}
+    for key in ("framework", "task", "level"):
+        values = list(dict.fromkeys(getattr(r, key) for r in ranks if getattr(r, key) is not None))
+        run[key] = values[0] if values else None
+        if len(values) > 1:
+            warnings.append(f"{os.fspath(path)}: ranks disagree on {key}: {', '.join(map(str, values))}")
+    return MsprobeDump(os.fspath(path), ranks, warnings=warnings, **run)
+
+
+def read_rank_dump(location: RankDir) -> RankDump:
+    rank = RankDump(location)
+    json_path = os.path.join(location.path, "dump.json")
+    tensor_dir = os.path.join(location.path, TENSOR_DIR)
+    files = _list_tensor_files(tensor_dir, rank.warnings)
+    if os.path.exists(json_path):
+        _read_dump_json(rank, json_path, tensor_dir, files)
+    else:
+        rank.warnings.append(f"{json_path}: missing; entries rebuilt from the {len(files)} "
+                             f"tensor file names (statistics unknown)")
+        rank.framework = "mindspore" if files and all(f.endswith(".npy") for f in files) else "pytorch"
+        rank.task = "tensor"
+    described = {leaf.data_name for e in rank.entries for leaf in e.leaves if leaf.data_name}
+    rank.undescribed_files = [f for f in files if f not in described]
+    if rank.undescribed_files:
+        _recover_entries(rank, tensor_dir, rank.undescribed_files)
+    rank.stack = _read_stack(os.path.join(location.path, "stack.json"), rank.warnings)
+    rank.construct = _read_construct(os.path.join(location.path, "construct.json"), rank.warnings)
+    # names in warnings come from the files: keep each warning on one line whatever they hold
+    rank.warnings = [w.replace("\n", "\\n").replace("\r", "\\r") for w in rank.warnings]
+    return rank
+
+
+def _list_tensor_files(tensor_dir: str, warnings: list[str]) -> list[str]:
+    try:
+        with os.scandir(tensor_dir) as it:
+            return sorted(e.name for e in it if e.name.endswith((".pt", ".npy")))
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        warnings.append(f"{tensor_dir}: cannot list: {e.strerror or e}")
+        return []
+
+
+def _read_dump_json(rank: RankDump, json_path: str, tensor_dir: str, files: list[str]) -> None:
+    try:
+        doc, cut = salvage_object(read_json_text(json_path))
+    except FormatError as e:
+        rank.warnings.append(str(e))
+        return
+    if cut is not None:
+        rank.warnings.append(f"{json_path}: truncated or invalid ({cut}); kept the "
+                             f"{len(doc.get('data') or {})} entries before it")
+    header = {}
+    for key in ("framework", "task", "level", "dump_data_dir"):
+        value = doc.get(key)
+        if value is not None and not isinstance(value, str):
+            rank.warnings.append(f"{json_path}: {key} {value!r:.60} is not a string, ignored")
+            value = None
+        header[key] = value
+    rank.framework = header["framework"] or "pytorch"    # older dumps have no key (A2)
+    rank.task, rank.level, rank.dump_data_dir = header["task"], header["level"], header["dump_data_dir"]
+    data = doc.get("data", {})
+    if not isinstance(data, dict):
+        rank.warnings.append(f"{json_path}: 'data' is not an object")
+        return
+    present = set(files)
+    for name, body in data.items():
+        entry = Entry(name, *_entry_fields(name))
+        if not isinstance(body, dict):
+            rank.warnings.append(f"{json_path}: entry {name}: not an object, skipped")
+            continue
+        if entry.kind == "parameters_grad":
+            for param, value in body.items():
+                grads = value if isinstance(value, list) else [value]
+                for i, item in enumerate(grads):
+                    _flatten(item, param if len(grads) == 1 else f"{param}.{i}", 0, entry, rank, json_path)
+        else:
+            for key, value in body.items():
+                root = _ROOTS.get(key)
+                if root is None:
+                    continue    # extra keys (msprobe adds some per version) carry no leaves
+                _flatten(value, root, 0, entry, rank, json_path)
+        for leaf in entry.leaves:
+            if leaf.data_name is not None:
+                leaf.file = os.path.join(tensor_dir, leaf.data_name)
+                if leaf.data_name not in present:
+                    rank.warnings.append(f"{leaf.file}: listed in dump.json ({name} {leaf.path}) but absent")
+        rank.entries.append(entry)
+    if rank.task == "statistics" and any(leaf.md5 for e in rank.entries for leaf in e.leaves):
+        rank.task = "md5"
+
+
+def _entry_fields(name: str) -> tuple:
+    parsed = parse_entry_name(name)
+    return parsed.kind, parsed.scope, parsed.prefix, parsed.op, parsed.counter
+
+
+def _flatten(node, path: str, depth: int, entry: Entry, rank: RankDump, json_path: str) -> None:
+    if depth > _MAX_LEAF_DEPTH:
+        rank.warnings.append(f"{json_path}: {entry.name} {path}: nested deeper than {_MAX_LEAF_DEPTH}, skipped")
+        return
+    if node is None:
+        entry.leaves.append(Leaf(path, None))
+    elif isinstance(node, dict) and isinstance(node.get("type"), str):
+        entry.leaves.append(_leaf(node, path, f"{json_path}: {entry.name} {path}", rank.warnings))
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            _flatten(value, f"{path}.{key}", depth + 1, entry, rank, json_path)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _flatten(value, f"{path}.{i}", depth + 1, entry, rank, json_path)
+    else:
+        rank.warnings.append(f"{json_path}: {entry.name} {path}: unexpected {type(node).__name__}, skipped")
+
+
+def _leaf(node: dict, path: str, where: str, warnings: list[str]) -> Leaf:
+    leaf = Leaf(path, node["type"], value=node.get("value"))
+    if "dtype" in node and "shape" in node and "value" not in node:
+        leaf.shape = _shape(node["shape"])
+        if leaf.shape is None:
+            warnings.append(f"{where}: bad shape {node['shape']!r:.60}")
+            leaf.shape = ()
+        leaf.dtype_raw = node["dtype"] if isinstance(node["dtype"], str) else repr(node["dtype"])
+        leaf.dtype = normalize_dtype(node["dtype"])
+        if leaf.dtype is None:
+            warnings.append(f"{where}: unknown dtype {leaf.dtype_raw!r}")
+    for attr, key in _STATS:
+        setattr(leaf, attr, _stat(node.get(key)))
+    md5 = node.get("md5")
+    leaf.md5 = md5 if isinstance(md5, str) else None
+    rg = node.get("requires_grad")
+    leaf.requires_grad = rg if isinstance(rg, bool) else None
+    data_name = node.get("data_name")
+    if isinstance(data_name, str) and data_name and os.path.basename(data_name) == data_name \
+            and data_name not in (".", ".."):
+        leaf.data_name = data_name
+    elif data_name is not None:
+        warnings.append(f"{where}: bad data_name {data_name!r:.80}, ignored")
+    return leaf
+
+
+def _shape(value) -> tuple[int, ...] | None:
+    if isinstance(value, list) and len(value) <= 64 and all(type(d) is int and d >= 0 for d in value):
+        return tuple(value)
+    return None
+
+
+def _stat(value) -> float | None:
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    if isinstance(value, str):     # older dumps wrote "inf"/"nan" as strings
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _recover_entries(rank: RankDump, tensor_dir: str, names: list[str]) -> None:
+    """Entries for tensor files dump.json does not describe (a crash before the last flush):
+    name, kind and leaf path from the file name, dtype and shape from the file's header."""
+    by_name = {e.name: e for e in rank.entries}
+    for file_name in names:
+        path = os.path.join(tensor_dir, file_name)
+        split = split_tensor_file_name(file_name)
+        if split is None:
+            rank.warnings.append(f"{path}: not described by dump.json and not an msprobe tensor name")
+            continue
+        entry_name, leaf_path = split
+        entry = by_name.get(entry_name)
+        if entry is None:
+            entry = by_name[entry_name] = Entry(entry_name, *_entry_fields(entry_name))
+            rank.entries.append(entry)
+        leaf = Leaf(leaf_path, "tensor", data_name=file_name, file=path)
+        try:
+            dtype, leaf.shape = _file_header(path)
+            leaf.dtype = dtype.name
+        except FormatError as e:
+            rank.warnings.append(f"{e}")
+        entry.leaves.append(leaf)
+        rank.warnings.append(f"{path}: not described by dump.json; recovered as {entry_name} {leaf_path}")
+
+
+def _file_header(path: str) -> tuple[np.dtype, tuple[int, ...]]:
+    if path.endswith(".npy"):
+        header = read_npy_header(path)
+        return header.dtype, header.shape
+    tensor = open_pt(path)
+    if not isinstance(tensor, PtTensor):
+        raise FormatError(path, f"holds a {type(tensor).__name__}, not a single tensor")
+    return tensor.dtype, tensor.shape
+
+
+def load_leaf(leaf: Leaf) -> np.ndarray:
+    """The values of a tensor leaf's file; FormatError when it has none or it cannot be read."""
+    if leaf.file is None:
+        raise FormatError(None, f"{leaf.path}: no tensor file (statistics-only dump or not saved)")
+    array = load_npy(leaf.file) if leaf.file.endswith(".npy") else load_pt_tensor(leaf.file)
+    if leaf.shape is not None and tuple(array.shape) != leaf.shape:
+        raise FormatError(leaf.file, f"shape {list(array.shape)} differs from dump.json's {list(leaf.shape)}")
+    return array
+
+
+# --- stack.json / construct.json -----------------------------------------------------------------
+
+def _read_optional_json(path: str, warnings: list[str]):
+    if not os.path.exists(path):
+        return None
+    try:
+        doc = load_json(path)
+    except FormatError as e:
+        warnings.append(str(e))
+        return None
+    if not isinstance(doc, dict):
+        warnings.append(f"{path}: not a JSON object, ignored")
+        return None
+    return doc
+
+
+def _read_stack(path: str, warnings: list[str]) -> dict[str, tuple[str, ...]]:
+    """Both formats (A3): grouped ``{"0": [[names], [frames]], ...}`` and ``{name: [frames]}``."""
+    doc = _read_optional_json(path, warnings)
+    stack: dict[str, tuple[str, ...]] = {}
+    if not doc:
+        return stack
+    grouped = "0" in doc
+    for key, value in doc.items():
+        if grouped and isinstance(value, list) and len(value) == 2 and all(isinstance(v, list) for v in value):
+            names, frames = value
+        elif not grouped and isinstance(value, list):
+            names, frames = [key], value
+        else:
+            warnings.append(f"{path}: {key}: unexpected {type(value).__name__}, ignored")
+            continue
+        frames = tuple(str(f) for f in frames)
+        for name in names:
+            if isinstance(name, str):
+                stack[name] = frames
+    return stack
+
+
+def _read_construct(path: str, warnings: list[str]) -> dict[str, str | None]:
+    """``{node: parent}``; "" and null mean no parent; Megatron's ``[parent, micro_step]`` pairs
+    keep the parent."""
+    doc = _read_optional_json(path, warnings)
+    construct: dict[str, str | None] = {}
+    for node, parent in (doc or {}).items():
+        if isinstance(parent, list) and parent:
+            parent = parent[0]
+        if parent is not None and not isinstance(parent, str):
+            warnings.append(f"{path}: {node}: parent {parent!r:.60} is not a name, ignored")
+            parent = None
+        construct[node] = parent or None
+    return construct
+

@@ -1,0 +1,384 @@
+"""PyTorch ``.pt`` files (``torch.save``'s zip format) read with numpy alone, never running code.
+
+A ``.pt`` file is a zip archive ``<stem>/data.pkl`` (a pickle whose tensors are calls to
+``torch._utils._rebuild_tensor_v2`` on a persistent storage id ``('storage', torch.FloatStorage,
+'0', 'cpu', numel)``), ``<stem>/data/<key>`` (each storage's raw bytes), ``<stem>/byteorder``
+and ``<stem>/version`` (framework-dumps.md A4). Unpickling calls whatever globals the pickle
+names, so :class:`_RestrictedUnpickler` maps an explicit allow-list of names to pshell's own
+constructors and refuses every other global: a ``.pt`` can carry ``os.system`` as easily as a
+tensor. Only ``pickle.Unpickler`` is used here (tests/test_no_code_from_data.py checks that).
+
+Opening a file reads the zip directory and the pickle; a :class:`PtTensor` reads its bytes from
+``data/<key>`` only when :meth:`PtTensor.load` is called, and only the part of the storage the
+view covers.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import pickle
+import struct
+import zipfile
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import FormatError
+
+# A pickle is opcodes only (tensor bytes live in data/N): even a state dict with 10k tensors
+# needs ~1.5 MB, so anything larger is not a torch.save file worth unpickling.
+MAX_PICKLE_BYTES = 8 << 20
+# a view cannot be larger than its storage, which the file holds, unless it repeats elements
+MAX_EXPANDED_BYTES = 1 << 30
+_MAX_DIM = 1 << 62
+
+# torch dtype names (as in `torch.bfloat16` and in msprobe's "torch.bfloat16") -> numpy dtypes
+TORCH_DTYPES: dict[str, np.dtype] = {
+    "float64": np.dtype("<f8"), "double": np.dtype("<f8"),
+    "float32": np.dtype("<f4"), "float": np.dtype("<f4"),
+    "float16": np.dtype("<f2"), "half": np.dtype("<f2"),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "float8_e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz),
+    "float8_e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "complex128": np.dtype("<c16"), "cdouble": np.dtype("<c16"),
+    "complex64": np.dtype("<c8"), "cfloat": np.dtype("<c8"),
+    "int64": np.dtype("<i8"), "long": np.dtype("<i8"),
+    "int32": np.dtype("<i4"), "int": np.dtype("<i4"),
+    "int16": np.dtype("<i2"), "short": np.dtype("<i2"),
+    "int8": np.dtype("i1"), "uint8": np.dtype("u1"),
+    "uint16": np.dtype("<u2"), "uint32": np.dtype("<u4"), "uint64": np.dtype("<u8"),
+    "bool": np.dtype("?"),
+}
+
+# the typed storage classes torch pickles as `torch.<Name>Storage`
+_STORAGE_DTYPES: dict[str, str] = {
+    "DoubleStorage": "float64", "FloatStorage": "float32", "HalfStorage": "float16",
+    "BFloat16Storage": "bfloat16", "ComplexDoubleStorage": "complex128",
+    "ComplexFloatStorage": "complex64", "LongStorage": "int64", "IntStorage": "int32",
+    "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
+}
+
+# NPU storage formats whose bytes are in the plain row-major layout (ACL aclFormat codes)
+_PLAIN_NPU_FORMATS = {0: "NCHW", 1: "NHWC", 2: "ND", 30: "NCDHW"}
+
+
+@dataclass(frozen=True)
+class StorageType:
+    """A ``torch.<Name>Storage`` / ``torch.storage.UntypedStorage`` class named in the pickle."""
+    name: str
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class TorchDtype:
+    """A ``torch.<dtype>`` object named in the pickle (``_rebuild_tensor_v3``'s dtype argument)."""
+    name: str
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class NpuFormat:
+    """``torch_npu.npu._format.Format(code)``: the device layout an NPU tensor was saved in."""
+    code: int
+
+
+@dataclass(frozen=True)
+class PtStorage:
+    """One ``data/<key>`` member: ``numel`` elements of ``dtype`` (bytes read on demand)."""
+    path: str
+    member: str
+    dtype: np.dtype
+    numel: int
+    location: str
+    big_endian: bool
+
+
+@dataclass(frozen=True)
+class PtTensor:
+    """A tensor of a ``.pt`` file: a strided view of a storage, read by :meth:`load`."""
+    storage: PtStorage
+    offset: int
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: np.dtype
+    requires_grad: bool = False
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def load(self) -> np.ndarray:
+        """The tensor's values as a C-contiguous array (a copy only when the view is strided)."""
+        if self.size == 0:
+            return np.empty(self.shape, self.dtype)
+        span = _span(self.shape, self.stride)
+        try:
+            flat = _read_elements(self.storage, self.dtype, self.offset, span)
+            if span == self.size and self.stride == _contiguous_strides(self.shape):
+                return flat.reshape(self.shape)
+            view = np.lib.stride_tricks.as_strided(
+                flat, self.shape, tuple(s * self.dtype.itemsize for s in self.stride), writeable=False)
+            return np.ascontiguousarray(view)
+        except MemoryError:
+            raise FormatError(self.storage.path, f"tensor of {self.size * self.dtype.itemsize} bytes "
+                                                 f"does not fit in memory") from None
+
+
+def _span(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
+    """Storage elements (in the tensor's dtype) from the view's first element to its last."""
+    return 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _read_elements(storage: PtStorage, dtype: np.dtype, start: int, count: int) -> np.ndarray:
+    """``count`` elements of ``dtype`` from element ``start`` of a storage, read from the zip."""
+    path = storage.path
+    try:
+        with open(path, "rb") as f, zipfile.ZipFile(f) as zf:
+            info = zf.getinfo(storage.member)
+            begin = start * dtype.itemsize
+            if begin + count * dtype.itemsize > info.file_size:
+                raise FormatError(path, f"{storage.member} holds {info.file_size} bytes, "
+                                        f"fewer than the tensor needs")
+            raw_dtype = _big_endian(dtype) if storage.big_endian else dtype
+            # torch stores members uncompressed; a deflated one could be a zip bomb
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise FormatError(path, f"{storage.member} is compressed (torch.save never does that)")
+            f.seek(info.header_offset)
+            local = f.read(30)
+            if len(local) != 30 or local[:4] != b"PK\x03\x04":
+                raise FormatError(path, f"{storage.member}: bad zip local header")
+            name_len, extra_len = struct.unpack_from("<HH", local, 26)
+            data_start = info.header_offset + 30 + name_len + extra_len + begin
+            if data_start + count * dtype.itemsize > os.fstat(f.fileno()).st_size:
+                raise FormatError(path, f"{storage.member} is truncated")
+            f.seek(data_start)
+            flat = np.fromfile(f, dtype=raw_dtype, count=count)
+    except FormatError:
+        raise
+    except (OSError, KeyError, zipfile.BadZipFile, ValueError, EOFError) as e:
+        raise FormatError(path, f"cannot read {storage.member}: {e}") from None
+    if flat.size != count:
+        raise FormatError(path, f"{storage.member} is truncated")
+    if raw_dtype is not dtype:
+        flat = _from_big_endian(flat, dtype)
+    return flat
+
+
+def _big_endian(dtype: np.dtype) -> np.dtype:
+    if dtype.itemsize == 1:
+        return dtype
+    if dtype.kind in "biufc":
+        return dtype.newbyteorder(">")
+    return np.dtype(f">u{dtype.itemsize}")   # ml_dtypes floats: swap the bit pattern
+
+
+def _from_big_endian(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if raw.dtype.kind == "u" and dtype.kind not in "biufc":
+        return raw.astype(raw.dtype.newbyteorder("<")).view(dtype)
+    return raw.astype(dtype)
+
+
+# --- the restricted unpickler -------------------------------------------------------------------
+
+def _int_tuple(value, what: str) -> tuple[int, ...]:
+    if not isinstance(value, (tuple, list)) or len(value) > 64 or not all(
+            type(v) is int and 0 <= v < _MAX_DIM for v in value):
+        raise ValueError(f"bad tensor {what} {value!r:.80}")
+    return tuple(value)
+
+
+def _tensor(storage, offset, size, stride, requires_grad=False, dtype: np.dtype | None = None) -> PtTensor:
+    if not isinstance(storage, PtStorage):
+        raise ValueError("tensor storage is not a persistent storage reference")
+    shape, strides = _int_tuple(size, "size"), _int_tuple(stride, "stride")
+    if len(shape) != len(strides) or type(offset) is not int or not 0 <= offset < _MAX_DIM:
+        raise ValueError(f"bad tensor geometry size={shape} stride={strides} offset={offset!r:.40}")
+    dtype = storage.dtype if dtype is None else dtype
+    storage_elems = storage.numel * storage.dtype.itemsize // dtype.itemsize
+    size = math.prod(shape)
+    if size and offset + _span(shape, strides) > storage_elems:
+        raise ValueError(f"tensor size {list(shape)} stride {list(strides)} offset {offset} "
+                         f"exceeds its storage of {storage_elems} elements")
+    # stride-0 (expanded) views hold more elements than their storage: cap what load() allocates
+    if size > storage_elems and size * dtype.itemsize > MAX_EXPANDED_BYTES:
+        raise ValueError(f"expanded tensor of {size} elements over a storage of {storage_elems}")
+    return PtTensor(storage, offset, shape, strides, dtype, bool(requires_grad))
+
+
+def _rebuild_tensor(storage, storage_offset, size, stride):
+    return _tensor(storage, storage_offset, size, stride)
+
+
+def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None,
+                       metadata=None):
+    return _tensor(storage, storage_offset, size, stride, requires_grad)
+
+
+def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype,
+                       metadata=None):
+    if not isinstance(dtype, TorchDtype):
+        raise ValueError(f"tensor dtype {dtype!r:.40} is not a torch dtype")
+    if storage.numel * storage.dtype.itemsize % dtype.dtype.itemsize:
+        raise ValueError(f"storage of {storage.numel} bytes is not a whole number of {dtype.name}")
+    return _tensor(storage, storage_offset, size, stride, requires_grad, dtype.dtype)
+
+
+def _rebuild_parameter(data, requires_grad, backward_hooks):
+    if not isinstance(data, PtTensor):
+        raise ValueError("parameter data is not a tensor")
+    return replace(data, requires_grad=bool(requires_grad))
+
+
+def _rebuild_npu_tensor(storage, storage_offset, size, stride, requires_grad, backward_hooks,
+                        npu_storage_info=True):
+    # a bool means "was on the NPU, plain layout"; a Format names the device layout
+    if isinstance(npu_storage_info, NpuFormat) and npu_storage_info.code not in _PLAIN_NPU_FORMATS:
+        raise ValueError(f"NPU tensor saved in device format {npu_storage_info.code}, "
+                         f"not a plain row-major layout")
+    return _tensor(storage, storage_offset, size, stride, requires_grad)
+
+
+def _npu_format(code):
+    if type(code) is not int:
+        raise ValueError(f"bad NPU format {code!r:.40}")
+    return NpuFormat(code)
+
+
+_ALLOWED: dict[tuple[str, str], object] = {
+    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch_npu.utils.storage", "_rebuild_npu_tensor"): _rebuild_npu_tensor,
+    ("torch_npu.npu._format", "Format"): _npu_format,
+    ("collections", "OrderedDict"): OrderedDict,
+    ("torch.storage", "UntypedStorage"): StorageType("UntypedStorage", np.dtype("u1")),
+    ("torch", "UntypedStorage"): StorageType("UntypedStorage", np.dtype("u1")),
+    **{("torch", name): StorageType(name, TORCH_DTYPES[dt]) for name, dt in _STORAGE_DTYPES.items()},
+    **{("torch", name): TorchDtype(name, dt) for name, dt in TORCH_DTYPES.items()},
+}
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def __init__(self, data: bytes, path: str, prefix: str, members: dict[str, zipfile.ZipInfo],
+                 big_endian: bool):
+        super().__init__(io.BytesIO(data))
+        self._path, self._prefix, self._members, self._big = path, prefix, members, big_endian
+        self._storages: dict[str, PtStorage] = {}
+
+    def find_class(self, module, name):
+        try:
+            return _ALLOWED[(module, name)]
+        except (KeyError, TypeError):
+            raise _Disallowed(f"disallowed pickle global {module}.{name}") from None
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+            raise ValueError(f"unsupported persistent id {pid!r:.80}")
+        _, storage_type, key, location, numel = pid
+        if not isinstance(storage_type, StorageType) or not isinstance(key, str) \
+                or not isinstance(location, str) or type(numel) is not int or numel < 0:
+            raise ValueError(f"bad storage reference {pid!r:.80}")
+        if key in self._storages:   # views of one storage share it (and its bytes)
+            return self._storages[key]
+        member = f"{self._prefix}data/{key}"
+        info = self._members.get(member)
+        if info is None:
+            raise ValueError(f"storage {member} is not in the archive")
+        if numel * storage_type.dtype.itemsize > info.file_size:
+            raise ValueError(f"storage {member} holds {info.file_size} bytes, the pickle says "
+                             f"{numel} x {storage_type.dtype.itemsize}")
+        storage = PtStorage(self._path, member, storage_type.dtype, numel, location, self._big)
+        self._storages[key] = storage
+        return storage
+
+
+class _Disallowed(Exception):
+    pass
+
+
+# --- the archive ---------------------------------------------------------------------------------
+
+_LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+
+
+def _not_zip_reason(head: bytes) -> str:
+    if head.startswith(_LEGACY_MAGIC):
+        return ("legacy (pre-1.6, non-zip) torch.save format is not read: "
+                "re-save it with torch.save(..., _use_new_zipfile_serialization=True)")
+    if head[257:262] == b"ustar":
+        return "legacy tar torch.save format (torch < 0.4) is not read"
+    if head[:1] == b"\x80":
+        return "a bare pickle, not a torch.save zip archive"
+    return "not a PyTorch .pt file (not a zip archive)"
+
+
+def _archive_prefix(path: str, names: list[str]) -> str:
+    pickles = [n for n in names if n.rpartition("/")[2] == "data.pkl" and n.count("/") <= 1]
+    if len(pickles) != 1:
+        if any(n.endswith("constants.pkl") for n in names):
+            raise FormatError(path, "a TorchScript archive, not a torch.save file")
+        raise FormatError(path, f"zip archive with {len(pickles)} data.pkl records, expected 1")
+    return pickles[0][:-len("data.pkl")]
+
+
+def open_pt(path: str | os.PathLike):
+    """The object a ``.pt`` file holds, with :class:`PtTensor` in place of each tensor (dicts,
+    lists, tuples, numbers and strings as they are). Reads the zip directory and the pickle."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+            if not head.startswith(b"PK"):
+                raise FormatError(path, "empty file" if not head else _not_zip_reason(head))
+            f.seek(0)
+            with zipfile.ZipFile(f) as zf:
+                members = {i.filename: i for i in zf.infolist()}
+                prefix = _archive_prefix(path, list(members))
+                pkl = members[prefix + "data.pkl"]
+                if pkl.file_size > MAX_PICKLE_BYTES:
+                    raise FormatError(path, f"data.pkl is {pkl.file_size} bytes, over the "
+                                            f"{MAX_PICKLE_BYTES >> 20} MB limit for a tensor pickle")
+                data = zf.read(pkl)
+                order = members.get(prefix + "byteorder")
+                byteorder = zf.read(order)[:16].decode("ascii", "replace").strip() if order else "little"
+    except FormatError:
+        raise
+    except IsADirectoryError:
+        raise FormatError(path, "is a directory, not a .pt file") from None
+    except FileNotFoundError:
+        raise FormatError(path, "no such file") from None
+    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as e:
+        raise FormatError(path, f"not a readable zip archive: {e}") from None
+    if byteorder not in ("little", "big"):
+        raise FormatError(path, f"unknown byteorder {byteorder!r}")
+    try:
+        return _RestrictedUnpickler(data, path, prefix, members, byteorder == "big").load()
+    except _Disallowed as e:
+        raise FormatError(path, str(e)) from None
+    except RecursionError:
+        raise FormatError(path, "data.pkl nests too deeply") from None
+    except Exception as e:   # any malformed pickle: opcodes, arity, types; nothing else runs
+        raise FormatError(path, f"invalid data.pkl: {type(e).__name__}: {str(e)[:200]}") from None
+
+
+def load_pt_tensor(path: str | os.PathLike) -> np.ndarray:
+    """The array of a ``.pt`` file holding one tensor (what msprobe writes per tensor)."""
+    obj = open_pt(path)
+    if not isinstance(obj, PtTensor):
+        raise FormatError(path, f"holds a {type(obj).__name__}, not a single tensor")
+    return obj.load()
