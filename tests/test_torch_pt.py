@@ -185,6 +185,17 @@ def test_malicious_global_inside_a_tensor_file_is_refused(tmp_path):
     assert not marker.exists()
 
 
+def test_build_cannot_alter_the_allow_list(tmp_path):
+    """BUILD on an allowed global (state dict applied to it) is refused: the objects behind the
+    allow-list are shared by every later file, so a pickle must not be able to change one."""
+    before = open_pt(DATA / "fp32.pt").load()
+    evil = b"\x80\x02ctorch\nFloatStorage\n}X\x05\x00\x00\x00dtypeX\x02\x00\x00\x00u1sb."
+    with pytest.raises(FormatError, match="invalid data.pkl"):
+        open_pt(_archive(tmp_path, evil))
+    after = open_pt(DATA / "fp32.pt").load()
+    assert after.dtype == before.dtype == np.float32 and np.array_equal(after, before)
+
+
 @pytest.mark.parametrize("blob,reason", [
     (b"\x80\x02ctorch\nFloatStorage\nq\x00.", None),   # a bare class object is allowed data
     (b"garbage", "invalid data.pkl"),

@@ -69,21 +69,30 @@ _PLAIN_NPU_FORMATS = {0: "NCHW", 1: "NHWC", 2: "ND", 30: "NCDHW"}
 
 
 @dataclass(frozen=True)
-class StorageType:
+class _Sealed:
+    """The allow-list's objects are shared by every file read: a pickle's BUILD opcode (which
+    would set attributes on them through ``__setstate__`` or ``__dict__``) is refused."""
+
+    def __setstate__(self, state):
+        raise ValueError(f"BUILD on {type(self).__name__} is not allowed")
+
+
+@dataclass(frozen=True)
+class StorageType(_Sealed):
     """A ``torch.<Name>Storage`` / ``torch.storage.UntypedStorage`` class named in the pickle."""
     name: str
     dtype: np.dtype
 
 
 @dataclass(frozen=True)
-class TorchDtype:
+class TorchDtype(_Sealed):
     """A ``torch.<dtype>`` object named in the pickle (``_rebuild_tensor_v3``'s dtype argument)."""
     name: str
     dtype: np.dtype
 
 
 @dataclass(frozen=True)
-class NpuFormat:
+class NpuFormat(_Sealed):
     """``torch_npu.npu._format.Format(code)``: the device layout an NPU tensor was saved in."""
     code: int
 
