@@ -46,6 +46,9 @@ class Session:
     fusion: list = field(default_factory=list)
     # Results of analyses, kept so that `next`/`export` and later commands can use them.
     results: dict[str, Any] = field(default_factory=dict)
+    # Statements run in this process, in order (kept across `use`): what `report` lists as the
+    # commands that produced it.
+    history: list[str] = field(default_factory=list)
     # progress(label, total) -> context manager with .advance(n); the REPL swaps in a real bar
     progress: Any = silent_progress
     cache: LoadCache = field(default_factory=lambda: LoadCache(None))
