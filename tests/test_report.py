@@ -4,6 +4,7 @@ from the commands' own output), the command in batch mode, and its one-line refu
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import re
 import shutil
@@ -127,10 +128,10 @@ def test_batch_report_writes_one_self_contained_file(sample_ws, capsys, tmp_path
     assert html.count('<section class="root"') == 1       # --roots 1
     commands = re.search(r'<pre id="commands">(.*?)</pre>', html, re.S).group(1).splitlines()
     assert commands == ["vcs -c 0.98", f"report -o {target} --roots 1"]
-    links = re.findall(r'download="([^"]+)" href="data:[^;]+;charset=utf-8;base64,([^"]+)"', html)
+    links = re.findall(r'download="([^"]+)" data-mime="[^"]+" data-gz="([^"]+)"', html)
     assert [name for name, _ in links] == ["suspects.csv", "suspects.json", "suspects_fusion_switch.cfg",
                                            "suspects_keep_fp32.txt"]
-    rows = json.loads(base64.b64decode(dict(links)["suspects.json"]))
+    rows = json.loads(gzip.decompress(base64.b64decode(dict(links)["suspects.json"])))
     assert rows[0]["op"] == manifest["lossy"]["op"] and rows[0]["first"]
 
 

@@ -70,7 +70,8 @@ def test_report_renders_in_chromium(sample_ws, capsys, tmp_path):
     suspects = json_docs(out.splitlines()[0])[0]
     roots = [s["op"] for s in suspects if s["role"] == "root"]
 
-    proc = _chromium(tmp_path, "--dump-dom", page.as_uri())
+    # the virtual time budget lets the script's promises (unpacking the exports) settle first
+    proc = _chromium(tmp_path, "--virtual-time-budget=10000", "--dump-dom", page.as_uri())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert _console(proc.stderr) == []
     dom = Dom()
@@ -99,7 +100,9 @@ def test_report_renders_in_chromium(sample_ws, capsys, tmp_path):
     centre_nodes = dom.find("g", "center")
     assert [a["data-op"] for a, _ in centre_nodes] == roots
     assert len(dom.find("svg", "hist")) == 2 * len(roots)
-    assert [a["download"] for a, _ in dom.find("a", "export")][:2] == ["suspects.csv", "suspects.json"]
+    links = dom.find("a", "export")
+    assert [a["download"] for a, _ in links][:2] == ["suspects.csv", "suspects.json"]
+    assert all(a.get("href", "").startswith("blob:") for a, _ in links)    # unpacked by the script
 
     shot = tmp_path / "report.png"
     proc = _chromium(tmp_path, "--hide-scrollbars", "--window-size=1280,2000", f"--screenshot={shot}",

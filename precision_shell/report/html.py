@@ -1,10 +1,12 @@
 """The report as one HTML page: jinja2 fills ``templates/report.html.j2`` (autoescaped), the
-pictures come from :mod:`.svg`, the exports become ``data:`` links. Nothing is fetched when the
+pictures come from :mod:`.svg`, the exports are embedded gzip-packed and
+unpacked into download links by the page's script. Nothing is fetched when the
 page opens: styles, script and images are all inline."""
 
 from __future__ import annotations
 
 import base64
+import gzip
 import math
 from typing import Any
 
@@ -26,8 +28,11 @@ def _sort_key(value: Any) -> str:
     return repr(value)
 
 
-def _data_uri(f: ExportFile) -> str:
-    return f"data:{f.mime};charset=utf-8;base64," + base64.b64encode(f.text.encode("utf-8")).decode("ascii")
+def packed(f: ExportFile) -> str:
+    """An export as base64 of its gzip: the page's script unpacks it into a ``blob:`` download
+    link. Plain base64 ``data:`` links made 7.5 MB of a 9 MB report for 2,000 failing ops, and
+    Chromium does not download ``data:`` URLs over 2 MB."""
+    return base64.b64encode(gzip.compress(f.text.encode("utf-8"), mtime=0)).decode("ascii")
 
 
 def _histograms(h) -> str:
@@ -46,7 +51,7 @@ def render_html(data: ReportData) -> str:
                              autoescape=True, undefined=jinja2.StrictUndefined)
     env.tests["table"] = lambda v: isinstance(v, Table)
     env.tests["pair"] = lambda v: isinstance(v, tuple) and len(v) == 2
-    env.globals.update(fmt=_cell, sort_key=_sort_key, data_uri=_data_uri)
+    env.globals.update(fmt=_cell, sort_key=_sort_key, packed=packed)
     template = env.get_template("report.html.j2")
     labelled = max(len(data.roots), 1)
     return template.render(
