@@ -133,6 +133,9 @@ def test_batch_report_writes_one_self_contained_file(sample_ws, capsys, tmp_path
                                            "suspects_keep_fp32.txt"]
     rows = json.loads(gzip.decompress(base64.b64decode(dict(links)["suspects.json"])))
     assert rows[0]["op"] == manifest["lossy"]["op"] and rows[0]["first"]
+    # hovering the root's point names it (SVG <title>)
+    assert (f"<title>#{rows[0]['order']} {rows[0]['op']} ({rows[0]['type']})\n"
+            f"cosine {rows[0]['cosine']:.6g}\n") in html
 
 
 def test_report_refusals_are_one_line(sample_ws, capsys, tmp_path, monkeypatch):
@@ -158,3 +161,24 @@ def test_nothing_computable_is_one_line(tmp_path, capsys):
     rc, out, err = run_cli(capsys, ws, "-o", tmp_path, "-c", f"report -o {tmp_path}/r.html")
     assert rc == 1 and err.count("\n") == 1 and "nothing to report" in err, err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_large_neighbourhood_keeps_the_nearest_ops(report_data, monkeypatch):
+    from precision_shell.analysis.neighbourhood import neighbourhood
+    from precision_shell.report import layout
+
+    session, data, manifest = report_data
+    lossy = manifest["lossy"]["op"]
+    hood = neighbourhood(session.graph, lossy, 2)
+    monkeypatch.setattr(layout, "MAX_NODES", 4)
+    picture = layout.neighbourhood_picture(session.graph, lossy, 2, {}, {}, 0.98)
+    assert [n.key for n in sorted(picture.nodes, key=lambda n: (n.distance, hood.nodes.index(n.key)))] \
+        == hood.nodes[:4]
+    assert picture.omitted == len(hood.nodes) - 4 > 0
+    drawn = {n.key for n in picture.nodes}
+    assert all(e.src in drawn and e.dst in drawn for e in picture.edges)
+    # each drawn op counts its data neighbours left out, distinct ones
+    for n in picture.nodes:
+        left_out = {e.dst if e.src == n.key else e.src for e in hood.edges if e.kind == "data"
+                    and n.key in (e.src, e.dst) and not {e.src, e.dst} <= drawn}
+        assert n.hidden == hood.hidden.get(n.key, 0) + len(left_out)

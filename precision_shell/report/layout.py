@@ -17,6 +17,7 @@ import networkx as nx
 
 from precision_shell.analysis.neighbourhood import Edge, exec_rank, neighbourhood
 
+MAX_NODES = 60            # a picture wider than a few screens says nothing; keeps the file small
 NODE_W, NODE_H = 190, 52
 GAP_X, GAP_Y = 24, 46
 MARGIN = 12
@@ -44,6 +45,7 @@ class GraphPicture:
     edges: list[Edge]
     width: float
     height: float
+    omitted: int = 0            # ops of the neighbourhood not drawn (over MAX_NODES)
 
     def node(self, key: str) -> PlacedNode:
         return next(n for n in self.nodes if n.key == key)
@@ -71,7 +73,18 @@ def neighbourhood_picture(graph: Any, center: str, depth: int, cosines: dict[str
     """The depth-``depth`` neighbourhood of the op keyed ``center``, laid out in pixels."""
     hood = neighbourhood(graph, center, depth)
     rank = exec_rank(graph)
-    layers = _layers(hood.nodes, hood.edges, rank)
+    # nearest first, then in execution order (the order neighbourhood() gives): the farthest
+    # ring is cut, and each op left with neighbours not drawn says how many
+    keep = set(hood.nodes[:MAX_NODES])
+    edges = [e for e in hood.edges if e.src in keep and e.dst in keep]
+    cut: dict[str, set[str]] = {}
+    for e in hood.edges:
+        if e.kind == "data" and (e.src in keep) != (e.dst in keep):
+            inside, outside = (e.src, e.dst) if e.src in keep else (e.dst, e.src)
+            cut.setdefault(inside, set()).add(outside)
+    hidden = {k: hood.hidden.get(k, 0) + len(cut.get(k, ())) for k in keep}
+    keys = [k for k in hood.nodes if k in keep]
+    layers = _layers(keys, edges, rank)
     widest = max(len(layer) for layer in layers)
     width = 2 * MARGIN + widest * NODE_W + (widest - 1) * GAP_X
     nodes = []
@@ -83,7 +96,7 @@ def neighbourhood_picture(graph: Any, center: str, depth: int, cosines: dict[str
             cos = cosines.get(name)
             nodes.append(PlacedNode(
                 key, name, getattr(op, "type", "?"), cos, roles.get(name), hood.distance[key],
-                hood.hidden.get(key, 0), left + slot * (NODE_W + GAP_X), MARGIN + row * (NODE_H + GAP_Y),
+                hidden[key], left + slot * (NODE_W + GAP_X), MARGIN + row * (NODE_H + GAP_Y),
                 cos is not None and (cos != cos or cos <= threshold)))
     height = 2 * MARGIN + len(layers) * NODE_H + (len(layers) - 1) * GAP_Y
-    return GraphPicture(center, depth, nodes, hood.edges, width, height)
+    return GraphPicture(center, depth, nodes, edges, width, height, len(hood.nodes) - len(keys))
