@@ -180,12 +180,13 @@ class WorkspaceWriter:
                 "dump_file": self.rel(self._dump_paths[op.name])}
 
     # ---- the whole workspace -----------------------------------------------------------------
-    def write(self) -> dict:
+    def write(self, run: NetworkRun | None = None) -> dict:
+        """Write the workspace of ``run`` (default: the options' variant, computed here)."""
         opt = self.opt
         for d in (self.dump_dir, self.graph_dir, self.golden_dir, self.fusion_file.parent):
             d.mkdir(parents=True, exist_ok=True)
         large = opt.scale_mb is not None or opt.files is not None
-        run = VARIANTS[opt.variant](opt.seed, net_output=not large)
+        run = run or VARIANTS[opt.variant](opt.seed, net_output=not large)
         tower = self._make_tower(run) if large else None
 
         statics = [op for op in run.ops if not op.executed and op.type != "NetOutput"]
@@ -267,8 +268,9 @@ def _trans_count(ops: list[NpuOp]) -> int:
 
 
 def write_workspace(out_dir: str | os.PathLike, options: SampleOptions = SampleOptions(), *,
-                    force: bool = False) -> dict:
+                    force: bool = False, run: NetworkRun | None = None) -> dict:
     """Generate the workspace into ``out_dir``; returns the manifest (also written to disk).
+    ``run``: a network built elsewhere (tests build small graphs with ``NetBuilder``).
 
     Refuses to write over an existing ``precision_data/`` unless ``force``, which first deletes
     it and the old manifest (the directory must hold nothing else of value).
@@ -280,4 +282,4 @@ def write_workspace(out_dir: str | os.PathLike, options: SampleOptions = SampleO
             raise FileExistsError(f"{out} already holds a workspace; use --force to replace it")
         shutil.rmtree(root, ignore_errors=True)
         manifest_path.unlink(missing_ok=True)
-    return WorkspaceWriter(out, options).write()
+    return WorkspaceWriter(out, options).write(run)
