@@ -16,7 +16,7 @@ from .network import NetworkRun
 from .records import NpuOp, NpuTensor
 
 MANIFEST_NAME = "pshell_sample_manifest.json"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2   # 2: outputs have "origin"; a Cast/TransData "golden" is the walked-up one
 COSINE_THRESHOLD = 0.98
 
 
