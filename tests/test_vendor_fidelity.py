@@ -8,14 +8,18 @@ to 1e-6 (NaN equals NaN), text exactly, every column but Index and the NPU Addre
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from precision_shell.cli import main
+from precision_shell.samples import kernels as K
+from precision_shell.samples.network import NetBuilder, NetworkRun
 from precision_shell.samples.writer import SampleOptions, write_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,3 +88,23 @@ def test_diff_notices_a_changed_cell(tables):
     row["GroundTruth"] = "scale/Mul"
     changed = fid.Table(pshell.header, {**pshell.rows, key: row})
     assert sorted(c[1] for c in fid.diff_tables(vendor, changed).unexpected()) == ["GroundTruth", "MaxAbsoluteError"]
+
+
+def test_two_all_zero_tensors_print_the_vendors_literal_cosine(tmp_path):
+    """formats.md A.8.4 (checked with msaccucmp on this graph): a Relu of negative numbers gives
+    zeros on both sides and the cosine cell is "1.0"; its non-zero input, equal to its golden,
+    prints "1.000000"."""
+    b = NetBuilder()
+    x = -np.abs(np.random.default_rng(5).standard_normal((4, 16))).astype(K.F32)
+    b.fw("x", "Placeholder", [], x)
+    b.data("x", x, "ND")
+    b.fw("relu", "Relu", ["x:0"], K.g_relu(x))
+    b.npu("relu", "Relu", ["x:0"], [b.tensor(K.f16(np.maximum(x, 0)), "ND", "ND", "relu:0")],
+          original_ops=["relu"])
+    b.npu("Node_Output", "NetOutput", ["relu:0"], [], executed=False, engine="DNN_VM_GE_LOCAL_OP_STORE")
+    write_workspace(tmp_path / "ws", run=NetworkRun(0, b.framework, b.finish(), ["relu:0"], None, None))
+    assert main([str(tmp_path / "ws"), "-c", "vc", "--format", "json", "-o", str(tmp_path / "out")]) == 0
+    (path,) = (tmp_path / "out" / "compare").glob("result_*.csv")
+    with path.open(newline="") as f:
+        cosine = {row["TensorIndex"]: row["CosineSimilarity"] for row in csv.DictReader(f)}
+    assert cosine == {"relu:input:0": "1.000000", "relu:output:0": "1.0"}
