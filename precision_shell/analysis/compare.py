@@ -229,9 +229,12 @@ def _csv_row(row: TensorResult):
             continue
         metrics[column] = None if key in m.not_computed else float(getattr(m, key))
     std = None if JSON_KEYS[STD_COLUMN] in m.not_computed else cells[DEFAULT_METRICS.index(STD_COLUMN)]
+    # two all-zero tensors: the vendor's cosine cell is the literal "1.0", not "1.000000"
+    texts = {"CosineSimilarity": cells[DEFAULT_METRICS.index("CosineSimilarity")]} if m.cosine_both_zero else {}
     return CompareRow(row.order, row.op_type, row.op, list(row.golden_ops), row.tensor, row.io, row.index,
                       row.shape, metrics, std, row.reason,
-                      extra={"NPUDataType": row.npu_dtype, "GroundTruthDataType": row.golden_dtype})
+                      extra={"NPUDataType": row.npu_dtype, "GroundTruthDataType": row.golden_dtype},
+                      texts=texts)
 
 
 def write_vendor_csv(path: Path, result: CompareResult) -> int:
@@ -280,7 +283,7 @@ def _store_csv_rows(store: ResultStore) -> Iterator:
                 kept.clear()
             tensor = store.tensor(row)
             c = _csv_row(tensor)
-            cells = kept[d] = (c.shape, c.metrics, c.std, c.fail_reason, c.extra)
+            cells = kept[d] = (c.shape, c.metrics, c.std, c.fail_reason, c.extra, c.texts)
         op = ops[t.op_pos[row]]
         io, index = ("input", "output")[t.io[row]], t.index[row]
         yield CompareRow(op.order, op.type, op.op, op.golden_ops, f"{op.op}:{io}:{index}", io, index, *cells)

@@ -10,6 +10,10 @@ executed by :mod:`compare_worker`. Rules, as the vendor engine applies them with
 * input j -> its producer through the graph edge, walking up through ``Cast`` and ``TransData``
   producers (GE inserts them; the framework never saw them) -> that producer's output mapping.
   So a golden file is compared as "output of its op" and again as "input of every consumer".
+* output i of a ``Cast``/``TransData`` (every one: GE-inserted, or an AMP cast with original op
+  names) is never looked up by its own origin name: it stands for the op's input i, walked up
+  the same way. A TransData output meets the golden of the op that feeds it, an fp32 -> bf16
+  cast's output the producer's fp32 golden (the cast's rounding is its error).
 * NPU run vs NPU run: same op name, same tensor position; device shapes must agree.
 """
 
@@ -30,7 +34,8 @@ __all__ = ["ComparePlan", "OpPlan", "plan_golden_compare", "plan_npu_compare"]
 # all-NaN row for each, which only buries the real rows).
 GRAPH_ONLY_TYPES = frozenset({"Data", "RefData", "AippData", "Const", "Constant", "Variable",
                               "VariableV2", "NetOutput"})
-# Layout/dtype conversions GE inserts; inputs are matched through them to the real producer.
+# Layout/dtype conversions (GE-inserted or AMP casts): their inputs and outputs are matched
+# through them to the real producer's golden.
 WALK_THROUGH_TYPES = frozenset({"Cast", "TransData"})
 # Formats the layout converters accept as the logical target of a 4-D restore.
 _TARGET_FORMATS = frozenset({"NCHW", "NHWC", "HWCN", "CHWN", "NCDHW", "NDHWC", "DHWCN"})
@@ -122,16 +127,22 @@ class _Planner:
             refs = [r for r in refs if r.producer]
         if j >= len(refs) or not refs[j].producer:
             return None, f"input {j} has no producer in the graph"
-        name, out = refs[j].producer, refs[j].producer_output or 0
-        for _ in range(_MAX_WALK):
+        return self.source_golden(refs[j].producer, refs[j].producer_output or 0)
+
+    def source_golden(self, name: str, out: int) -> tuple[str | None, str]:
+        """(golden "name:idx" or None, the op it was found at, or why not) for output ``out`` of
+        op ``name``, walked up through Cast/TransData: their output k stands for their input k
+        (the vendor's assumption; its input list skips unconnected and control inputs)."""
+        for _ in range(_MAX_WALK + 1):
             prod = self.graph_op(name)
             if prod is None or prod.type not in WALK_THROUGH_TYPES:
                 break
             data = [r for r in prod.inputs if r.producer]
-            if not data:
-                break
-            name, out = data[0].producer, data[0].producer_output or 0
-        prod = self.graph_op(name)
+            if out >= len(data):
+                return None, f"{name}:input:{out} has no producer in the graph"
+            name, out = data[out].producer, data[out].producer_output or 0
+        else:
+            return None, f"more than {_MAX_WALK} Cast/TransData ops in a row (a cycle?) at {name}"
         entry = None
         desc = None
         if prod is not None and prod.outputs:
@@ -248,14 +259,20 @@ def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
             p.add(plan, INPUT, entry.index, spec, src, ref, reason,
                   2 * entry.size if alias >= 0 else entry.size + size, alias)
         for entry in header.outputs:
-            target = p.output_golden(op, name, entry.index, entry)
-            ref = p.ref(f"{target[0]}:{target[1]}") if target is not None else None
+            reason = ""
+            if op is not None and op.type in WALK_THROUGH_TYPES:
+                ref, how = p.source_golden(op.name, entry.index)
+                if ref is None:
+                    reason = f"no golden for {plan.op}:output:{entry.index} ({how})"
+            else:
+                target = p.output_golden(op, name, entry.index, entry)
+                ref = p.ref(f"{target[0]}:{target[1]}") if target is not None else None
             desc = None
             if op is not None and op.outputs:
                 desc = op.outputs[entry.index] if entry.index < len(op.outputs) else None
             spec = p.spec(_target_format(desc), _logical_shape(desc))
             src, size = p.golden_source(ref)
-            row = p.add(plan, OUTPUT, entry.index, spec, src, ref, "", entry.size + size)
+            row = p.add(plan, OUTPUT, entry.index, spec, src, ref, reason, entry.size + size)
             if src is not None:
                 outputs[(name, entry.index)] = row
     return ComparePlan("golden", p.ops, p.table, npu_label, golden_label, p.problems + dumps.warnings)

@@ -55,6 +55,8 @@ STD_KEYS = ("mean_npu", "std_npu", "mean_golden", "std_golden")
 DEFAULT_CHUNK = 1 << 17
 
 _NAN = float("nan")
+# CompareFailReason of a "scalar" shape, whose cosine is forced to 1 (alg_CosineSimilarity.py)
+SCALAR_REASON = "This tensor is scalar."
 _STD_MIN = 0.001  # the vendor prints |v| < 0.001 as 0.000 in the StandardDeviation cell
 
 
@@ -178,7 +180,7 @@ def _bool_metrics(x: np.ndarray, y: np.ndarray, chunk: int, scalar_shape: bool,
     not_computed = set(JSON_KEYS.values()) - {"cosine", "relative_euclidean_distance",
                                               "one_thousandth_err_ratio",
                                               "five_thousandths_err_ratio"}
-    reasons = [cos_reason] if cos_reason else []
+    reasons = [cos_reason or SCALAR_REASON] if cos_reason or scalar_shape else []
     red = 0.0
     if counts.y_true:
         red = _NAN
@@ -222,6 +224,8 @@ def _float_metrics(x: np.ndarray, y: np.ndarray, chunk: int, scalar_shape: bool,
     if cos_reason:
         not_computed.add("cosine")
         reasons.append(cos_reason)
+    elif scalar_shape:
+        reasons.append(SCALAR_REASON)
     red = 0.0 if math.sqrt(yy) <= k.F64_EPS else math.sqrt(first.sq_diff_sum / yy)
     kl = _NAN
     if want_kl:
