@@ -19,6 +19,7 @@ from precision_shell.analysis.compare import (
     CompareResult, default_workers, result_from_csv, run_compare, write_vendor_csv,
 )
 from precision_shell.analysis.compare_mapping import plan_golden_compare, plan_npu_compare
+from precision_shell.analysis.coverage import Coverage
 from precision_shell.analysis.root_cause import (
     Criteria, Suspect, SuspectList, find_suspects, fusion_switch_config, keep_fp32_names, parse_condition,
 )
@@ -107,31 +108,42 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}"
 
 
+_MORE_IN_CSV = "CompareFailReason in the CSV"
+
+
+def coverage_report(session: Session,
+                    result: CompareResult) -> tuple[Coverage, list[str], list[str], str | None]:
+    """(coverage, note lines, warning lines, why a gate cannot trust the compare): the summary
+    line and its first files are warnings when something with a counterpart was not compared."""
+    cov = result.coverage()
+    lines = [cov.summary_line()] + cov.example_lines(_MORE_IN_CSV)
+    gate = cov.gate(session.settings.min_coverage)
+    return (cov, [], lines, gate) if cov.hurt or gate else (cov, lines, [], gate)
+
+
 def vc_summary(session: Session, result: CompareResult) -> Message:
     done, compared = result.count_done()
     criteria = Criteria(session.settings.threshold)
     failing = find_suspects(result, criteria, session.fusion)
     roots = [s for s in failing if s.role == "root"]
     what = "NPU vs golden" if result.mode == "golden" else f"{result.npu_label} vs {result.golden_label}"
-    lines = [f"{what}: compared {compared} of {_count(len(result.rows), 'tensor')} of "
-             f"{_count(len(result.ops), 'op')} in {result.elapsed:.2f} s "
-             f"({result.mb_per_s:.0f} MB/s, {_count(result.workers, 'worker')})"]
-    if done > compared:
-        lines.append(f"not compared: {done - compared} tensors (no golden file, or shapes "
-                     f"differ; see CompareFailReason in the CSV)")
+    cov, notes, warnings, gate = coverage_report(session, result)
+    lines = [f"{what}: {_count(len(result.ops), 'op')} in {result.elapsed:.2f} s "
+             f"({result.mb_per_s:.0f} MB/s, {_count(result.workers, 'worker')})"] + notes
     lines.append(f"failing (cosine <= {criteria.threshold:g} or NaN): {_count(len(failing), 'op')}, "
                  f"{_count(len(roots), 'root')}" + ("; `vcs` lists them" if failing else ""))
     lines.append(f"CSV: {result.csv_path}")
-    lines += [f"warning: {p}" for p in result.problems]
     data = {"mode": result.mode, "ops": len(result.ops), "tensors": len(result.rows),
             "compared": compared, "not_compared": done - compared,
             "failing_ops": len(failing), "roots": len(roots), "threshold": criteria.threshold,
             "csv": str(result.csv_path) if result.csv_path else None,
             "seconds": round(result.elapsed, 4), "mb_per_s": round(result.mb_per_s, 1),
-            "workers": result.workers, "cancelled": result.cancelled, "problems": result.problems}
+            "workers": result.workers, "cancelled": result.cancelled, "problems": result.problems,
+            "coverage": cov.to_json(), "unjudged": gate}
     if result.cancelled:
         lines.append("interrupted: the results above are partial")
-    return Message(lines, data=data, interrupted=result.cancelled)
+    return Message(lines, data=data, interrupted=result.cancelled,
+                   warnings=warnings + result.problems, unjudged=gate)
 
 
 def compare(session: Session, args) -> Message:
@@ -161,7 +173,9 @@ def _shown(suspects: list[Suspect], limit: int) -> list[Suspect]:
     return sorted(ranked, key=lambda s: s.order)
 
 
-def suspects_table(found: SuspectList, limit: int, problems: list[str], info: list[str] = ()) -> Table:
+def suspects_table(found: SuspectList, limit: int, problems: list[str], info: list[str] = (),
+                   coverage: tuple[list[str], list[str], str | None] = ([], [], None)) -> Table:
+    """``coverage``: (note lines, warning lines, gate reason) of ``coverage_report``."""
     suspects = found.suspects
     shown = _shown(suspects, limit)
     rows, highlight = [], set()
@@ -180,7 +194,8 @@ def suspects_table(found: SuspectList, limit: int, problems: list[str], info: li
     for s in roots:
         if s.fusion_blame:
             notes.append(f"fusion blame: {s.op} {s.fusion_blame}")
-    notes += list(info) + [f"warning: {p}" for p in problems]
+    cover_notes, cover_warnings, gate = coverage
+    notes += list(info) + cover_notes
     if suspects:
         notes.append("`next` steps through the list with each op's full metric panel")
     title = (f"{_count(len(suspects), 'failing op')} ({_count(len(roots), 'root')}), "
@@ -189,7 +204,8 @@ def suspects_table(found: SuspectList, limit: int, problems: list[str], info: li
                   "golden", "fusion passes"], rows, title=title,
                  json_rows=[s.to_json() for s in suspects], notes=notes, total=len(suspects),
                  highlight=highlight, findings=len(suspects),
-                 interrupted=found.source == "partial compare")
+                 interrupted=found.source == "partial compare",
+                 warnings=cover_warnings + list(problems), unjudged=gate)
 
 
 def _vcs_source(session: Session, files: list[str] | None) -> CompareResult:
@@ -225,7 +241,7 @@ def vcs(session: Session, args) -> Table:
     found = SuspectList(find_suspects(result, criteria, session.fusion), criteria, source)
     session.results["vcs"] = found
     session.results["cursor"] = FindingCursor("compare", found.suspects)
-    return suspects_table(found, limit, result.problems, info)
+    return suspects_table(found, limit, result.problems, info, coverage_report(session, result)[1:])
 
 
 # ------------------------------------------------------------------------------------------------
