@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CommandError
-from .metrics import DEFAULT_CHUNK, Metrics, compute_metrics
+from .metrics import DEFAULT_CHUNK, Metrics, as_real_pairs, compute_metrics
 from .metrics_kernels import Float32Chunks, check_numeric, scratch
 
 _FP16_MAX = 65504.0
@@ -82,11 +82,14 @@ class _Float64Chunks:
 
 def compare_pair(a: np.ndarray, b: np.ndarray, *, atol: float = 1e-3, rtol: float = 1e-3,
                  top: int = 5, chunk: int = DEFAULT_CHUNK) -> PairComparison:
-    """Compare NPU tensor ``a`` with golden ``b`` (same shape). Raises CommandError otherwise."""
+    """Compare NPU tensor ``a`` with golden ``b`` (same shape). Raises CommandError otherwise.
+    Complex tensors are compared part by part (``metrics.as_real_pairs``): a worst element's
+    index ends in 0 (real part) or 1 (imaginary part)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         raise CommandError(f"shape {a.shape} does not match {b.shape}")
     metrics = compute_metrics(a, b, chunk=chunk)
+    a, b = as_real_pairs(a, b)
     flat_a, flat_b = a.reshape(-1), b.reshape(-1)
     reader_a, reader_b = _Float64Chunks(flat_a, chunk, "npu"), _Float64Chunks(flat_b, chunk, "golden")
     n = flat_a.size

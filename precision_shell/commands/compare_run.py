@@ -303,11 +303,16 @@ def compare_tensors(session: Session, args) -> Sections:
                            f"{b.label}{b.ref.slice_text} shape {tuple(y.shape)}: shapes must agree "
                            f"(slice one side, e.g. [0, :8])")
     res = compare_pair(x, y, atol=args.atol, rtol=args.rtol, top=args.top)
+    complex_data = x.dtype.kind == "c" or y.dtype.kind == "c"
     m = res.metrics
     info = [(a.label + a.ref.slice_text, f"{x.dtype} {tuple(x.shape)}"),
             (b.label + b.ref.slice_text, f"{y.dtype} {tuple(y.shape)}"),
             ("allclose", f"{'yes' if res.allclose else 'no'} (atol {args.atol:g}, rtol {args.rtol:g})"),
-            ("error ratio", f"{res.error_ratio:.6f} ({res.mismatches} of {m.count} elements)")]
+            ("error ratio", f"{res.error_ratio:.6f} ({res.mismatches} of {m.count} "
+                            f"{'values' if complex_data else 'elements'})")]
+    if complex_data:
+        info.append(("complex", "compared as real and imaginary parts (2 values per element; "
+                                "a worst index ends in 0 = real, 1 = imaginary)"))
     rows = [[name, cell] for name, cell in zip(
         ["CosineSimilarity", "MaxAbsoluteError", "AccumulatedRelativeError",
          "RelativeEuclideanDistance", "KullbackLeiblerDivergence", "StandardDeviation",
