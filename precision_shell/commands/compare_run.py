@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -111,14 +112,24 @@ def _count(n: int, word: str) -> str:
 _MORE_IN_CSV = "CompareFailReason in the CSV"
 
 
-def coverage_report(session: Session,
-                    result: CompareResult) -> tuple[Coverage, list[str], list[str], str | None]:
-    """(coverage, note lines, warning lines, why a gate cannot trust the compare): the summary
-    line and its first files are warnings when something with a counterpart was not compared."""
+@dataclass
+class CoverageReport:
+    """The coverage of a compare as ``vc``/``vcs`` show it: the summary line and its first files
+    are warnings when something with a counterpart was not compared, notes otherwise."""
+
+    coverage: Coverage
+    notes: list[str]
+    warnings: list[str]
+    gate: str | None            # why a CI gate cannot trust the compare
+
+
+def coverage_report(session: Session, result: CompareResult) -> CoverageReport:
     cov = result.coverage()
     lines = [cov.summary_line()] + cov.example_lines(_MORE_IN_CSV)
     gate = cov.gate(session.settings.min_coverage)
-    return (cov, [], lines, gate) if cov.hurt or gate else (cov, lines, [], gate)
+    if cov.hurt or gate:
+        return CoverageReport(cov, [], lines, gate)
+    return CoverageReport(cov, lines, [], gate)
 
 
 def vc_summary(session: Session, result: CompareResult) -> Message:
@@ -127,9 +138,9 @@ def vc_summary(session: Session, result: CompareResult) -> Message:
     failing = find_suspects(result, criteria, session.fusion)
     roots = [s for s in failing if s.role == "root"]
     what = "NPU vs golden" if result.mode == "golden" else f"{result.npu_label} vs {result.golden_label}"
-    cov, notes, warnings, gate = coverage_report(session, result)
+    report = coverage_report(session, result)
     lines = [f"{what}: {_count(len(result.ops), 'op')} in {result.elapsed:.2f} s "
-             f"({result.mb_per_s:.0f} MB/s, {_count(result.workers, 'worker')})"] + notes
+             f"({result.mb_per_s:.0f} MB/s, {_count(result.workers, 'worker')})"] + report.notes
     lines.append(f"failing (cosine <= {criteria.threshold:g} or NaN): {_count(len(failing), 'op')}, "
                  f"{_count(len(roots), 'root')}" + ("; `vcs` lists them" if failing else ""))
     lines.append(f"CSV: {result.csv_path}")
@@ -139,11 +150,11 @@ def vc_summary(session: Session, result: CompareResult) -> Message:
             "csv": str(result.csv_path) if result.csv_path else None,
             "seconds": round(result.elapsed, 4), "mb_per_s": round(result.mb_per_s, 1),
             "workers": result.workers, "cancelled": result.cancelled, "problems": result.problems,
-            "coverage": cov.to_json(), "unjudged": gate}
+            "coverage": report.coverage.to_json(), "unjudged": report.gate}
     if result.cancelled:
         lines.append("interrupted: the results above are partial")
     return Message(lines, data=data, interrupted=result.cancelled,
-                   warnings=warnings + result.problems, unjudged=gate)
+                   warnings=report.warnings + result.problems, unjudged=report.gate)
 
 
 def compare(session: Session, args) -> Message:
@@ -173,9 +184,8 @@ def _shown(suspects: list[Suspect], limit: int) -> list[Suspect]:
     return sorted(ranked, key=lambda s: s.order)
 
 
-def suspects_table(found: SuspectList, limit: int, problems: list[str], info: list[str] = (),
-                   coverage: tuple[list[str], list[str], str | None] = ([], [], None)) -> Table:
-    """``coverage``: (note lines, warning lines, gate reason) of ``coverage_report``."""
+def suspects_table(found: SuspectList, limit: int, problems: list[str], info: list[str],
+                   report: CoverageReport) -> Table:
     suspects = found.suspects
     shown = _shown(suspects, limit)
     rows, highlight = [], set()
@@ -194,8 +204,7 @@ def suspects_table(found: SuspectList, limit: int, problems: list[str], info: li
     for s in roots:
         if s.fusion_blame:
             notes.append(f"fusion blame: {s.op} {s.fusion_blame}")
-    cover_notes, cover_warnings, gate = coverage
-    notes += list(info) + cover_notes
+    notes += list(info) + report.notes
     if suspects:
         notes.append("`next` steps through the list with each op's full metric panel")
     title = (f"{_count(len(suspects), 'failing op')} ({_count(len(roots), 'root')}), "
@@ -205,7 +214,7 @@ def suspects_table(found: SuspectList, limit: int, problems: list[str], info: li
                  json_rows=[s.to_json() for s in suspects], notes=notes, total=len(suspects),
                  highlight=highlight, findings=len(suspects),
                  interrupted=found.source == "partial compare",
-                 warnings=cover_warnings + list(problems), unjudged=gate)
+                 warnings=report.warnings + list(problems), unjudged=report.gate)
 
 
 def _vcs_source(session: Session, files: list[str] | None) -> CompareResult:
@@ -241,7 +250,7 @@ def vcs(session: Session, args) -> Table:
     found = SuspectList(find_suspects(result, criteria, session.fusion), criteria, source)
     session.results["vcs"] = found
     session.results["cursor"] = FindingCursor("compare", found.suspects)
-    return suspects_table(found, limit, result.problems, info, coverage_report(session, result)[1:])
+    return suspects_table(found, limit, result.problems, info, coverage_report(session, result))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -56,7 +56,6 @@ class Sections:
     title: str
     blocks: list[tuple[str, Any]]        # (heading, list[tuple[str, str]] | Table | list[str])
     data: Any = None
-    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> Any:
         return self.data

@@ -88,7 +88,7 @@ def _(result: Sections, style: Style = PLAIN) -> str:
         else:
             lines.append(f"  {style(heading, 'bold_yellow' if heading == 'errors' else 'bold')}")
             lines += [f"    {item}" for item in block]
-    return "\n".join(lines + warning_lines(result))
+    return "\n".join(lines)
 
 
 def render_json(result: Any) -> str:
