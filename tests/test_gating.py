@@ -182,3 +182,27 @@ def test_coverage_below_the_minimum_fails_the_gate(passing_ws, capsys, tmp_path)
 ])
 def test_reasons_are_counted_without_their_particulars(reason, kind):
     assert reason_kind(reason) == kind
+
+
+def test_exit_code_precedence_usage_over_unjudged_over_findings(sample_ws, capsys, tmp_path):
+    root = _copy(sample_ws, tmp_path)
+    garbage = _op_dump(root, sample_ws[1], "fc1/MatMul")
+    garbage.write_bytes(np.random.default_rng(9).bytes(garbage.stat().st_size))
+    # failing ops remain (findings, 3) but a dump is unreadable (could not judge, 1): 1 wins
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path / "o", "-c", "vcs -c 0.98", "--format", "csv",
+                           "--fail-on-findings")
+    assert rc == 1 and "could not judge: unreadable 1 (" in err
+    assert out.splitlines()[0].startswith("#,op,type") and "warning:" not in out   # csv stays csv
+    assert any(line.startswith("warning: ") and str(garbage) in line for line in err.splitlines())
+    rc, _, _ = run_cli(capsys, root, "-o", tmp_path / "o", "-c", "vcs -c 0.98; vcs -c 2", "--fail-on-findings")
+    assert rc == 2
+
+
+def test_vcs_on_the_csv_of_a_corrupt_compare_counts_the_same(random_ws, capsys, tmp_path):
+    rc, out, err = run_cli(capsys, random_ws, "-o", tmp_path / "o", "-c", "vc", "--format", "json")
+    summary = json_docs(out)[0]
+    live = [line for line in err.splitlines() if line.startswith("warning: compared")]
+    rc, out, err = run_cli(capsys, random_ws, "-o", tmp_path / "o", "-c", f"vcs -f {summary['csv']}",
+                           "--fail-on-findings")
+    assert rc == 1 and "no tensor pair compared" in err
+    assert [line for line in out.splitlines() if line.startswith("warning: compared")] == live

@@ -308,15 +308,21 @@ _STD = re.compile(r"^\(\s*([^;]+);([^)]+)\),\(\s*([^;]+);([^)]+)\)$")
 _NO_GOLDEN_PREFIX = compare_worker.NO_GOLDEN.split("{")[0]
 
 
-def _csv_kind(reason: str, golden_ops: list[str]) -> str:
-    """Why a vendor CSV row was not compared, as a coverage kind (from the vendor's wording)."""
-    if reason.startswith(_NO_GOLDEN_PREFIX) or not golden_ops:
-        return NO_GOLDEN
+def _csv_kind(reason: str, golden_ops: list[str]) -> tuple[str, str | None]:
+    """(coverage kind, unreadable file or None) of a CSV row that was not compared, from its
+    CompareFailReason: the vendor's wording, or pshell's "FILE: why" for a file it could not read."""
+    if not reason:
+        return (NO_GOLDEN if not golden_ops else "not compared"), None
+    if reason.startswith(_NO_GOLDEN_PREFIX):
+        return NO_GOLDEN, None
     if reason.startswith(compare_worker.NO_DUMP):
-        return NO_DUMP
+        return NO_DUMP, None
     if "shape" in reason and "does not match" in reason:
-        return SHAPE_DIFFERS
-    return reason_kind(reason) if reason else "not compared"
+        return SHAPE_DIFFERS, None
+    path, sep, why = reason.partition(": ")
+    if sep and os.sep in path:
+        return reason_kind(why), path
+    return reason_kind(reason), None
 
 
 def _metrics_from_cells(values: dict[str, float | None], std: str | None) -> Metrics:
@@ -359,11 +365,12 @@ def result_from_csv(paths: list[Path]) -> CompareResult:
             # an all-NaN row is "not compared" when the vendor says why or there is no golden
             # ("*"); otherwise it is a computed NaN (NaN in the NPU data) and counts as failing
             compared = bool(numeric) or (not row.fail_reason and bool(row.golden_ops))
+            kind, file = ("", None) if compared else _csv_kind(row.fail_reason, row.golden_ops)
             t = TensorResult(0, op, row.op_type, row.kind, row.tensor_index, row.golden_ops,
                              ",".join(row.golden_ops) or None, metrics,
                              row.extra.get("NPUDataType", "NaN"), row.extra.get("GroundTruthDataType", "NaN"),
-                             row.shape, row.fail_reason, compared,
-                             coverage_kind="" if compared else _csv_kind(row.fail_reason, row.golden_ops))
+                             row.shape, row.fail_reason, compared, coverage_kind=kind, file=file,
+                             unreadable=file is not None)
             keyed.append(((file_no, row.index, row_no), op, t))
             if op not in ops:
                 ops[op] = OpPlan(op, row.op_type, 0, list(row.golden_ops), [], len(row.golden_ops) > 1)
