@@ -163,11 +163,9 @@ def tensor_overflows(header: DumpHeader, kinds=("input", "output"),
     for entry in header.inputs + header.outputs:
         if entry.kind not in kinds:
             continue
-        array = read_logical_array(header, entry, data=data)
-        shape = tuple(array.shape)
-        if array.dtype.kind == "c":  # the real and imaginary parts, as floats
-            array = np.ascontiguousarray(array).view(array.real.dtype)
-        out.append(TensorOverflow(entry.kind, entry.index, entry.dtype_name, shape, tensor_stats(array)))
+        array = read_logical_array(header, entry, data=data)   # complex: stats of both parts
+        out.append(TensorOverflow(entry.kind, entry.index, entry.dtype_name, tuple(array.shape),
+                                  tensor_stats(array)))
     return out
 
 

@@ -66,8 +66,6 @@ class _Float64Chunks:
 
     def __init__(self, flat: np.ndarray, chunk: int, slot: str):
         check_numeric(flat.dtype)
-        if flat.dtype.kind == "c":
-            raise CommandError(f"cannot compare complex values ({flat.dtype})")
         self._flat = flat
         wide = flat.dtype.kind in "iu" and flat.dtype.itemsize > 2 or flat.dtype == np.float64
         self._via32 = None if wide else Float32Chunks(flat, chunk, slot)
@@ -144,9 +142,12 @@ def _as_float(value) -> float:
 
 
 def tensor_stats(arr: np.ndarray, *, chunk: int = DEFAULT_CHUNK) -> TensorStats:
-    """Counts and moments of one tensor in one chunked pass (memmaps stay on disk)."""
+    """Counts and moments of one tensor in one chunked pass (memmaps stay on disk). A complex
+    tensor's statistics cover its real and imaginary parts as floats (two values per element)."""
     arr = np.asarray(arr)
     flat = arr.reshape(-1)
+    if flat.dtype.kind == "c":
+        flat = np.ascontiguousarray(flat).view(flat.real.dtype)
     reader = _Float64Chunks(flat, chunk, "npu")
     is_fp16 = arr.dtype == np.float16
     lo, hi = math.inf, -math.inf
