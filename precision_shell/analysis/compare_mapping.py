@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from precision_shell.analysis.compare_plan import INPUT, OUTPUT, ComparePlan, OpPlan, PlanTable, file_path
+from precision_shell.analysis import coverage
 from precision_shell.analysis.compare_worker import NO_DUMP, NO_GOLDEN
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_file import DumpHeader, TensorEntry, read_dump_header
@@ -74,6 +75,8 @@ class _Planner:
         self.table = PlanTable()
         self.ops: list[OpPlan] = []
         self._headers: dict[str, DumpHeader] = {}
+        # unreadable dumps: each becomes a row naming the file and why (not a warning per file)
+        self.errors: dict[str, FormatError] = {}
         self._golden: dict[str, tuple[Any, int]] = {}
         self._specs: dict[tuple, tuple] = {}
         self._refs: dict[str, str] = {}
@@ -85,10 +88,12 @@ class _Planner:
         path = dump_path(f)
         header = self._headers.get(path)
         if header is None:
+            if path in self.errors:
+                return None
             try:
                 header = read_dump_header(path)
             except FormatError as exc:
-                self.problems.append(str(exc))
+                self.errors[path] = exc
                 return None
             if len(self._headers) >= _HEADER_CACHE:
                 del self._headers[next(iter(self._headers))]
@@ -98,6 +103,12 @@ class _Planner:
     def spec(self, target_format: str | None, fallback_shape: tuple[int, ...] | None) -> tuple:
         key = (target_format, fallback_shape)
         return self._specs.setdefault(key, key)
+
+    def add_unreadable(self, plan: OpPlan, path: str) -> None:
+        """The one row of an op whose dump could not be read: the reader's reason, and the file."""
+        exc = self.errors[path]
+        self.add(plan, OUTPUT, 0, None, None, None, str(exc), 0,
+                 why=(coverage.reason_kind(exc.reason), exc.path or path))
 
     def ref(self, text: str | None) -> str | None:
         return text if text is None else self._refs.setdefault(text, text)
@@ -174,10 +185,14 @@ class _Planner:
         self.ops.append(plan)
 
     def add(self, plan: OpPlan, io: int, index: int, spec: tuple | None, golden: str | None,
-            golden_ref: str | None, reason: str, nbytes: int, alias: int = -1) -> int:
+            golden_ref: str | None, reason: str, nbytes: int, alias: int = -1,
+            why: tuple[str, str | None] | None = None) -> int:
         if spec is not None and golden is None and not reason:
             reason = NO_GOLDEN.format(tensor=f"{plan.op}:{('input', 'output')[io]}:{index}")
-        row = self.table.add(len(self.ops) - 1, io, index, spec, golden, golden_ref, reason, nbytes, alias)
+        if why is None and (spec is None or golden is None):
+            why = (coverage.NO_DUMP if spec is None else coverage.NO_GOLDEN, None)
+        row = self.table.add(len(self.ops) - 1, io, index, spec, golden, golden_ref, reason, nbytes, alias,
+                             why)
         plan.rows = range(plan.rows.start, row + 1)
         return row
 
@@ -244,7 +259,10 @@ def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
         p.start_op(plan)
         header = p.header(dumps, f)
         if header is None:
-            p.add(plan, OUTPUT, 0, None, None, None, NO_DUMP if f is None else f"{dump_path(f)}: unreadable dump", 0)
+            if f is None:
+                p.add(plan, OUTPUT, 0, None, None, None, NO_DUMP, 0)
+            else:
+                p.add_unreadable(plan, dump_path(f))
             continue
         n_inputs = len(header.inputs)
         for entry in header.inputs:
@@ -300,16 +318,20 @@ def plan_npu_compare(graph: Any, left: DumpIndex, right: DumpIndex, *, left_labe
                       lf, lf.name.timestamp if lf else None, other=rf)
         p.start_op(plan)
         if lh is None or rh is None:
-            missing = left_label if lh is None else right_label
-            what = "no dump" if (lf if lh is None else rf) is None else "an unreadable dump"
-            p.add(plan, OUTPUT, 0, None, None, None, f"{name} has {what} in {missing}", 0)
+            unreadable = [dump_path(f) for f, h in ((lf, lh), (rf, rh)) if f is not None and h is None]
+            if unreadable:
+                p.add_unreadable(plan, unreadable[0])
+            else:
+                p.add(plan, OUTPUT, 0, None, None, None,
+                      f"{name} has no dump in {left_label if lh is None else right_label}", 0)
             continue
         for io, kind in ((INPUT, "input"), (OUTPUT, "output")):
             lefts, rights = getattr(lh, kind + "s"), getattr(rh, kind + "s")
             for i in range(max(len(lefts), len(rights))):
                 if i >= len(lefts) or i >= len(rights):
                     side = left_label if i >= len(lefts) else right_label
-                    p.add(plan, io, i, None, None, None, f"{name}:{kind}:{i} is missing in {side}", 0)
+                    p.add(plan, io, i, None, None, None, f"{name}:{kind}:{i} is missing in {side}", 0,
+                          why=(coverage.MISSING, None))
                     continue
                 p.add(plan, io, i, plain, rf, p.ref(f"{name}:{kind}:{i}"), "",
                       lefts[i].size + rights[i].size)
