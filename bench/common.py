@@ -235,7 +235,7 @@ def _wanted_options(scale_mb: float | None, files: int | None, seed: int) -> dic
 def manifest_matches(manifest: dict, scale_mb: float | None, files: int | None, seed: int = 0) -> bool:
     options = manifest.get("options", {})
     wanted = _wanted_options(scale_mb, files, seed)
-    defaults = {"name_fields": 5, "opdebug_layout": "old", "fusion_shape": 1}
+    defaults = {"name_fields": 5, "opdebug_layout": "old", "fusion_shape": 1, "variant": "convnet"}
     return (all(options.get(k) == v for k, v in wanted.items())
             and all(options.get(k, v) == v for k, v in defaults.items()))
 

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from precision_shell import __version__
-from precision_shell.errors import PshellError
+from precision_shell.config import parse_min_coverage
+from precision_shell.errors import PshellError, UsageError
 from precision_shell.frontend import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Frontend
 from precision_shell.logfile import setup_logging
 
@@ -35,7 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="DIR",
                    help="output folder (default: precision_data/temp/pshell)")
     p.add_argument("--fail-on-findings", action="store_true",
-                   help="exit 3 when a command reports findings (overflow, failing ops): CI gating")
+                   help="CI gating: exit 3 when a command reports findings (overflow, failing ops); "
+                        "exit 1 when vc/vcs/ac could not judge (no tensor pair compared, coverage "
+                        "below --min-coverage, a dump file unreadable)")
+    p.add_argument("--min-coverage", type=_percent, default=None, metavar="PCT",
+                   help="with --fail-on-findings: the %% of NPU tensors with a golden counterpart "
+                        "that vc/vcs must compare (default 90; `config set min_coverage`)")
     p.add_argument("--no-pager", action="store_true", help="never page long output")
     p.add_argument("--no-color", action="store_true", help="no colour (NO_COLOR is honoured too)")
     p.add_argument("--history-file", metavar="FILE", help="REPL history file")
@@ -43,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-file", metavar="FILE", help="log file for warnings and internal errors")
     p.add_argument("--version", action="version", version=f"precision-shell {__version__}")
     return p
+
+
+def _percent(text: str) -> float:
+    try:
+        return parse_min_coverage(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _batch_lines(opts: argparse.Namespace) -> list[str] | None:
@@ -98,8 +111,11 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_FAILED
         use_config(config)
         config.apply_to(session, output_overridden=opts.output is not None)
+    if opts.min_coverage is not None:
+        session.settings.min_coverage = opts.min_coverage
     # Batch mode: no prompt, no colour, no pager (product.md §6).
-    frontend = Frontend(session, fmt=opts.format, log_path=log_path)
+    frontend = Frontend(session, fmt=opts.format, log_path=log_path,
+                        fail_on_findings=opts.fail_on_findings)
     for message in session.load_errors:
         frontend.error(message)
     frontend.failed = bool(session.load_errors)
@@ -113,4 +129,4 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     if frontend.interrupted:
         return EXIT_INTERRUPTED
-    return frontend.exit_code(opts.fail_on_findings)
+    return frontend.exit_code()

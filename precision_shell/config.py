@@ -9,6 +9,7 @@ Layout::
     [pshell]
     threshold = 0.98
     limit = 20
+    min_coverage = 90
     pager = on
     output =
     editing_mode = emacs
@@ -57,6 +58,16 @@ def _parse_limit(text: str) -> int:
     return value
 
 
+def parse_min_coverage(text: str) -> float:
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise UsageError(f"min_coverage must be a percentage, got {text!r}") from None
+    if not 0.0 <= value <= 100.0:
+        raise UsageError(f"min_coverage is a percentage from 0 to 100, got {text!r}")
+    return value
+
+
 def _parse_bool(text: str) -> bool:
     word = text.strip().lower()
     if word in _TRUE:
@@ -89,6 +100,8 @@ class ConfigKey:
 KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("threshold", _parse_threshold, "cosine at or below which an op fails (vcs -c default)"),
     ConfigKey("limit", _parse_limit, "rows shown by list commands (0 = all)"),
+    ConfigKey("min_coverage", parse_min_coverage,
+              "% of tensors with a golden counterpart a gated vc/vcs must compare (--min-coverage)"),
     ConfigKey("pager", _parse_bool, "page output taller than the terminal (on/off)"),
     ConfigKey("output", _parse_output, "output folder (empty or 'default': precision_data/temp/pshell)"),
     ConfigKey("editing_mode", _parse_editing_mode, "line editing keys: emacs or vi"),
@@ -116,6 +129,7 @@ def format_value(value: Any) -> str:
 class Config:
     threshold: float = 0.98
     limit: int = 20
+    min_coverage: float = 90.0
     pager: bool = True
     output: str = ""
     editing_mode: str = "emacs"
@@ -158,7 +172,7 @@ class Config:
             return
         keys = list(KEYS) if keys is None else keys
         settings = session.settings
-        for name in ("threshold", "limit", "pager", "color"):
+        for name in ("threshold", "limit", "min_coverage", "pager", "color"):
             if name in keys:
                 setattr(settings, name, getattr(self, name))
         workspace = getattr(session, "workspace", None)

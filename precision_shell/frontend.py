@@ -35,6 +35,7 @@ class Frontend:
     failed: bool = False
     usage_failed: bool = False
     findings: bool = False
+    fail_on_findings: bool = False   # CI gate: findings exit 3; a command that could not judge, 1
     interrupted: bool = False   # a command stopped early on Ctrl-C and returned partial results
     quit: bool = False
 
@@ -74,15 +75,27 @@ class Frontend:
             elif outcome.help_text is not None:
                 self.emit(outcome.help_text.rstrip("\n"), statement)
             elif outcome.result is not None and not outcome.quit:
-                if getattr(outcome.result, "findings", 0):
+                result = outcome.result
+                if getattr(result, "findings", 0):
                     self.findings = True
-                if getattr(outcome.result, "interrupted", False):
+                if getattr(result, "interrupted", False):
                     self.interrupted = True
                 style = PLAIN if statement.redirect else self.style
-                self.emit(render(outcome.result, statement.fmt or self.fmt, style), statement)
+                fmt = statement.fmt or self.fmt
+                self.emit(render(result, fmt, style), statement)
+                if fmt != "table":   # the document keeps its shape; its warnings go beside it
+                    for warning in getattr(result, "warnings", ()):
+                        print(f"warning: {warning}", file=self.err, flush=True)
+                self._gate(statement, getattr(result, "unjudged", None))
         except PshellError as exc:
             self._record_error(exc)
         return outcome
+
+    def _gate(self, statement, unjudged: str | None) -> None:
+        """A gated run fails (exit 1) when a command could not judge what it was asked to."""
+        if unjudged and self.fail_on_findings:
+            self.error(f"`{statement.text.strip()}` could not judge: {unjudged} (--fail-on-findings)")
+            self.failed = True
 
     def _record_error(self, exc: PshellError) -> None:
         self.error(str(exc))
@@ -115,11 +128,11 @@ class Frontend:
         except OSError as exc:
             raise FormatError(target, f"cannot append ({exc.strerror or exc})") from None
 
-    def exit_code(self, fail_on_findings: bool = False) -> int:
+    def exit_code(self) -> int:
         if self.usage_failed:
             return EXIT_USAGE
         if self.failed:
             return EXIT_FAILED
-        if fail_on_findings and self.findings:
+        if self.fail_on_findings and self.findings:
             return EXIT_FINDINGS
         return EXIT_OK

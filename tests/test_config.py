@@ -52,14 +52,16 @@ def test_missing_file_gives_the_defaults_of_the_session_settings(tmp_path):
 def test_save_and_load_round_trip(tmp_path):
     cfg = Config()
     for key, text in [("threshold", "0.95"), ("limit", "0"), ("pager", "off"),
-                      ("output", "~/pshell_out"), ("editing_mode", "vi"), ("color", "no")]:
+                      ("output", "~/pshell_out"), ("editing_mode", "vi"), ("color", "no"),
+                      ("min_coverage", "75%")]:
         cfg.set(key, text)
     path = save_config(cfg, tmp_path / "sub" / "c.ini")
     assert path.is_file()
     back = load_config(path)
     assert back.values() == cfg.values()
     assert back.values() == {"threshold": 0.95, "limit": 0, "pager": False,
-                             "output": "~/pshell_out", "editing_mode": "vi", "color": False}
+                             "output": "~/pshell_out", "editing_mode": "vi", "color": False,
+                             "min_coverage": 75.0}
     # the file is plain INI another tool can read
     raw = configparser.ConfigParser()
     raw.read(path)

@@ -144,7 +144,7 @@ def test_manifest_matches_dump_files(ws):
                 assert np.dtype(NP_DTYPES[t.data_type]).name == want["dtype"]
         for (t, _, _), want in zip(tensors["output"], e["outputs"]):
             origin = f"{t.original_op.name}:{t.original_op.output_index}" if t.HasField("original_op") else None
-            assert origin == want["golden"]
+            assert origin == want["origin"]
 
 
 def test_manifest_matches_golden_files(ws, run):

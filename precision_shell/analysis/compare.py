@@ -41,7 +41,9 @@ from precision_shell.analysis.compare_results import (  # noqa: F401  (re-export
     CompareResult, ResultStore, RowView, TensorResult,
 )
 from precision_shell.analysis.compare_tasks import iter_task, run_task
-from precision_shell.analysis.compare_worker import PairResult, ignore_sigint
+from precision_shell.analysis import compare_worker
+from precision_shell.analysis.compare_worker import PairResult, ignore_sigint, skipped_pair
+from precision_shell.analysis.coverage import NO_DUMP, NO_GOLDEN, SHAPE_DIFFERS, reason_kind
 from precision_shell.analysis.metrics import JSON_KEYS, Metrics
 
 _MIN_BATCH_BYTES = 4 << 20
@@ -127,8 +129,7 @@ def run_compare(plan: ComparePlan, *, progress: Callable | None = None, workers:
             no_pair = 0
             for row in range(len(t)):   # rows without a pair need no worker
                 if not t.runnable(row):
-                    reason = t.reason[row]
-                    store.add_result(PairResult(row, Metrics.unavailable(reason), reason=reason))
+                    store.add_result(_unrunnable(t, row))
                     no_pair += 1
             bar.advance(no_pair)
             if executor is None and (workers == 1 or plan.total_bytes < INLINE_BELOW_BYTES):
@@ -146,6 +147,16 @@ def run_compare(plan: ComparePlan, *, progress: Callable | None = None, workers:
     return CompareResult(plan.mode, plan.npu_label, plan.golden_label, plan.ops, RowView(store), cancelled,
                          workers if executor is None else getattr(executor, "_max_workers", workers),
                          time.perf_counter() - start, store.bytes_read, problems)
+
+
+def _unrunnable(t, row: int) -> PairResult:
+    """The result of a planned row that has no pair (no dump, no golden, unreadable dump)."""
+    reason = t.reason[row]
+    kind, file = t.why.get(row, (NO_DUMP if t.spec[row] is None else NO_GOLDEN, None))
+    if file is None:
+        return skipped_pair(row, reason, kind)
+    return PairResult(row, Metrics.unavailable(reason), reason=reason, coverage_kind=kind, file=file,
+                      unreadable=True)
 
 
 def _run_inline(plan: ComparePlan, store: ResultStore, bar: Any) -> None:
@@ -192,8 +203,10 @@ def _run_pool(tasks: Iterable[tuple[list[int], tuple]], store: ResultStore, bar:
 
 
 def _fail(rows: Iterable[int], store: ResultStore, reason: str) -> None:
+    kind = reason_kind(reason)
     for row in rows:
-        store.add_result(PairResult(row, Metrics.unavailable(reason), reason=reason))
+        store.add_result(PairResult(row, Metrics.unavailable(reason), reason=reason, coverage_kind=kind,
+                                    unreadable=True))
 
 
 def _harvest(fut: Future, rows: list[int], store: ResultStore, problems: list[str]) -> None:
@@ -229,9 +242,12 @@ def _csv_row(row: TensorResult):
             continue
         metrics[column] = None if key in m.not_computed else float(getattr(m, key))
     std = None if JSON_KEYS[STD_COLUMN] in m.not_computed else cells[DEFAULT_METRICS.index(STD_COLUMN)]
+    # two all-zero tensors: the vendor's cosine cell is the literal "1.0", not "1.000000"
+    texts = {"CosineSimilarity": cells[DEFAULT_METRICS.index("CosineSimilarity")]} if m.cosine_both_zero else {}
     return CompareRow(row.order, row.op_type, row.op, list(row.golden_ops), row.tensor, row.io, row.index,
                       row.shape, metrics, std, row.reason,
-                      extra={"NPUDataType": row.npu_dtype, "GroundTruthDataType": row.golden_dtype})
+                      extra={"NPUDataType": row.npu_dtype, "GroundTruthDataType": row.golden_dtype},
+                      texts=texts)
 
 
 def write_vendor_csv(path: Path, result: CompareResult) -> int:
@@ -280,13 +296,31 @@ def _store_csv_rows(store: ResultStore) -> Iterator:
                 kept.clear()
             tensor = store.tensor(row)
             c = _csv_row(tensor)
-            cells = kept[d] = (c.shape, c.metrics, c.std, c.fail_reason, c.extra)
+            cells = kept[d] = (c.shape, c.metrics, c.std, c.fail_reason, c.extra, c.texts)
         op = ops[t.op_pos[row]]
         io, index = ("input", "output")[t.io[row]], t.index[row]
         yield CompareRow(op.order, op.type, op.op, op.golden_ops, f"{op.op}:{io}:{index}", io, index, *cells)
 
 
 _STD = re.compile(r"^\(\s*([^;]+);([^)]+)\),\(\s*([^;]+);([^)]+)\)$")
+_NO_GOLDEN_PREFIX = compare_worker.NO_GOLDEN.split("{")[0]
+
+
+def _csv_kind(reason: str, golden_ops: list[str]) -> tuple[str, str | None]:
+    """(coverage kind, unreadable file or None) of a CSV row that was not compared, from its
+    CompareFailReason: the vendor's wording, or pshell's "FILE: why" for a file it could not read."""
+    if not reason:
+        return (NO_GOLDEN if not golden_ops else "not compared"), None
+    if reason.startswith(_NO_GOLDEN_PREFIX):
+        return NO_GOLDEN, None
+    if reason.startswith(compare_worker.NO_DUMP):
+        return NO_DUMP, None
+    if "shape" in reason and "does not match" in reason:
+        return SHAPE_DIFFERS, None
+    path, sep, why = reason.partition(": ")
+    if sep and os.sep in path:
+        return reason_kind(why), path
+    return reason_kind(reason), None
 
 
 def _metrics_from_cells(values: dict[str, float | None], std: str | None) -> Metrics:
@@ -329,10 +363,12 @@ def result_from_csv(paths: list[Path]) -> CompareResult:
             # an all-NaN row is "not compared" when the vendor says why or there is no golden
             # ("*"); otherwise it is a computed NaN (NaN in the NPU data) and counts as failing
             compared = bool(numeric) or (not row.fail_reason and bool(row.golden_ops))
+            kind, file = ("", None) if compared else _csv_kind(row.fail_reason, row.golden_ops)
             t = TensorResult(0, op, row.op_type, row.kind, row.tensor_index, row.golden_ops,
                              ",".join(row.golden_ops) or None, metrics,
                              row.extra.get("NPUDataType", "NaN"), row.extra.get("GroundTruthDataType", "NaN"),
-                             row.shape, row.fail_reason, compared)
+                             row.shape, row.fail_reason, compared, coverage_kind=kind, file=file,
+                             unreadable=file is not None)
             keyed.append(((file_no, row.index, row_no), op, t))
             if op not in ops:
                 ops[op] = OpPlan(op, row.op_type, 0, list(row.golden_ops), [], len(row.golden_ops) > 1)

@@ -10,6 +10,10 @@ executed by :mod:`compare_worker`. Rules, as the vendor engine applies them with
 * input j -> its producer through the graph edge, walking up through ``Cast`` and ``TransData``
   producers (GE inserts them; the framework never saw them) -> that producer's output mapping.
   So a golden file is compared as "output of its op" and again as "input of every consumer".
+* output i of a ``Cast``/``TransData`` (every one: GE-inserted, or an AMP cast with original op
+  names) is never looked up by its own origin name: it stands for the op's input i, walked up
+  the same way. A TransData output meets the golden of the op that feeds it, an fp32 -> bf16
+  cast's output the producer's fp32 golden (the cast's rounding is its error).
 * NPU run vs NPU run: same op name, same tensor position; device shapes must agree.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from precision_shell.analysis.compare_plan import INPUT, OUTPUT, ComparePlan, OpPlan, PlanTable, file_path
+from precision_shell.analysis import coverage
 from precision_shell.analysis.compare_worker import NO_DUMP, NO_GOLDEN
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_file import DumpHeader, TensorEntry, read_dump_header
@@ -30,7 +35,8 @@ __all__ = ["ComparePlan", "OpPlan", "plan_golden_compare", "plan_npu_compare"]
 # all-NaN row for each, which only buries the real rows).
 GRAPH_ONLY_TYPES = frozenset({"Data", "RefData", "AippData", "Const", "Constant", "Variable",
                               "VariableV2", "NetOutput"})
-# Layout/dtype conversions GE inserts; inputs are matched through them to the real producer.
+# Layout/dtype conversions (GE-inserted or AMP casts): their inputs and outputs are matched
+# through them to the real producer's golden.
 WALK_THROUGH_TYPES = frozenset({"Cast", "TransData"})
 # Formats the layout converters accept as the logical target of a 4-D restore.
 _TARGET_FORMATS = frozenset({"NCHW", "NHWC", "HWCN", "CHWN", "NCDHW", "NDHWC", "DHWCN"})
@@ -69,6 +75,8 @@ class _Planner:
         self.table = PlanTable()
         self.ops: list[OpPlan] = []
         self._headers: dict[str, DumpHeader] = {}
+        # unreadable dumps: each becomes a row naming the file and why (not a warning per file)
+        self.errors: dict[str, FormatError] = {}
         self._golden: dict[str, tuple[Any, int]] = {}
         self._specs: dict[tuple, tuple] = {}
         self._refs: dict[str, str] = {}
@@ -80,10 +88,12 @@ class _Planner:
         path = dump_path(f)
         header = self._headers.get(path)
         if header is None:
+            if path in self.errors:
+                return None
             try:
                 header = read_dump_header(path)
             except FormatError as exc:
-                self.problems.append(str(exc))
+                self.errors[path] = exc
                 return None
             if len(self._headers) >= _HEADER_CACHE:
                 del self._headers[next(iter(self._headers))]
@@ -93,6 +103,12 @@ class _Planner:
     def spec(self, target_format: str | None, fallback_shape: tuple[int, ...] | None) -> tuple:
         key = (target_format, fallback_shape)
         return self._specs.setdefault(key, key)
+
+    def add_unreadable(self, plan: OpPlan, path: str) -> None:
+        """The one row of an op whose dump could not be read: the reader's reason, and the file."""
+        exc = self.errors[path]
+        self.add(plan, OUTPUT, 0, None, None, None, str(exc), 0,
+                 why=(coverage.reason_kind(exc.reason), exc.path or path))
 
     def ref(self, text: str | None) -> str | None:
         return text if text is None else self._refs.setdefault(text, text)
@@ -122,16 +138,22 @@ class _Planner:
             refs = [r for r in refs if r.producer]
         if j >= len(refs) or not refs[j].producer:
             return None, f"input {j} has no producer in the graph"
-        name, out = refs[j].producer, refs[j].producer_output or 0
-        for _ in range(_MAX_WALK):
+        return self.source_golden(refs[j].producer, refs[j].producer_output or 0)
+
+    def source_golden(self, name: str, out: int) -> tuple[str | None, str]:
+        """(golden "name:idx" or None, the op it was found at, or why not) for output ``out`` of
+        op ``name``, walked up through Cast/TransData: their output k stands for their input k
+        (the vendor's assumption; its input list skips unconnected and control inputs)."""
+        for _ in range(_MAX_WALK + 1):
             prod = self.graph_op(name)
             if prod is None or prod.type not in WALK_THROUGH_TYPES:
                 break
             data = [r for r in prod.inputs if r.producer]
-            if not data:
-                break
-            name, out = data[0].producer, data[0].producer_output or 0
-        prod = self.graph_op(name)
+            if out >= len(data):
+                return None, f"{name}:input:{out} has no producer in the graph"
+            name, out = data[out].producer, data[out].producer_output or 0
+        else:
+            return None, f"more than {_MAX_WALK} Cast/TransData ops in a row (a cycle?) at {name}"
         entry = None
         desc = None
         if prod is not None and prod.outputs:
@@ -163,10 +185,14 @@ class _Planner:
         self.ops.append(plan)
 
     def add(self, plan: OpPlan, io: int, index: int, spec: tuple | None, golden: str | None,
-            golden_ref: str | None, reason: str, nbytes: int, alias: int = -1) -> int:
+            golden_ref: str | None, reason: str, nbytes: int, alias: int = -1,
+            why: tuple[str, str | None] | None = None) -> int:
         if spec is not None and golden is None and not reason:
             reason = NO_GOLDEN.format(tensor=f"{plan.op}:{('input', 'output')[io]}:{index}")
-        row = self.table.add(len(self.ops) - 1, io, index, spec, golden, golden_ref, reason, nbytes, alias)
+        if why is None and (spec is None or golden is None):
+            why = (coverage.NO_DUMP if spec is None else coverage.NO_GOLDEN, None)
+        row = self.table.add(len(self.ops) - 1, io, index, spec, golden, golden_ref, reason, nbytes, alias,
+                             why)
         plan.rows = range(plan.rows.start, row + 1)
         return row
 
@@ -233,7 +259,10 @@ def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
         p.start_op(plan)
         header = p.header(dumps, f)
         if header is None:
-            p.add(plan, OUTPUT, 0, None, None, None, NO_DUMP if f is None else f"{dump_path(f)}: unreadable dump", 0)
+            if f is None:
+                p.add(plan, OUTPUT, 0, None, None, None, NO_DUMP, 0)
+            else:
+                p.add_unreadable(plan, dump_path(f))
             continue
         n_inputs = len(header.inputs)
         for entry in header.inputs:
@@ -248,14 +277,20 @@ def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
             p.add(plan, INPUT, entry.index, spec, src, ref, reason,
                   2 * entry.size if alias >= 0 else entry.size + size, alias)
         for entry in header.outputs:
-            target = p.output_golden(op, name, entry.index, entry)
-            ref = p.ref(f"{target[0]}:{target[1]}") if target is not None else None
+            reason = ""
+            if op is not None and op.type in WALK_THROUGH_TYPES:
+                ref, how = p.source_golden(op.name, entry.index)
+                if ref is None:
+                    reason = f"no golden for {plan.op}:output:{entry.index} ({how})"
+            else:
+                target = p.output_golden(op, name, entry.index, entry)
+                ref = p.ref(f"{target[0]}:{target[1]}") if target is not None else None
             desc = None
             if op is not None and op.outputs:
                 desc = op.outputs[entry.index] if entry.index < len(op.outputs) else None
             spec = p.spec(_target_format(desc), _logical_shape(desc))
             src, size = p.golden_source(ref)
-            row = p.add(plan, OUTPUT, entry.index, spec, src, ref, "", entry.size + size)
+            row = p.add(plan, OUTPUT, entry.index, spec, src, ref, reason, entry.size + size)
             if src is not None:
                 outputs[(name, entry.index)] = row
     return ComparePlan("golden", p.ops, p.table, npu_label, golden_label, p.problems + dumps.warnings)
@@ -283,16 +318,20 @@ def plan_npu_compare(graph: Any, left: DumpIndex, right: DumpIndex, *, left_labe
                       lf, lf.name.timestamp if lf else None, other=rf)
         p.start_op(plan)
         if lh is None or rh is None:
-            missing = left_label if lh is None else right_label
-            what = "no dump" if (lf if lh is None else rf) is None else "an unreadable dump"
-            p.add(plan, OUTPUT, 0, None, None, None, f"{name} has {what} in {missing}", 0)
+            unreadable = [dump_path(f) for f, h in ((lf, lh), (rf, rh)) if f is not None and h is None]
+            if unreadable:
+                p.add_unreadable(plan, unreadable[0])
+            else:
+                p.add(plan, OUTPUT, 0, None, None, None,
+                      f"{name} has no dump in {left_label if lh is None else right_label}", 0)
             continue
         for io, kind in ((INPUT, "input"), (OUTPUT, "output")):
             lefts, rights = getattr(lh, kind + "s"), getattr(rh, kind + "s")
             for i in range(max(len(lefts), len(rights))):
                 if i >= len(lefts) or i >= len(rights):
                     side = left_label if i >= len(lefts) else right_label
-                    p.add(plan, io, i, None, None, None, f"{name}:{kind}:{i} is missing in {side}", 0)
+                    p.add(plan, io, i, None, None, None, f"{name}:{kind}:{i} is missing in {side}", 0,
+                          why=(coverage.MISSING, None))
                     continue
                 p.add(plan, io, i, plain, rf, p.ref(f"{name}:{kind}:{i}"), "",
                       lefts[i].size + rights[i].size)

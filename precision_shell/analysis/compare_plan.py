@@ -60,13 +60,19 @@ class PlanTable:
         self.spec: list[tuple | None] = []
         self.nbytes = array("q")        # bytes both sides occupy on disk (batching)
         self.alias = array("i")         # row whose bytes this input repeats, -1 = none
+        # rows that cannot run: (kind, unreadable file or None), see analysis.coverage
+        self.why: dict[int, tuple[str, str | None]] = {}
 
     def __len__(self) -> int:
         return len(self.io)
 
     def add(self, op_pos: int, io: int, index: int, spec: tuple | None, golden: Any,
-            golden_ref: str | None, reason: str, nbytes: int, alias: int = -1) -> int:
+            golden_ref: str | None, reason: str, nbytes: int, alias: int = -1,
+            why: tuple[str, str | None] | None = None) -> int:
+        """``why``: for a row that cannot run, its kind and the unreadable file, if one."""
         row = len(self.io)
+        if why is not None:
+            self.why[row] = why
         self.op_pos.append(op_pos)
         self.io.append(io)
         self.index.append(index)

@@ -18,12 +18,14 @@ import numpy as np
 from precision_shell.analysis.compare_plan import ComparePlan, OpPlan
 from precision_shell.analysis.compare_tasks import VALUE_FIELDS, result_row
 from precision_shell.analysis.compare_worker import PairResult
+from precision_shell.analysis.coverage import NO_COUNTERPART, Coverage
 from precision_shell.analysis.metrics import Metrics
 
 _IO = ("input", "output")
 # object columns of a distinct result: interned values, see ResultStore._intern
-_NOT_COMPUTED, _REASONS, _NPU_DTYPE, _GOLDEN_DTYPE, _SHAPE, _REASON = range(6)
-_BOTH_ZERO, _COMPARED, _IDENTICAL = 1, 2, 4
+_NOT_COMPUTED, _REASONS, _NPU_DTYPE, _GOLDEN_DTYPE, _SHAPE, _REASON, _KIND, _FILE = range(8)
+_BOTH_ZERO, _COMPARED, _IDENTICAL, _UNREADABLE = 1, 2, 4, 8
+_EXAMPLE_ROWS = 500   # rows looked at for the few examples a coverage names
 
 
 @dataclass
@@ -44,6 +46,9 @@ class TensorResult:
     reason: str = ""
     compared: bool = False
     identical: bool = False         # NPU vs NPU: the two tensors are bit-identical
+    coverage_kind: str = ""         # why not compared, counted alike (analysis.coverage)
+    file: str | None = None         # the file that could not be read
+    unreadable: bool = False        # a file could not be read, or the pair failed
 
     @property
     def tensor(self) -> str:
@@ -67,7 +72,7 @@ class ResultStore:
         # capacity for every row; np.empty pages only become resident when written
         self.values = np.empty((max(n, 1), len(VALUE_FIELDS)), np.float64)
         self.count = np.empty(max(n, 1), np.int64)
-        self.objs = np.empty((max(n, 1), 6), np.int32)
+        self.objs = np.empty((max(n, 1), 8), np.int32)
         self.flags = np.empty(max(n, 1), np.uint8)
         self.size = 0
         self.objects: list[Any] = []
@@ -94,8 +99,10 @@ class ResultStore:
         self.values[d] = t[3]
         self.count[d] = t[4]
         intern = self._intern
-        self.objs[d] = (intern(t[5]), intern(t[7]), intern(t[8]), intern(t[9]), intern(t[10]), intern(t[11]))
-        self.flags[d] = (_BOTH_ZERO if t[6] else 0) | (_COMPARED if t[12] else 0) | (_IDENTICAL if t[13] else 0)
+        self.objs[d] = (intern(t[5]), intern(t[7]), intern(t[8]), intern(t[9]), intern(t[10]), intern(t[11]),
+                        intern(t[14]), intern(t[15]))
+        self.flags[d] = (_BOTH_ZERO if t[6] else 0) | (_COMPARED if t[12] else 0) | \
+            (_IDENTICAL if t[13] else 0) | (_UNREADABLE if t[16] else 0)
         self.rid[row] = d
 
     def add_result(self, res: PairResult) -> None:
@@ -134,7 +141,33 @@ class ResultStore:
         return TensorResult(op.order, op.op, op.type, _IO[t.io[row]], t.index[row], op.golden_ops,
                             t.golden_ref[row], self.metrics(d), objs[o[_NPU_DTYPE]], objs[o[_GOLDEN_DTYPE]],
                             objs[o[_SHAPE]], objs[o[_REASON]], bool(flags & _COMPARED),
-                            bool(flags & _IDENTICAL))
+                            bool(flags & _IDENTICAL), objs[o[_KIND]], objs[o[_FILE]],
+                            bool(flags & _UNREADABLE))
+
+    def tally(self, cov: Coverage) -> None:
+        """Add the counts of every row with a result to ``cov``, per kind from the arrays, and
+        the first examples: unreadable files, then tensors skipped although they had a
+        counterpart, then the others (a few hundred rows are looked at, not all)."""
+        done, compared = self.done(), self.compared()
+        cov.compared += int(compared.sum())
+        cov.not_reached += len(done) - int(done.sum())
+        rows = np.flatnonzero(done & ~compared)
+        d = self.rid[rows]
+        kinds = self.objs[d, _KIND]
+        unread = (self.flags[d] & _UNREADABLE) != 0
+        t, objs = self.plan.table, self.objects
+        for mask, tally in ((unread, cov.unreadable), (~unread, cov.skipped)):
+            ids, counts = np.unique(kinds[mask], return_counts=True)
+            for i, n in zip(ids.tolist(), counts.tolist()):
+                tally.counts[objs[i] or "unknown"] += n
+        lacking = np.isin(kinds, [i for i in set(kinds.tolist()) if objs[i] in NO_COUNTERPART])
+        for mask, tally in ((unread, cov.unreadable), (~unread & ~lacking, cov.skipped),
+                            (~unread & lacking, cov.skipped)):
+            for row, r in zip(rows[mask][:_EXAMPLE_ROWS].tolist(), d[mask][:_EXAMPLE_ROWS].tolist()):
+                o = self.objs[r]
+                where = objs[o[_FILE]] or f"{self.plan.ops[t.op_pos[row]].op}:{_IO[t.io[row]]}:{t.index[row]}"
+                if not tally.example(where, objs[o[_REASON]]):
+                    break
 
     def trim(self) -> None:
         """Give back the capacity no distinct result used."""
@@ -217,6 +250,28 @@ class CompareResult:
             return int(store.done().sum()), int(store.compared().sum())
         done = self.done_rows
         return len(done), sum(r.compared for r in done)
+
+    def coverage(self) -> Coverage:
+        """Compared, skipped and unreadable tensors, per reason."""
+        cov = Coverage(total=len(self.rows))
+        store = self.store
+        if store is not None:
+            store.tally(cov)
+            return cov
+        skipped = []
+        for r in self.rows:
+            if r is None:
+                cov.not_reached += 1
+            elif r.compared:
+                cov.compared += 1
+            elif r.unreadable:
+                cov.unreadable.add(r.coverage_kind or "unknown", r.file or r.tensor, r.reason)
+            else:
+                skipped.append(r)
+        skipped.sort(key=lambda r: r.coverage_kind in NO_COUNTERPART)   # stable: row order within
+        for r in skipped:
+            cov.skipped.add(r.coverage_kind or "unknown", r.tensor, r.reason)
+        return cov
 
     def rows_of(self, plan: OpPlan) -> list[TensorResult]:
         return [r for r in (self.rows[i] for i in plan.rows) if r is not None]

@@ -22,7 +22,7 @@ Layouts (positions, to keep pickles small)::
                      sub_format, offset, size)
     result = (row, same_as_row, nbytes)                             # the result of another row
            | (row, -1, nbytes, values, count, not_computed, cosine_both_zero, reasons,
-              npu_dtype, golden_dtype, shape, reason, compared, identical)
+              npu_dtype, golden_dtype, shape, reason, compared, identical, coverage_kind, file, unreadable)
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from precision_shell.analysis.compare_worker import (
-    PairResult, _compare_arrays, _golden_array, _same_bytes, map_array,
+    PairResult, _compare_arrays, _golden_array, _same_bytes, failed_pair, map_array,
 )
 from precision_shell.analysis.metrics import Metrics
 from precision_shell.errors import PshellError
@@ -75,7 +75,8 @@ def result_row(res: PairResult) -> tuple:
     m = res.metrics
     return (res.row, -1, res.nbytes, tuple([getattr(m, f) for f in VALUE_FIELDS]), m.count,
             m.not_computed, m.cosine_both_zero, m.reasons, res.npu_dtype, res.golden_dtype, res.shape,
-            res.reason, res.compared, bool(res.extra.get("identical")))
+            res.reason, res.compared, bool(res.extra.get("identical")), res.coverage_kind, res.file,
+            res.unreadable)
 
 
 class _TaskFiles:
@@ -192,7 +193,7 @@ def _run_row(files: _TaskFiles, memo: dict, device_shape_mode: bool, op: str, np
         entry = header.entry(io, index)
         blob = files.dump_bytes(header)
     except PshellError as exc:
-        return result_row(PairResult(row, Metrics.unavailable(str(exc)), reason=str(exc)))
+        return result_row(failed_pair(row, f"{op}:{io}:{index}", exc))
     if alias is not None:
         same = _alias_size(files, header, entry, alias)
         if same:
@@ -218,12 +219,8 @@ def _run_row(files: _TaskFiles, memo: dict, device_shape_mode: bool, op: str, np
                                     _device_array(golden_header, golden_entry, files.dump_bytes(golden_header)))
         res = _compare_arrays(row, npu, entry, golden_arr, golden_entry, device_shape_mode, npu_path,
                               golden_path)
-    except PshellError as exc:
-        reason = str(exc)
-    except (MemoryError, ValueError, OSError) as exc:  # a numpy/OS failure on this pair only
-        reason = f"{op}:{io}:{index}: {type(exc).__name__}: {exc}"
-    else:
-        if key is not None:
-            memo[key] = (row, res.nbytes)
-        return result_row(res)
-    return result_row(PairResult(row, Metrics.unavailable(reason), reason=reason))
+    except (PshellError, MemoryError, ValueError, OSError) as exc:
+        return result_row(failed_pair(row, f"{op}:{io}:{index}", exc))
+    if key is not None:
+        memo[key] = (row, res.nbytes)
+    return result_row(res)

@@ -19,8 +19,9 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from precision_shell.analysis import coverage
 from precision_shell.analysis.metrics import Metrics, compute_metrics
-from precision_shell.errors import PshellError
+from precision_shell.errors import FormatError, PshellError
 from precision_shell.formats.dtypes import DT_BOOL, DT_UNDEFINED, numpy_dtype
 from precision_shell.formats.dump_file import (
     DumpHeader, TensorEntry, read_device_array, read_dump_header, to_logical,
@@ -80,6 +81,28 @@ class PairResult:
     nbytes: int = 0                             # tensor bytes read for this pair
     same_as: int | None = None                  # row whose metrics these are (bit-identical data)
     extra: dict = field(default_factory=dict)
+    coverage_kind: str = ""                     # why not compared, counted alike (coverage)
+    file: str | None = None                     # the file that could not be read, if one
+    unreadable: bool = False                    # a file could not be read or the pair failed
+
+
+def skipped_pair(row: int, reason: str, kind: str, npu_dtype: str = "NaN", golden_dtype: str = "NaN",
+                 shape: tuple[int, ...] | None = None) -> PairResult:
+    """The row of a pair that was not compared for a reason of ``coverage``'s kinds."""
+    return PairResult(row, Metrics.unavailable(reason), npu_dtype, golden_dtype, shape, reason,
+                      coverage_kind=kind)
+
+
+def failed_pair(row: int, tensor: str, exc: Exception) -> PairResult:
+    """The row of a pair whose file could not be read or decoded, or whose compare failed."""
+    if isinstance(exc, PshellError):
+        reason = str(exc)
+        file = exc.path if isinstance(exc, FormatError) else None
+        kind = coverage.reason_kind(exc.reason if isinstance(exc, FormatError) else reason)
+    else:  # a numpy/OS failure on this pair only
+        reason, file, kind = f"{tensor}: {type(exc).__name__}: {exc}", None, type(exc).__name__
+    return PairResult(row, Metrics.unavailable(reason), reason=reason, coverage_kind=kind, file=file,
+                      unreadable=True)
 
 
 def ignore_sigint() -> None:
@@ -222,7 +245,7 @@ def compare_job(job: PairJob, headers: _HeaderCache | None = None) -> PairResult
     """One row. Never raises: a problem with this pair becomes the row's reason."""
     headers = headers or _HeaderCache()
     if job.npu is None or job.golden is None:
-        return PairResult(job.row, Metrics.unavailable(job.reason), reason=job.reason)
+        return skipped_pair(job.row, job.reason, coverage.NO_DUMP if job.npu is None else coverage.NO_GOLDEN)
     if job.alias is not None:
         same = _alias_bytes_equal(job.npu, job.alias[1], headers)
         if same:
@@ -232,11 +255,8 @@ def compare_job(job: PairJob, headers: _HeaderCache | None = None) -> PairResult
         golden, golden_entry = _load(job.golden, headers)
         return _compare_arrays(job.row, npu, npu_entry, golden, golden_entry, job.device_shape_mode,
                                job.npu.path, job.golden.path)
-    except PshellError as exc:
-        reason = str(exc)
-    except (MemoryError, ValueError, OSError) as exc:  # a numpy/OS failure on this pair only
-        reason = f"{job.tensor}: {type(exc).__name__}: {exc}"
-    return PairResult(job.row, Metrics.unavailable(reason), reason=reason)
+    except (PshellError, MemoryError, ValueError, OSError) as exc:
+        return failed_pair(job.row, job.tensor, exc)
 
 
 def _compare_arrays(row: int, npu: np.ndarray, npu_entry: TensorEntry | None, golden: np.ndarray,
@@ -251,14 +271,16 @@ def _compare_arrays(row: int, npu: np.ndarray, npu_entry: TensorEntry | None, go
         if npu_entry.shape != golden_entry.shape:
             reason = (f"device shape {list(npu_entry.shape)} does not match the other run's "
                       f"{list(golden_entry.shape)}")
-            return PairResult(row, Metrics.unavailable(reason), npu_dtype, golden_dtype, shape, reason)
+            return skipped_pair(row, reason, coverage.SHAPE_DIFFERS, npu_dtype, golden_dtype, shape)
     restored = npu_entry is not None and npu_entry.format_name not in PLAIN_LAYOUTS
     npu = _match_golden_layout(npu, tuple(golden.shape), restored)
     if npu.size != golden.size:
         reason = (f"npu shape {_shape_text(npu.shape)} does not match the ground truth shape "
                   f"{_shape_text(golden.shape)}")
-        return PairResult(row, Metrics.unavailable(reason), npu_dtype, golden_dtype, shape, reason)
+        return skipped_pair(row, reason, coverage.SHAPE_DIFFERS, npu_dtype, golden_dtype, shape)
     metrics = compute_metrics(npu, golden)
+    if not device_shape_mode and npu_entry is not None and npu_entry.format_name == "ND":
+        shape = (npu.size,)   # the vendor compares an ND dump as read, flat (formats.md A.8.1)
     result = PairResult(row, metrics, npu_dtype, golden_dtype, shape, " ".join(metrics.reasons),
                         compared=True, nbytes=npu.nbytes + golden.nbytes)
     if device_shape_mode and npu_entry is not None and golden_entry is not None:

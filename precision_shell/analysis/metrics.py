@@ -12,6 +12,12 @@ The two extra ratios are msprobe's "One Thousandth Err Ratio" / "Five Thousandth
 first; ratio = count(error < 0.001 resp. 0.005) / n, a NaN error counting as "not within";
 "unsupported" (NaN here) for 0-d tensors and for fewer than 2 elements.
 
+Complex tensors have no vendor definition (msaccucmp's ``astype("float32")`` silently keeps the
+real part). Here they are compared as their real and imaginary parts (:func:`as_real_pairs`):
+each complex element is two values, so every metric covers both parts (the cosine is
+Re<x, y> / (|x| |y|), the errors are per part) and ``count`` is twice the number of elements;
+the scalar-shape and ratio rules look at the complex tensor's own shape.
+
 Element-wise values are the vendor's float32 ones (so |x-y| or (x-y)^2 overflow to Inf exactly
 where the vendor's do); sums are float64, closer to the exact value than the vendor's float32
 sums. One deliberate difference: for |values| beyond ~1.8e19 the vendor's float32 norms
@@ -55,6 +61,8 @@ STD_KEYS = ("mean_npu", "std_npu", "mean_golden", "std_golden")
 DEFAULT_CHUNK = 1 << 17
 
 _NAN = float("nan")
+# CompareFailReason of a "scalar" shape, whose cosine is forced to 1 (alg_CosineSimilarity.py)
+SCALAR_REASON = "This tensor is scalar."
 _STD_MIN = 0.001  # the vendor prints |v| < 0.001 as 0.000 in the StandardDeviation cell
 
 
@@ -127,6 +135,24 @@ def _json_number(value: float) -> float | None:
     return None if value != value else float(value)
 
 
+def as_real_pairs(npu: np.ndarray, golden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both tensors as real values when either is complex: shape + (2,), the last axis holding
+    the real (0) and imaginary (1) part; a real tensor facing a complex one gets imaginary parts
+    of 0. Complex data is viewed in place (no copy when contiguous)."""
+    if npu.dtype.kind != "c" and golden.dtype.kind != "c":
+        return npu, golden
+    return _real_pairs(npu), _real_pairs(golden)
+
+
+def _real_pairs(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "c":
+        a = np.ascontiguousarray(a)
+        return a.view(a.real.dtype).reshape(a.shape + (2,))
+    out = np.zeros(a.shape + (2,), a.dtype if a.dtype.kind in "fV" else np.float64)
+    out[..., 0] = a
+    return out
+
+
 def compute_metrics(npu: np.ndarray, golden: np.ndarray, *, chunk: int = DEFAULT_CHUNK) -> Metrics:
     """All vendor metrics plus msprobe's thousandth ratios for one pair, in two chunked passes.
 
@@ -142,6 +168,7 @@ def compute_metrics(npu: np.ndarray, golden: np.ndarray, *, chunk: int = DEFAULT
     if n != y.size:
         raise CommandError(f"npu data size ({n}) does not match the golden data size ({y.size})")
     ratio_ok = n >= 2 and npu.ndim > 0  # msprobe: 0-d or single-element tensors unsupported
+    x, y = (a.reshape(-1) for a in as_real_pairs(x, y))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         if x.dtype == np.bool_ and y.dtype == np.bool_:
             return _bool_metrics(x, y, chunk, scalar_shape, ratio_ok)
@@ -178,7 +205,7 @@ def _bool_metrics(x: np.ndarray, y: np.ndarray, chunk: int, scalar_shape: bool,
     not_computed = set(JSON_KEYS.values()) - {"cosine", "relative_euclidean_distance",
                                               "one_thousandth_err_ratio",
                                               "five_thousandths_err_ratio"}
-    reasons = [cos_reason] if cos_reason else []
+    reasons = [cos_reason or SCALAR_REASON] if cos_reason or scalar_shape else []
     red = 0.0
     if counts.y_true:
         red = _NAN
@@ -222,6 +249,8 @@ def _float_metrics(x: np.ndarray, y: np.ndarray, chunk: int, scalar_shape: bool,
     if cos_reason:
         not_computed.add("cosine")
         reasons.append(cos_reason)
+    elif scalar_shape:
+        reasons.append(SCALAR_REASON)
     red = 0.0 if math.sqrt(yy) <= k.F64_EPS else math.sqrt(first.sq_diff_sum / yy)
     kl = _NAN
     if want_kl:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from precision_shell.analysis.coverage import ReasonTally, UnreadableFiles
 from precision_shell.analysis.tensor_compare import TensorStats, tensor_stats
 from precision_shell.errors import FormatError
 from precision_shell.formats.dtypes import DT_UNDEFINED, is_supported_dtype, numpy_dtype
@@ -93,11 +94,12 @@ class OverflowFinding:
 @dataclass
 class OverflowScan:
     findings: list[OverflowFinding]
-    problems: list[str]            # corrupt records, records matching no dump, duplicate ids
+    problems: list[str]            # records matching no dump, duplicate ids
     scanned_files: int
     opdebug_files: int
     value_scan: bool
     cancelled: bool = False
+    unreadable: ReasonTally = field(default_factory=ReasonTally)   # dump and Opdebug files, per reason
 
     @property
     def first_producer(self) -> OverflowFinding | None:
@@ -161,11 +163,9 @@ def tensor_overflows(header: DumpHeader, kinds=("input", "output"),
     for entry in header.inputs + header.outputs:
         if entry.kind not in kinds:
             continue
-        array = read_logical_array(header, entry, data=data)
-        shape = tuple(array.shape)
-        if array.dtype.kind == "c":  # the real and imaginary parts, as floats
-            array = np.ascontiguousarray(array).view(array.real.dtype)
-        out.append(TensorOverflow(entry.kind, entry.index, entry.dtype_name, shape, tensor_stats(array)))
+        array = read_logical_array(header, entry, data=data)   # complex: stats of both parts
+        out.append(TensorOverflow(entry.kind, entry.index, entry.dtype_name, tuple(array.shape),
+                                  tensor_stats(array)))
     return out
 
 
@@ -303,12 +303,12 @@ def _matches(record: OverflowRecord, f: DumpFile) -> bool:
     return True
 
 
-def _record_targets(opdebug: DumpFile, index: DumpIndex, problems: list[str]):
+def _record_targets(opdebug: DumpFile, index: DumpIndex, problems: list[str], unreadable: UnreadableFiles):
     """(record, matched dump or None) for each record of an Opdebug file."""
     try:
         records = read_opdebug(opdebug.path)
     except FormatError as exc:
-        problems.append(str(exc))
+        unreadable.add(exc)
         return []
     folder = opdebug.path.parent
     candidates = [f for f in index.files if f.path.parent == folder or folder in f.path.parents]
@@ -332,6 +332,7 @@ def _record_targets(opdebug: DumpFile, index: DumpIndex, problems: list[str]):
 def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> OverflowScan:
     graph = session.graph
     problems: list[str] = []
+    unreadable = UnreadableFiles()
     findings: dict[str, OverflowFinding] = {}
 
     def op_identity(f: DumpFile, header: DumpHeader | None) -> tuple[str, str, int]:
@@ -356,7 +357,7 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> Over
         sources += [(f, session.dumps) for f in session.dumps.opdebug]
         opdebug_files = len(sources)
         for dbg, index in sources:
-            for rec, dump in _record_targets(dbg, index, problems):
+            for rec, dump in _record_targets(dbg, index, problems, unreadable):
                 if dump is None:
                     continue
                 try:
@@ -367,7 +368,7 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> Over
                         finding.inputs = [t for t in tensors if t.kind == "input"]
                         finding.outputs = [t for t in tensors if t.kind == "output"]
                 except FormatError as exc:
-                    problems.append(str(exc))
+                    unreadable.add(exc)
                     continue
                 finding.records.append(rec)
 
@@ -385,7 +386,7 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> Over
                     try:
                         header, tensors = _file_overflows(f, data)
                     except FormatError as exc:
-                        problems.append(str(exc))
+                        unreadable.add(exc)
                         continue
                     if tensors is None or not any(t.bad for t in tensors):
                         continue
@@ -401,5 +402,5 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> Over
     for pos, finding in enumerate(ordered, 1):
         finding.order = pos
         finding.decide_role()
-    return OverflowScan(ordered, problems, scanned, opdebug_files, values, cancelled)
+    return OverflowScan(ordered, problems, scanned, opdebug_files, values, cancelled, unreadable.tally)
 

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CommandError
-from .metrics import DEFAULT_CHUNK, Metrics, compute_metrics
+from .metrics import DEFAULT_CHUNK, Metrics, as_real_pairs, compute_metrics
 from .metrics_kernels import Float32Chunks, check_numeric, scratch
 
 _FP16_MAX = 65504.0
@@ -66,8 +66,6 @@ class _Float64Chunks:
 
     def __init__(self, flat: np.ndarray, chunk: int, slot: str):
         check_numeric(flat.dtype)
-        if flat.dtype.kind == "c":
-            raise CommandError(f"cannot compare complex values ({flat.dtype})")
         self._flat = flat
         wide = flat.dtype.kind in "iu" and flat.dtype.itemsize > 2 or flat.dtype == np.float64
         self._via32 = None if wide else Float32Chunks(flat, chunk, slot)
@@ -82,11 +80,14 @@ class _Float64Chunks:
 
 def compare_pair(a: np.ndarray, b: np.ndarray, *, atol: float = 1e-3, rtol: float = 1e-3,
                  top: int = 5, chunk: int = DEFAULT_CHUNK) -> PairComparison:
-    """Compare NPU tensor ``a`` with golden ``b`` (same shape). Raises CommandError otherwise."""
+    """Compare NPU tensor ``a`` with golden ``b`` (same shape). Raises CommandError otherwise.
+    Complex tensors are compared part by part (``metrics.as_real_pairs``): a worst element's
+    index ends in 0 (real part) or 1 (imaginary part)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         raise CommandError(f"shape {a.shape} does not match {b.shape}")
     metrics = compute_metrics(a, b, chunk=chunk)
+    a, b = as_real_pairs(a, b)
     flat_a, flat_b = a.reshape(-1), b.reshape(-1)
     reader_a, reader_b = _Float64Chunks(flat_a, chunk, "npu"), _Float64Chunks(flat_b, chunk, "golden")
     n = flat_a.size
@@ -141,9 +142,12 @@ def _as_float(value) -> float:
 
 
 def tensor_stats(arr: np.ndarray, *, chunk: int = DEFAULT_CHUNK) -> TensorStats:
-    """Counts and moments of one tensor in one chunked pass (memmaps stay on disk)."""
+    """Counts and moments of one tensor in one chunked pass (memmaps stay on disk). A complex
+    tensor's statistics cover its real and imaginary parts as floats (two values per element)."""
     arr = np.asarray(arr)
     flat = arr.reshape(-1)
+    if flat.dtype.kind == "c":
+        flat = np.ascontiguousarray(flat).view(flat.real.dtype)
     reader = _Float64Chunks(flat, chunk, "npu")
     is_fp16 = arr.dtype == np.float16
     lo, hi = math.inf, -math.inf

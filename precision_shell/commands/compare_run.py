@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -19,6 +20,7 @@ from precision_shell.analysis.compare import (
     CompareResult, default_workers, result_from_csv, run_compare, write_vendor_csv,
 )
 from precision_shell.analysis.compare_mapping import plan_golden_compare, plan_npu_compare
+from precision_shell.analysis.coverage import Coverage
 from precision_shell.analysis.root_cause import (
     Criteria, Suspect, SuspectList, find_suspects, fusion_switch_config, keep_fp32_names, parse_condition,
 )
@@ -108,31 +110,52 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}"
 
 
+_MORE_IN_CSV = "CompareFailReason in the CSV"
+
+
+@dataclass
+class CoverageReport:
+    """The coverage of a compare as ``vc``/``vcs`` show it: the summary line and its first files
+    are warnings when something with a counterpart was not compared, notes otherwise."""
+
+    coverage: Coverage
+    notes: list[str]
+    warnings: list[str]
+    gate: str | None            # why a CI gate cannot trust the compare
+
+
+def coverage_report(session: Session, result: CompareResult) -> CoverageReport:
+    cov = result.coverage()
+    lines = [cov.summary_line()] + cov.example_lines(_MORE_IN_CSV)
+    gate = cov.gate(session.settings.min_coverage)
+    if cov.hurt or gate:
+        return CoverageReport(cov, [], lines, gate)
+    return CoverageReport(cov, lines, [], gate)
+
+
 def vc_summary(session: Session, result: CompareResult) -> Message:
     done, compared = result.count_done()
     criteria = Criteria(session.settings.threshold)
     failing = find_suspects(result, criteria, session.fusion)
     roots = [s for s in failing if s.role == "root"]
     what = "NPU vs golden" if result.mode == "golden" else f"{result.npu_label} vs {result.golden_label}"
-    lines = [f"{what}: compared {compared} of {_count(len(result.rows), 'tensor')} of "
-             f"{_count(len(result.ops), 'op')} in {result.elapsed:.2f} s "
-             f"({result.mb_per_s:.0f} MB/s, {_count(result.workers, 'worker')})"]
-    if done > compared:
-        lines.append(f"not compared: {done - compared} tensors (no golden file, or shapes "
-                     f"differ; see CompareFailReason in the CSV)")
+    report = coverage_report(session, result)
+    lines = [f"{what}: {_count(len(result.ops), 'op')} in {result.elapsed:.2f} s "
+             f"({result.mb_per_s:.0f} MB/s, {_count(result.workers, 'worker')})"] + report.notes
     lines.append(f"failing (cosine <= {criteria.threshold:g} or NaN): {_count(len(failing), 'op')}, "
                  f"{_count(len(roots), 'root')}" + ("; `vcs` lists them" if failing else ""))
     lines.append(f"CSV: {result.csv_path}")
-    lines += [f"warning: {p}" for p in result.problems]
     data = {"mode": result.mode, "ops": len(result.ops), "tensors": len(result.rows),
             "compared": compared, "not_compared": done - compared,
             "failing_ops": len(failing), "roots": len(roots), "threshold": criteria.threshold,
             "csv": str(result.csv_path) if result.csv_path else None,
             "seconds": round(result.elapsed, 4), "mb_per_s": round(result.mb_per_s, 1),
-            "workers": result.workers, "cancelled": result.cancelled, "problems": result.problems}
+            "workers": result.workers, "cancelled": result.cancelled, "problems": result.problems,
+            "coverage": report.coverage.to_json(), "unjudged": report.gate}
     if result.cancelled:
         lines.append("interrupted: the results above are partial")
-    return Message(lines, data=data, interrupted=result.cancelled)
+    return Message(lines, data=data, interrupted=result.cancelled,
+                   warnings=report.warnings + result.problems, unjudged=report.gate)
 
 
 def compare(session: Session, args) -> Message:
@@ -162,7 +185,8 @@ def _shown(suspects: list[Suspect], limit: int) -> list[Suspect]:
     return sorted(ranked, key=lambda s: s.order)
 
 
-def suspects_table(found: SuspectList, limit: int, problems: list[str], info: list[str] = ()) -> Table:
+def suspects_table(found: SuspectList, limit: int, problems: list[str], info: list[str],
+                   report: CoverageReport) -> Table:
     suspects = found.suspects
     shown = _shown(suspects, limit)
     rows, highlight = [], set()
@@ -181,7 +205,7 @@ def suspects_table(found: SuspectList, limit: int, problems: list[str], info: li
     for s in roots:
         if s.fusion_blame:
             notes.append(f"fusion blame: {s.op} {s.fusion_blame}")
-    notes += list(info) + [f"warning: {p}" for p in problems]
+    notes += list(info) + report.notes
     if suspects:
         notes.append("`next` steps through the list with each op's full metric panel")
     title = (f"{_count(len(suspects), 'failing op')} ({_count(len(roots), 'root')}), "
@@ -190,7 +214,8 @@ def suspects_table(found: SuspectList, limit: int, problems: list[str], info: li
                   "golden", "fusion passes"], rows, title=title,
                  json_rows=[s.to_json() for s in suspects], notes=notes, total=len(suspects),
                  highlight=highlight, findings=len(suspects),
-                 interrupted=found.source == "partial compare")
+                 interrupted=found.source == "partial compare",
+                 warnings=report.warnings + list(problems), unjudged=report.gate)
 
 
 def _vcs_source(session: Session, files: list[str] | None) -> CompareResult:
@@ -226,7 +251,7 @@ def vcs(session: Session, args) -> Table:
     found = SuspectList(find_suspects(result, criteria, session.fusion), criteria, source)
     session.results["vcs"] = found
     session.results["cursor"] = FindingCursor("compare", found.suspects)
-    return suspects_table(found, limit, result.problems, info)
+    return suspects_table(found, limit, result.problems, info, coverage_report(session, result))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -288,11 +313,16 @@ def compare_tensors(session: Session, args) -> Sections:
                            f"{b.label}{b.ref.slice_text} shape {tuple(y.shape)}: shapes must agree "
                            f"(slice one side, e.g. [0, :8])")
     res = compare_pair(x, y, atol=args.atol, rtol=args.rtol, top=args.top)
+    complex_data = x.dtype.kind == "c" or y.dtype.kind == "c"
     m = res.metrics
     info = [(a.label + a.ref.slice_text, f"{x.dtype} {tuple(x.shape)}"),
             (b.label + b.ref.slice_text, f"{y.dtype} {tuple(y.shape)}"),
             ("allclose", f"{'yes' if res.allclose else 'no'} (atol {args.atol:g}, rtol {args.rtol:g})"),
-            ("error ratio", f"{res.error_ratio:.6f} ({res.mismatches} of {m.count} elements)")]
+            ("error ratio", f"{res.error_ratio:.6f} ({res.mismatches} of {m.count} "
+                            f"{'values' if complex_data else 'elements'})")]
+    if complex_data:
+        info.append(("complex", "compared as real and imaginary parts (2 values per element; "
+                                "a worst index ends in 0 = real, 1 = imaginary)"))
     rows = [[name, cell] for name, cell in zip(
         ["CosineSimilarity", "MaxAbsoluteError", "AccumulatedRelativeError",
          "RelativeEuclideanDistance", "KullbackLeiblerDivergence", "StandardDeviation",

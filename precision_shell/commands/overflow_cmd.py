@@ -40,12 +40,18 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
                      f.role + mark, outs])
         if f is first:
             highlight.add(pos)
-    notes = [f"warning: {p}" for p in scan.problems]
+    notes: list[str] = []
     what = []
     if scan.opdebug_files:
         what.append(f"{scan.opdebug_files} Opdebug file{'s' * (scan.opdebug_files != 1)}")
     if scan.value_scan:
         what.append(f"{scan.scanned_files} dump files scanned for nan/inf")
+    bad = scan.unreadable
+    warnings = [f"unreadable files: {bad.text(': ')}"] if bad.total else []
+    warnings += [f"  {reason}" for _, reason in bad.examples]
+    if bad.total > len(bad.examples):
+        warnings.append(f"  ... {bad.total - len(bad.examples)} more")
+    warnings += scan.problems
     if scan.cancelled:
         notes.append("interrupted: the value scan stopped early; the list covers what was scanned")
     if scan.findings:
@@ -54,7 +60,8 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
     return Table(["#", "op", "type", "source", "status", "role", "outputs"], rows,
                  title=title, json_rows=[f.to_json() for f in scan.findings], notes=notes,
                  total=len(scan.findings), highlight=highlight, findings=len(scan.findings),
-                 interrupted=scan.cancelled)
+                 interrupted=scan.cancelled, warnings=warnings,
+                 unjudged=f"unreadable files: {bad.text(': ')}" if bad.total else None)
 
 
 @command("overflow", aliases=("ac",),

@@ -1,7 +1,10 @@
 """Result objects that commands return. Rendering lives in ``precision_shell.render``.
 
 Every result can give a JSON form (``to_json``) for ``--format json``; list-like results also give
-a :class:`Table` for text and CSV output.
+a :class:`Table` for text and CSV output. ``warnings`` are shown as ``warning: ...`` lines: below
+the text on screen, on stderr with ``--format json|csv`` (the document on stdout keeps its shape).
+``unjudged`` says why a command could not judge what it was asked to (nothing compared, files
+unreadable): with ``--fail-on-findings`` that fails the run (exit 1).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ class Table:
     highlight: set[int] = field(default_factory=set)   # row positions to emphasise
     findings: int = 0       # problems found (overflowing/failing ops): --fail-on-findings exits 3
     interrupted: bool = False   # stopped early by Ctrl-C: the rows are partial (batch exits 130)
+    warnings: list[str] = field(default_factory=list)
+    unjudged: str | None = None
 
     def to_json(self) -> list[dict]:
         if self.json_rows is not None:
@@ -37,6 +42,8 @@ class Message:
     lines: list[str]
     data: Any = None   # JSON form when the message carries data
     interrupted: bool = False
+    warnings: list[str] = field(default_factory=list)
+    unjudged: str | None = None
 
     def to_json(self) -> Any:
         return self.data if self.data is not None else {"message": "\n".join(self.lines)}

@@ -47,6 +47,9 @@ class CompareRow:
     std: str | None  # the StandardDeviation cell; None for NaN/empty
     fail_reason: str
     extra: dict[str, str] = field(default_factory=dict)  # OpSequence, NPUDataType, OverFlow ...
+    # metric cells written as this text instead of '%.6f': the vendor's literal "1.0" cosine of
+    # two all-zero tensors (formats.md A.8.1); the reader leaves it empty
+    texts: dict[str, str] = field(default_factory=dict)
 
 
 def _column_names(header: list[str]) -> list[str]:
@@ -181,7 +184,7 @@ def write_compare_csv(path: str | os.PathLike, rows: list[CompareRow], *,
         if name == STD_COLUMN:
             columns.append((name, lambda row: "NaN" if row.std is None else row.std))
         else:
-            columns.append((name, lambda row, name=name: _metric_cell(row.metrics.get(name))))
+            columns.append((name, lambda row, name=name: row.texts.get(name) or _metric_cell(row.metrics.get(name))))
     columns.append(("CompareFailReason", lambda row: row.fail_reason))
     def write(handle) -> None:
         writer = csv.writer(handle, lineterminator="\n")

@@ -31,6 +31,7 @@ class Settings:
     limit: int = 20
     color: bool = True
     pager: bool = True
+    min_coverage: float = 90.0   # % of tensors with a counterpart a gated compare must compare
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from dataclasses import replace
 from functools import singledispatch
 from typing import Any
 
@@ -47,7 +48,12 @@ def table_text(table: Table, style: Style = PLAIN) -> str:
     if table.total is not None and table.total > len(table.rows):
         lines.append(style(f"... {table.total - len(table.rows)} more (use -l 0)", "dim"))
     lines += table.notes
+    lines += warning_lines(table)
     return "\n".join(lines)
+
+
+def warning_lines(result: Any) -> list[str]:
+    return [f"warning: {w}" for w in getattr(result, "warnings", ())]
 
 
 @singledispatch
@@ -62,7 +68,7 @@ def _(result: Table, style: Style = PLAIN) -> str:
 
 @render_text.register
 def _(result: Message, style: Style = PLAIN) -> str:
-    return "\n".join(result.lines)
+    return "\n".join(result.lines + warning_lines(result))
 
 
 @render_text.register
@@ -93,8 +99,8 @@ def render_csv(result: Any) -> str:
     """Tables as CSV (header row first); other results fall back to plain text."""
     if not isinstance(result, Table):
         table = getattr(result, "to_table", None)
-        if table is None:
-            return render_text(result)
+        if table is None:   # warnings go to stderr in csv format (frontend), not into the text
+            return render_text(replace(result, warnings=[]) if getattr(result, "warnings", None) else result)
         result = table()
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")

@@ -2,6 +2,8 @@
 
 Default: the small convnet workspace committed as ``sample_data/convnet``. ``--scale MB`` and
 ``--files N`` append a benchmark tower to reach ~MB of NPU dumps or ~N dump files.
+``--variant bf16-amp``: a bf16 mixed-precision network instead (AMP casts, GE-inserted
+TransData; no planted finding), the vendor-fidelity workspace of ``bench/vendor_fidelity.py``.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import argparse
 import sys
 import time
 
-from .writer import SampleOptions, write_workspace
+from .writer import VARIANTS, SampleOptions, write_workspace
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
                                             "(OUT_DIR/precision_data + pshell_sample_manifest.json).")
     p.add_argument("out_dir", metavar="OUT_DIR")
     p.add_argument("--seed", type=int, default=0, help="random seed; also fixes all times (default 0)")
+    p.add_argument("--variant", choices=tuple(VARIANTS), default="convnet",
+                   help="the network: convnet (fp16, planted root cause and overflow) or bf16-amp "
+                        "(bf16 AMP casts and GE-inserted TransData) (default convnet)")
     p.add_argument("--name-fields", type=int, choices=(4, 5, 9), default=5,
                    help="dump file name grammar: type.name.task[.stream].ts[.x.x.x.x] (default 5)")
     p.add_argument("--opdebug-layout", choices=("old", "new"), default="old",
@@ -35,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     options = SampleOptions(seed=args.seed, name_fields=args.name_fields, opdebug_layout=args.opdebug_layout,
-                            fusion_shape=args.fusion_shape, scale_mb=args.scale, files=args.files)
+                            fusion_shape=args.fusion_shape, scale_mb=args.scale, files=args.files,
+                            variant=args.variant)
     start = time.perf_counter()
     try:
         manifest = write_workspace(args.out_dir, options, force=args.force)
@@ -47,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{t['npu_dump_files']} NPU dumps ({t['npu_dump_bytes'] / 1e6:.1f} MB), "
           f"{t['golden_files']} golden files ({t['golden_bytes'] / 1e6:.1f} MB) "
           f"in {time.perf_counter() - start:.1f} s")
-    print(f"lossy root: {manifest['lossy']['op']} (cosine {manifest['lossy']['cosine']}); "
-          f"fp16 overflow: {manifest['overflow']['op']}")
+    if manifest["lossy"] and manifest["overflow"]:
+        print(f"lossy root: {manifest['lossy']['op']} (cosine {manifest['lossy']['cosine']}); "
+              f"fp16 overflow: {manifest['overflow']['op']}")
     return 0
 
 

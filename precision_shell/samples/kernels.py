@@ -85,16 +85,17 @@ def g_squared_difference(a, b): return f32((_d(a) - _d(b)) ** 2)
 
 # ---- NPU kernels ----------------------------------------------------------------------------
 
-def npu_conv_bias_relu(x16, w16, b16, pad: int) -> np.ndarray:
-    """Fused Conv2D+BiasAdd+Relu: cube accumulates in fp32, bias and relu in the fixpipe, fp16 out."""
+def npu_conv_bias_relu(x16, w16, b16, pad: int, out=f16) -> np.ndarray:
+    """Fused Conv2D+BiasAdd+Relu: cube accumulates in fp32, bias and relu in the fixpipe, fp16
+    (or ``out=bf16``) out."""
     acc = conv2d_nchw(x16, w16, pad).astype(F32)
-    return f16(np.maximum(acc + b16.astype(F32)[None, :, None, None], 0))
+    return out(np.maximum(acc + b16.astype(F32)[None, :, None, None], 0))
 
 
-def npu_matmul_bias(x16, w16, b16) -> np.ndarray:
-    """Fused MatMul+BiasAdd on the cube: fp32 accumulate + fp32 bias, fp16 out."""
+def npu_matmul_bias(x16, w16, b16, out=f16) -> np.ndarray:
+    """Fused MatMul+BiasAdd on the cube: fp32 accumulate + fp32 bias, fp16 (or bf16) out."""
     acc = matmul(x16, w16).astype(F32)
-    return f16(acc + b16.astype(F32))
+    return out(acc + b16.astype(F32))
 
 
 def npu_reduce_sum(x16, axis: int) -> np.ndarray:

@@ -16,7 +16,7 @@ from .network import NetworkRun
 from .records import NpuOp, NpuTensor
 
 MANIFEST_NAME = "pshell_sample_manifest.json"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2   # 2: outputs have "origin"; a Cast/TransData "golden" is the walked-up one
 COSINE_THRESHOLD = 0.98
 
 
@@ -40,9 +40,17 @@ def op_entry(op: NpuOp, *, dump_file: str | None, timestamp: int | None) -> dict
     entry.update(original_ops=op.original_ops, passes=list(op.passes))
     entry["inputs"] = [{"source": i.source, "golden": i.golden_ref, **tensor_entry(i.tensor),
                         "cosine": _cos(i.tensor.npu, i.golden)} for i in op.inputs]
-    entry["outputs"] = [{**tensor_entry(o), "golden": o.golden_ref, "cosine": _cos(o.npu, o.golden),
-                         "finite": bool(np.isfinite(o.npu.astype(np.float32)).all())} for o in op.outputs]
+    entry["outputs"] = [output_entry(op, i) for i in range(len(op.outputs))]
     return entry
+
+
+def output_entry(op: NpuOp, index: int) -> dict:
+    """``origin``: the golden the graph and dump header name (None for GE-inserted ops);
+    ``golden``: the one the output is compared with (formats.md A.8.5, Cast/TransData walk up)."""
+    out = op.outputs[index]
+    ref, golden = op.compared_golden(index)
+    return {**tensor_entry(out), "origin": out.golden_ref, "golden": ref, "cosine": _cos(out.npu, golden),
+            "finite": bool(np.isfinite(out.npu.astype(np.float32)).all())}
 
 
 def downstream(run: NetworkRun, root: str) -> list[NpuOp]:
@@ -60,7 +68,8 @@ def downstream(run: NetworkRun, root: str) -> list[NpuOp]:
 def lossy_finding(run: NetworkRun) -> dict:
     op = run.op(run.lossy_op)
     below = [d.name for d in downstream(run, op.name)
-             if any((c := _cos(o.npu, o.golden)) is not None and c < COSINE_THRESHOLD for o in d.outputs)]
+             if any((c := _cos(o.npu, d.compared_golden(k)[1])) is not None and c < COSINE_THRESHOLD
+                    for k, o in enumerate(d.outputs))]
     return {"op": op.name, "type": op.type, "tensor": f"{op.name}:output:0",
             "cosine": _cos(op.outputs[0].npu, op.outputs[0].golden),
             "input_cosines": [_cos(i.tensor.npu, i.golden) for i in op.inputs],

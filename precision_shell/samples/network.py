@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import kernels as K
-from .records import FrameworkOp, NpuInput, NpuOp, NpuTensor, TRANS_TYPES
+from .records import FrameworkOp, NpuInput, NpuOp, NpuTensor
 
 BATCH, IN_C, HW, CONV_C, FC1_N, FC2_N = 2, 3, 16, 8, 24, 10
 LN_EPS = 1e-3
@@ -41,6 +41,7 @@ PASS_CONV_BIAS = "AABiasaddConvFusion"
 PASS_UB_COMMON = "TbeCommonRules0FusionPass"
 PASS_MATMUL_BIAS = "MatMulBiasAddFusionPass"
 PASS_LAYERNORM = "LayerNormFusionPass"
+GRAPH_OUTPUTS = ("probs/Softmax:0", "aux/Sub:0")
 LAYERNORM_PARTS = ["ln1/moments/mean", "ln1/moments/SquaredDifference", "ln1/sub",
                    "ln1/moments/variance", "ln1/add", "ln1/Rsqrt", "ln1/mul", "ln1/mul_1",
                    "ln1/add_1"]
@@ -52,9 +53,10 @@ class NetworkRun:
     seed: int
     framework: dict[str, FrameworkOp]   # in framework execution order
     ops: list[NpuOp]                    # GE graph order: Data/Const, executed ops, NetOutput
-    lossy_op: str
-    overflow_op: str
-    overflow_status: int
+    outputs: list[str]                  # the graph's outputs ("op:index")
+    lossy_op: str | None                # planted findings; None when a variant has none
+    overflow_op: str | None
+    overflow_status: int = OVERFLOW_STATUS
 
     def op(self, name: str) -> NpuOp:
         for op in self.ops:
@@ -104,17 +106,10 @@ class NetBuilder:
     def input(self, source: str) -> NpuInput:
         name, index = source.rsplit(":", 1)
         producer = self.by_name[name]
-        tensor = producer.outputs[int(index)]
-        # Inputs are mapped to golden through GE-inserted Cast/TransData (formats.md A.8.5).
-        walk, idx = producer, int(index)
-        while walk.type in TRANS_TYPES:
-            walk, idx = self._producer_of(walk.inputs[0].source)
-        ref = walk.outputs[idx].golden_ref
-        return NpuInput(source, tensor, ref, self.golden(ref))
-
-    def _producer_of(self, source: str) -> tuple[NpuOp, int]:
-        name, index = source.rsplit(":", 1)
-        return self.by_name[name], int(index)
+        # an input meets the golden its producer's output is compared with: through a
+        # Cast/TransData, that of the op behind it (formats.md A.8.5)
+        ref, golden = producer.compared_golden(int(index))
+        return NpuInput(source, producer.outputs[int(index)], ref, golden)
 
     def data(self, name: str, value: np.ndarray, fmt: str, index: int = 0) -> NpuOp:
         out = self.tensor(value, fmt, fmt, f"{name}:0")
@@ -125,18 +120,26 @@ class NetBuilder:
         out = self.tensor(value, fmt, origin_format, f"{name}:0")
         return self.npu(name, "Const", [], [out], executed=False, engine="DNN_VM_GE_LOCAL_OP_STORE")
 
-    def trans(self, type_: str, source: str, *, dtype=None, fmt: str | None = None, **kw) -> str:
-        """A GE-inserted Cast (dtype change) or TransData (layout change); returns "name:0"."""
+    def trans(self, type_: str, source: str, *, dtype=None, fmt: str | None = None,
+              amp_name: str | None = None, **kw) -> str:
+        """A GE-inserted Cast (dtype change) or TransData (layout change); returns "name:0".
+
+        ``amp_name``: a Cast the framework's mixed-precision pass inserted, not GE: it keeps that
+        name as its original op name and output origin, yet has no golden (the fp32 run has no
+        casts), and the compare maps it through to its producer like any Cast (A.8.5)."""
         src = self.input(source).tensor
         value = src.npu.astype(dtype) if dtype is not None else src.npu
-        name = f"trans_{type_}_{self.trans_count}"
-        self.trans_count += 1
+        if amp_name is None:
+            name, original, origin = f"trans_{type_}_{self.trans_count}", [], None
+            self.trans_count += 1
+        else:
+            name, original, origin = amp_name, [amp_name], f"{amp_name}:0"
         if type_ == "Cast":
             attrs = {"dst_type": int(NpuTensor(value, "ND", "ND").dtype_code)}
         else:
             attrs = {"src_format": src.format, "dst_format": fmt}
-        out = NpuTensor(value, fmt or src.format, src.origin_format)
-        self.npu(name, type_, [source], [out], original_ops=[], attrs=attrs, **kw)
+        out = NpuTensor(value, fmt or src.format, src.origin_format, origin)
+        self.npu(name, type_, [source], [out], original_ops=original, attrs=attrs, **kw)
         return f"{name}:0"
 
     def finish(self) -> list[NpuOp]:
@@ -170,8 +173,8 @@ def run_network(seed: int = 0, *, net_output: bool = True) -> NetworkRun:
     mul = b.by_name["loss_scale/Mul"].outputs[0].npu
     if not np.isinf(mul).any():
         raise RuntimeError(f"seed {seed}: the loss-scale Mul did not overflow fp16; pick another seed")
-    return NetworkRun(seed, b.framework, b.finish(), "ln1/add_1/LayerNorm", "loss_scale/Mul",
-                      OVERFLOW_STATUS)
+    return NetworkRun(seed, b.framework, b.finish(), list(GRAPH_OUTPUTS), "ln1/add_1/LayerNorm",
+                      "loss_scale/Mul")
 
 
 def _golden(b: NetBuilder, x, w1, b1, wf1, bf1, gamma, beta, wf2, bf2, rows, feats) -> None:
@@ -292,5 +295,5 @@ def _npu(b: NetBuilder, rows: int, feats: int, net_output: bool) -> None:
     b.npu("aux/Sub", "Sub", ["loss_scale/RealDiv:0", "aux/Mean:0"],
           [b.tensor(K.npu_binary("sub", back, m), "ND", "ND", "aux/Sub:0")], original_ops=["aux/Sub"], **aux)
     if net_output:
-        b.npu("Node_Output", "NetOutput", ["probs/Softmax:0", "aux/Sub:0"], [], executed=False,
+        b.npu("Node_Output", "NetOutput", list(GRAPH_OUTPUTS), [], executed=False,
               engine="DNN_VM_GE_LOCAL_OP_STORE")

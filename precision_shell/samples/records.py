@@ -22,7 +22,7 @@ DTYPES = {
     "int32": (7, "DT_INT32"),
     "bfloat16": (27, "DT_BF16"),
 }
-# NPU op types GE inserts; the golden mapping walks through them (formats.md A.8.5).
+# NPU op types the golden mapping walks through, GE-inserted or not (formats.md A.8.5).
 TRANS_TYPES = frozenset({"Cast", "TransData"})
 
 
@@ -41,7 +41,8 @@ class NpuTensor:
     npu: np.ndarray                 # logical shape, NPU storage dtype
     format: str                     # device format (NC1HWC0, FRACTAL_Z, FRACTAL_NZ, ND, NCHW)
     origin_format: str              # logical format (NCHW or ND)
-    golden_ref: str | None = None   # "_datadump_origin_name:index" or None (GE-inserted op)
+    golden_ref: str | None = None   # "_datadump_origin_name:index" or None (GE-inserted op);
+                                    # not what a Cast/TransData is compared with: NpuOp.compared_golden
     golden: np.ndarray | None = None
 
     @property
@@ -104,3 +105,14 @@ class NpuOp:
 
     def output_ref(self, index: int = 0) -> str:
         return f"{self.name}:{index}"
+
+    def compared_golden(self, index: int) -> tuple[str | None, np.ndarray | None]:
+        """(golden ref, array) that output ``index`` is compared with (formats.md A.8.5): its own
+        origin, except for a Cast/TransData, whose output ``index`` stands for its input
+        ``index`` (already walked up to the real producer), whatever its own origin name."""
+        if self.type in TRANS_TYPES:
+            if index >= len(self.inputs):
+                return None, None
+            return self.inputs[index].golden_ref, self.inputs[index].golden
+        out = self.outputs[index]
+        return out.golden_ref, out.golden

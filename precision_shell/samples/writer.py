@@ -6,7 +6,7 @@ Layout written::
     precision_data/npu/debug_0/dump/{time}/0/{graph}/1/0/{dumps}      one per executed NPU op
     precision_data/npu/debug_0/graph/ge_proto_00000000_PreRunBegin.txt   stage decoy (not Build)
     precision_data/npu/debug_0/graph/ge_proto_00000001_Build.txt      the built graph
-    precision_data/overflow/dump/{time}/0/{graph}/1/0/                overflow op dump + Opdebug
+    precision_data/overflow/dump/{time}/0/{graph}/1/0/                overflow op dump + Opdebug (convnet)
     precision_data/fusion/fusion_result.json
     pshell_sample_manifest.json
 
@@ -29,12 +29,15 @@ from ..formats.opdebug import encode_opdebug_new, encode_opdebug_old
 from . import fusion_report, manifest as mf, tower as tw
 from .graph_builder import GraphTextWriter, framework_model_def
 from .naming import TASK_TYPE_DEBUG, Timeline, dump_file_name, golden_file_name, op_duration_us
+from .amp_network import run_bf16_amp
 from .network import NetworkRun, run_network
 from .records import FrameworkOp, NpuInput, NpuOp, NpuTensor
 
 SESSION_GRAPH_ID = "0_1"
 DEVICE_ID, MODEL_ID, STEP = 0, 1, 0
 FIRST_TASK_ID = 2
+# --variant: the network a workspace holds (see network.py, amp_network.py)
+VARIANTS = {"convnet": run_network, "bf16-amp": run_bf16_amp}
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,13 @@ class SampleOptions:
     fusion_shape: int = 1                # fusion_result.json shape 1..4 (formats.md §4)
     scale_mb: float | None = None        # large mode: ~this many MB of NPU dumps
     files: int | None = None             # large mode: ~this many NPU dump files
+    variant: str = "convnet"             # a key of VARIANTS
 
     def validate(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"--variant must be one of {', '.join(VARIANTS)}")
+        if self.variant != "convnet" and (self.scale_mb is not None or self.files is not None):
+            raise ValueError("--scale and --files only extend the convnet variant")
         if self.name_fields not in (4, 5, 9):
             raise ValueError("--name-fields must be 4, 5 or 9")
         if self.opdebug_layout not in ("old", "new"):
@@ -172,18 +180,19 @@ class WorkspaceWriter:
                 "dump_file": self.rel(self._dump_paths[op.name])}
 
     # ---- the whole workspace -----------------------------------------------------------------
-    def write(self) -> dict:
+    def write(self, run: NetworkRun | None = None) -> dict:
+        """Write the workspace of ``run`` (default: the options' variant, computed here)."""
         opt = self.opt
         for d in (self.dump_dir, self.graph_dir, self.golden_dir, self.fusion_file.parent):
             d.mkdir(parents=True, exist_ok=True)
         large = opt.scale_mb is not None or opt.files is not None
-        run = run_network(opt.seed, net_output=not large)
+        run = run or VARIANTS[opt.variant](opt.seed, net_output=not large)
         tower = self._make_tower(run) if large else None
 
         statics = [op for op in run.ops if not op.executed and op.type != "NetOutput"]
         executed = run.executed
         inputs = [f"{op.name}:0" for op in statics if op.type == "Data"]
-        outputs = ["probs/Softmax:0", "aux/Sub:0"]
+        outputs = list(run.outputs)
         if tower:
             statics += tower.static_ops
             inputs.append(f"{tw.DATA_NAME}:0")
@@ -206,7 +215,7 @@ class WorkspaceWriter:
                     for name in op.passes:
                         used.setdefault(name, []).append(op.name)
                 net_output = NpuOp("Node_Output", "NetOutput",
-                                   [run_input(run, s) for s in outputs[:2]] +
+                                   [run_input(run, s) for s in run.outputs] +
                                    [NpuInput(outputs[2], tower.output, tower.output.golden_ref, None)],
                                    [], executed=False, engine="DNN_VM_GE_LOCAL_OP_STORE")
             else:
@@ -217,8 +226,10 @@ class WorkspaceWriter:
         (self.graph_dir / "ge_proto_00000000_PreRunBegin.txt").write_text(text_format.MessageToString(stage))
         trans_casts = sum(1 for op in executed if op.type == "Cast") + (1 if tower else 0)
         self.fusion_file.write_text(fusion_report.fusion_result_text(opt.fusion_shape, used, SESSION_GRAPH_ID, trans_casts))
-        overflow = {**mf.overflow_finding(run),
-                    **self.write_overflow_run(run.op(run.overflow_op), run.overflow_status)}
+        overflow = None
+        if run.overflow_op is not None:
+            overflow = {**mf.overflow_finding(run),
+                        **self.write_overflow_run(run.op(run.overflow_op), run.overflow_status)}
         manifest = self._manifest(run, used, overflow, build)
         mf.write_manifest(self.out / mf.MANIFEST_NAME, manifest)
         return manifest
@@ -230,7 +241,7 @@ class WorkspaceWriter:
             plan = tw.plan_for_scale(self.opt.scale_mb, sum(_op_dump_bytes(op) for op in run.executed))
         return tw.Tower(self.opt.seed, plan)
 
-    def _manifest(self, run: NetworkRun, used, overflow: dict, build: Path) -> dict:
+    def _manifest(self, run: NetworkRun, used, overflow: dict | None, build: Path) -> dict:
         return {
             "generator": "precision_shell.samples", "manifest_version": mf.MANIFEST_VERSION,
             "options": asdict(self.opt), "graph_name": self.time.graph_name,
@@ -238,8 +249,9 @@ class WorkspaceWriter:
             "paths": {"workspace": self.rel(self.root), "npu_dump_dir": self.rel(self.dump_dir),
                       "golden_dir": self.rel(self.golden_dir), "graph_file": self.rel(build),
                       "stage_graph_file": self.rel(self.graph_dir / "ge_proto_00000000_PreRunBegin.txt"),
-                      "fusion_file": self.rel(self.fusion_file), "overflow_dump_dir": self.rel(self.overflow_dir)},
-            "totals": dict(self.totals), "lossy": mf.lossy_finding(run), "overflow": overflow,
+                      "fusion_file": self.rel(self.fusion_file), "overflow_dump_dir": self.rel(self.overflow_dir) if overflow else None},
+            "totals": dict(self.totals), "lossy": mf.lossy_finding(run) if run.lossy_op else None,
+            "overflow": overflow,
             "passes": mf.passes_entry(used), "ops": self.ops_manifest, "graph_only_ops": self.graph_only,
             "golden_files": self.golden_files,
         }
@@ -256,8 +268,9 @@ def _trans_count(ops: list[NpuOp]) -> int:
 
 
 def write_workspace(out_dir: str | os.PathLike, options: SampleOptions = SampleOptions(), *,
-                    force: bool = False) -> dict:
+                    force: bool = False, run: NetworkRun | None = None) -> dict:
     """Generate the workspace into ``out_dir``; returns the manifest (also written to disk).
+    ``run``: a network built elsewhere (tests build small graphs with ``NetBuilder``).
 
     Refuses to write over an existing ``precision_data/`` unless ``force``, which first deletes
     it and the old manifest (the directory must hold nothing else of value).
@@ -269,4 +282,4 @@ def write_workspace(out_dir: str | os.PathLike, options: SampleOptions = SampleO
             raise FileExistsError(f"{out} already holds a workspace; use --force to replace it")
         shutil.rmtree(root, ignore_errors=True)
         manifest_path.unlink(missing_ok=True)
-    return WorkspaceWriter(out, options).write()
+    return WorkspaceWriter(out, options).write(run)
