@@ -131,7 +131,7 @@ def export_files(suspects: list) -> tuple[list[ExportFile], list[str]]:
 def gather(session: Any, *, roots: int = DEFAULT_ROOTS, notes: list[str] = ()) -> ReportData:
     """The report of what ``session`` has computed (call :func:`ensure_results` first)."""
     from precision_shell.analysis.node_panel import known_cosines, known_roles
-    from precision_shell.commands.compare_run import suspects_table
+    from precision_shell.commands.compare_run import coverage_report, suspects_table
     from precision_shell.commands.overflow_cmd import scan_table
 
     notes = list(notes)
@@ -160,7 +160,8 @@ def gather(session: Any, *, roots: int = DEFAULT_ROOTS, notes: list[str] = ()) -
         threshold=found.criteria.threshold if found is not None else None,
         points=op_points(result, found) if result is not None else [],
         overflow=scan_table(scan, 0) if scan is not None else None,
-        suspects=suspects_table(found, 0, result.problems if result is not None else []) if found else None,
+        suspects=suspects_table(found, 0, result.problems, [], coverage_report(session, result))
+        if found is not None and result is not None else None,
         suspect_rows=[s.to_json() for s in suspects],
         roots=details, roots_total=len(all_roots), fusion=fusion, exports=exports,
         notes=notes + export_notes)
