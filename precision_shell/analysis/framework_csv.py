@@ -78,6 +78,11 @@ def _number_cell(value) -> str:
     return str(value)
 
 
+def _summary_cell(text: str) -> str:
+    # msprobe turns a NaN statistic into "Nan" and writes float infinities with a leading space
+    return {"nan": "Nan", "inf": " inf", "-inf": " -inf"}.get(text, text)
+
+
 def table_rows(results: Iterable[RowResult], mode: str, stack: dict[str, tuple[str, ...]] | None = None,
                dtype_is_error: bool = False) -> list[dict[str, str]]:
     """One dict per row, keyed by :func:`header`'s columns; verdicts per API as msprobe's."""
@@ -91,8 +96,8 @@ def table_rows(results: Iterable[RowResult], mode: str, stack: dict[str, tuple[s
                  "NPU Tensor Shape": _shape_cell(t), "Bench Tensor Shape": _shape_cell(g) if g else N_A,
                  "NPU Requires_grad": _grad_cell(t), "Bench Requires_grad": _grad_cell(g) if g else N_A}
         for i, name in enumerate(STAT_NAMES):
-            cells[SUMMARY[i]] = _number_cell(_stat(t, name))
-            cells[SUMMARY[i + 4]] = _number_cell(_stat(g, name)) if g else N_A
+            cells[SUMMARY[i]] = _summary_cell(stat_cell(t.leaf, name))
+            cells[SUMMARY[i + 4]] = _summary_cell(stat_cell(g.leaf, name)) if g else N_A
         if mode == "tensor":
             metric_cells = result.metrics.cells() if result.metrics else [N_A] * 6
             cells.update({c: _number_cell(v) for c, v in zip(METRIC_COLUMNS, metric_cells)})
@@ -118,10 +123,6 @@ def table_rows(results: Iterable[RowResult], mode: str, stack: dict[str, tuple[s
     for cells in rows:
         del cells["_metrics"]
     return rows
-
-
-def _stat(row: Row, name: str) -> str:
-    return stat_cell(row.leaf, name)
 
 
 def write_compare_csv(path: str | os.PathLike, rows: list[dict[str, str]], mode: str,

@@ -285,8 +285,11 @@ def read_data_mapping(path: str | os.PathLike) -> dict[str, str]:
         value, tail = _scalar(rest[1:].strip(), path, number)
         if tail.strip() and not tail.strip().startswith("#"):
             raise FormatError(path, f"line {number}: unexpected text after the value")
-        if not key or not value:
-            raise FormatError(path, f"line {number}: empty name")
+        if not key:
+            raise FormatError(path, f"line {number}: empty target name")
+        if not value:
+            raise FormatError(path, f"line {number}: no golden name (a data_mapping is flat "
+                                    f"'target_name: golden_name' lines)")
         if key in mapping:
             raise FormatError(path, f"line {number}: {key!r} mapped twice")
         mapping[key] = value
