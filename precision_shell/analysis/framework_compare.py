@@ -49,7 +49,6 @@ _FLOAT_TYPES = (np.dtype(np.half), np.dtype(np.single), np.dtype(np.double), np.
 _WIDENED = {np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2),
             np.dtype(ml_dtypes.float8_e4m3fnuz), np.dtype(ml_dtypes.float8_e5m2fnuz)}
 
-Value = "float | str"     # a metric: a number, or msprobe's text for why there is none
 
 
 @dataclass
