@@ -246,3 +246,15 @@ def test_chunked_pass_equals_one_chunk():
         assert a == pytest.approx(b, rel=1e-12, abs=1e-12)
     y[999] = np.nan           # NaN only on one side, in the last chunk: every metric N/A
     assert tensor_metrics(x, y, chunk=7).cells() == [N_A] * 6
+
+
+def test_root_cause_on_the_fp16_overflow_run():
+    truth = json.loads((sample() / "truth.json").read_text())["overflow"]
+    target = _rank(truth["run"])
+    results = list(compare_pairs(pair_dumps(target, _rank("golden_fp32")), "tensor"))
+    suspects = find_framework_suspects(FrameworkRun(target), results, 0.98)
+    assert [s.op for s in suspects if s.first] == [truth["producer"]]
+    assert [s.op for s in suspects if s.role == "root"] == truth["producers"]
+    forward = [name for name in truth["propagated"] if ".forward" in name]
+    assert [s.op for s in suspects if s.role == "propagated"] == forward
+    assert suspects[0].cosine == N_A        # inf in the fp16 output only: msprobe's N/A
