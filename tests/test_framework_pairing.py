@@ -4,6 +4,7 @@ fuzzy queues, a data_mapping yaml; dtype notes; shape and count problems per ent
 from __future__ import annotations
 
 import csv
+import json
 
 import numpy as np
 import pytest
@@ -137,3 +138,16 @@ def test_data_mapping_errors_name_the_line(tmp_path, text, reason):
     path.write_text(text)
     with pytest.raises(FormatError, match=reason.replace("[", r"\[").replace("(", r"\(")):
         read_data_mapping(path)
+
+
+def test_rows_are_named_after_their_tensor_files(tmp_path):
+    # msprobe names a row after its data_name: an entry renamed in dump.json keeps its rows' names
+    t = write_dump(tmp_path / "t/rank0", {"Functional.gelu.0.forward": {"input_args": [A], "output": [A]}})
+    g = write_dump(tmp_path / "g/rank0", {"Functional.gelu.0.forward": {"input_args": [A], "output": [A]}})
+    doc = json.loads((g / "dump.json").read_text())
+    doc["data"] = {"Functional.gelu.5.forward": doc["data"]["Functional.gelu.0.forward"]}
+    (g / "dump.json").write_text(json.dumps(doc))
+    pairing = pair_dumps(_rank(t), _rank(g))
+    assert [(p.golden.entry.name, p.golden.name) for p in pairing.pairs] == [
+        ("Functional.gelu.5.forward", "Functional.gelu.0.forward.input.0"),
+        ("Functional.gelu.5.forward", "Functional.gelu.0.forward.output.0")]

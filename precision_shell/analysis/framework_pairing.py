@@ -30,16 +30,16 @@ from dataclasses import dataclass, field
 
 from ..errors import FormatError
 from ..formats.msprobe_dump import Entry, Leaf, RankDump
+from ..model.framework_run import compare_name
 
-_FLOAT_GROUPS = ({"Float16", "Float32", "Float64", "BFloat16"},
-                 {"torch.float16", "torch.float32", "torch.float64", "torch.bfloat16"})
+_FLOATS = {"float16", "float32", "float64", "bfloat16"}    # msprobe's DTYPE_MATCH_GROUPS
 _STATE_ORDER = {"input": 0, "parameters": 1, "output": 2}    # parameters_grad rows: 3
 
 
 @dataclass(frozen=True)
 class Row:
     """One leaf of one entry, as msprobe's compare table has it."""
-    name: str            # ENTRY.PATH
+    name: str            # ENTRY.PATH (the tensor file's stem)
     entry: Entry
     leaf: Leaf
     state: str           # input | parameters | output | parameters_grad
@@ -50,7 +50,7 @@ class Row:
         """msprobe's dtype cell: the dumped dtype string, or the Python type of a plain value."""
         leaf = self.leaf
         if leaf.is_tensor:
-            return leaf.dtype_raw or "None"
+            return leaf.dtype_raw or leaf.dtype or "None"    # recovered leaves: numpy's name
         if leaf.type is None:
             return "None"
         if leaf.type in ("torch.Size", "slice", "ellipsis", "torch.ProcessGroup"):
@@ -100,7 +100,7 @@ def rows_of(rank: RankDump) -> list[Row]:
         leaves = sorted(entry.leaves, key=lambda leaf: 3 if state_of else
                         _STATE_ORDER.get(leaf.path.partition(".")[0], 0))
         for leaf in leaves:
-            rows.append(Row(f"{entry.name}.{leaf.path}", entry, leaf,
+            rows.append(Row(compare_name(entry.name, leaf), entry, leaf,
                             state_of or leaf.path.partition(".")[0], len(rows)))
     return rows
 
@@ -124,7 +124,6 @@ def exact_keys(rows: list[Row]) -> list[str]:
     for entry in dict.fromkeys(r.entry.name for r in rows):
         stem, call_direction, direction = _split_name(entry)
         if direction != "backward":
-            entry_key[entry] = entry
             continue
         order = backward_count.get(stem, 0)
         backward_count[stem] = order + 1
@@ -132,7 +131,10 @@ def exact_keys(rows: list[Row]) -> list[str]:
         head = str(order) if head.isdigit() else head
         tail = str(order) if tail.isdigit() else tail
         entry_key[entry] = f"{stem}.{head}.{tail}"
-    return [entry_key[r.entry.name] + r.name[len(r.entry.name):] for r in rows]
+    # a backward row's key is the renumbered entry plus the row name's suffix (msprobe's
+    # ``suffix = full_op_name.replace(op_name, '')``); any other row's key is its name
+    return [entry_key[r.entry.name] + r.name.replace(r.entry.name, "") if r.entry.name in entry_key
+            else r.name for r in rows]
 
 
 def fuzzy_name(name: str) -> str:
@@ -146,8 +148,13 @@ def fuzzy_name(name: str) -> str:
 
 
 def _dtype_compatible(target: Row, golden: Row) -> bool:
-    a, b = target.dtype, golden.dtype
-    return a == b or any(a in g and b in g for g in _FLOAT_GROUPS)
+    """Equal dtypes, or both floats of msprobe's match group; tensors are judged by their
+    normalized dtype (so a leaf recovered from its file, which has no dumped dtype string,
+    still pairs), other leaves by msprobe's dtype text."""
+    a, b = target.leaf, golden.leaf
+    if a.is_tensor and b.is_tensor:
+        return a.dtype == b.dtype or (a.dtype in _FLOATS and b.dtype in _FLOATS)
+    return target.dtype == golden.dtype
 
 
 def pair_dumps(target: RankDump, golden: RankDump, *, fuzzy: bool = False,

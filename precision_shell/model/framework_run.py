@@ -47,7 +47,7 @@ class FrameworkTensor:
     @property
     def compare_name(self) -> str:
         """msprobe's per-tensor name (its compare CSV's ``NPU Name``)."""
-        return f"{self.op}.{self.leaf.path}"
+        return compare_name(self.op, self.leaf)
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,14 @@ class FrameworkOp:
     @property
     def outputs(self) -> list[FrameworkTensor]:
         return [t for t in self.tensors if t.io in ("output", "grad")]
+
+
+def compare_name(entry: str, leaf: Leaf) -> str:
+    """msprobe's row name of a leaf: its tensor file's stem when it has one (msprobe's
+    ``gen_op_item`` names rows after ``data_name``), else ``ENTRY.PATH``."""
+    if leaf.data_name:
+        return leaf.data_name.rsplit(".", 1)[0]
+    return f"{entry}.{leaf.path}"
 
 
 def tensor_name(entry: str, leaf: Leaf) -> tuple[str, str]:
