@@ -13,7 +13,9 @@ msprobe pairs *rows*, one per leaf (``core/compare/acc_compare.py``: ``ParseData
 - **fuzzy** (``fuzzy=True``, msprobe ``-fm``): the call number is stripped
   (``Match.rename_api``) and two queues are aligned in dump order (``process_fuzzy_match``);
 - **mapping** (msprobe ``-dm``): a ``data_mapping`` yaml, ``target_row_name: golden_row_name``,
-  rewrites the target key; the dtype check is off then (``gen_dtype_condition``).
+  rewrites the target key; the dtype check is off then (``gen_dtype_condition``). As in
+  msprobe, the target key is then the row name as dumped while the golden keys stay
+  backward-renumbered (``process_data_mapping`` reads ``op_name``, not ``op_name_update``).
 
 Unlike msprobe, nothing is dropped: golden rows no target row took are listed in
 :attr:`Pairing.golden_only`, and target rows past the end of a fuzzy alignment are listed
