@@ -198,6 +198,9 @@ def _parse(path: str, file_size: int, source: _FdSource | _BufferSource) -> Dump
     if len(head) != _LEN.size:
         raise FormatError(path, "file shrank while being read")
     (header_len,) = _LEN.unpack(head)
+    if header_len == 0:
+        # an empty DumpData decodes fine and lists no tensors: the op would vanish unreported
+        return _try_v1(source, path, file_size, FormatError(path, "header length 0"))
     if header_len > file_size - _LEN.size:
         v2_error = FormatError(path, f"header length {header_len} is larger than the file "
                                      f"({file_size} bytes)")

@@ -21,6 +21,8 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from ..errors import FormatError
+from .quoting import shown
+from .shapes import check_dims
 
 
 @dataclass
@@ -141,13 +143,12 @@ def read_npy(path: str | os.PathLike, whole_below: int = 1 << 20) -> tuple[NpyHe
 
 
 def _checked(path: str, shape, fortran, dtype: np.dtype, offset: int, file_size: int) -> NpyHeader:
-    if any(int(d) < 0 for d in shape):
-        raise FormatError(path, f"negative dimension in shape {list(shape)}")
+    check_dims(shape, path, "shape")
     if dtype.hasobject:
         raise FormatError(path, "object arrays are not supported (they need pickle)")
     header = NpyHeader(path, tuple(int(d) for d in shape), dtype, bool(fortran), offset)
     if offset + header.nbytes > file_size:
-        raise FormatError(path, f"truncated: shape {list(header.shape)} of {dtype} needs {header.nbytes} bytes "
+        raise FormatError(path, f"truncated: shape {shown(list(header.shape))} of {dtype} needs {header.nbytes} bytes "
                                 f"after the header, the file has {file_size - offset}")
     return header
 
