@@ -32,16 +32,21 @@ _TIERS = (
 _GRAPH_JSON_SNIFF = re.compile(rb'^\s*[\[{][\s\S]{0,4096}?"(graph|op)"\s*:')
 
 
-def _walk(root: Path) -> list[Path]:
-    """Every file below root, following directory symlinks once (no loops)."""
+def _walk(root: Path, warnings: list[str]) -> list[Path]:
+    """Every file below root, following directory symlinks once (no loops). Folders that cannot
+    be listed and folders named like graph files are named in ``warnings``."""
     files, seen = [], set()
-    for folder, dirs, names in os.walk(root, followlinks=True):
+    for folder, dirs, names in os.walk(root, followlinks=True,
+                                       onerror=lambda exc: warnings.append(
+                                           f"{exc.filename}: cannot list folder ({exc.strerror or exc})")):
         real = os.path.realpath(folder)
         if real in seen:
             dirs[:] = []
             continue
         seen.add(real)
         dirs.sort()
+        warnings.extend(f"{Path(folder, d)}: is a directory, not a graph file"
+                        for d in dirs if any(p.match(d) for p in _TIERS))
         files.extend(Path(folder, name) for name in sorted(names))
     return files
 
@@ -59,14 +64,17 @@ def _looks_like_graph_json(path: Path) -> bool:
     return _GRAPH_JSON_SNIFF.match(head) is not None
 
 
-def find_graph_files(root: str | os.PathLike) -> list[Path]:
-    """Graph files to load for a run, oldest compile first (see the module doc for the rule)."""
+def find_graph_files(root: str | os.PathLike, warnings: list[str] | None = None) -> list[Path]:
+    """Graph files to load for a run, oldest compile first (see the module doc for the rule).
+    What stops a graph from being found (an unreadable folder, a folder named like a graph
+    file) is added to ``warnings``, one line each."""
+    warnings = [] if warnings is None else warnings
     root = Path(root)
     if root.is_file():
         return [root]
     if not root.is_dir():
         return []
-    files = _walk(root)
+    files = _walk(root, warnings)
     for pattern in _TIERS:
         found = [(m.group(1), f) for f in files if (m := pattern.match(f.name))]
         if found:
