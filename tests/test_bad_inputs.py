@@ -224,7 +224,7 @@ def _run_without_file_permissions_bypass(root: Path, *args: str) -> subprocess.C
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
 
 
-@pytest.mark.parametrize("part", ["npu_leaf", "golden", "overflow", "dump_file"])
+@pytest.mark.parametrize("part", ["npu_leaf", "golden", "overflow", "dump_file", "graph_file", "fusion_file"])
 def test_unreadable_folder_or_file_is_named_not_taken_for_empty(ws, part):
     root, manifest = ws
     targets = {
@@ -232,6 +232,8 @@ def test_unreadable_folder_or_file_is_named_not_taken_for_empty(ws, part):
         "golden": root / manifest["paths"]["golden_dir"],
         "overflow": (root / manifest["overflow"]["opdebug_file"]).parent,
         "dump_file": dump_path(root, manifest, manifest["lossy"]["op"]),
+        "graph_file": root / manifest["paths"]["graph_file"],
+        "fusion_file": root / "precision_data/fusion/fusion_result.json",
     }
     locked = targets[part]
     mode = locked.stat().st_mode
@@ -247,6 +249,12 @@ def test_unreadable_folder_or_file_is_named_not_taken_for_empty(ws, part):
         assert_one_line(scan.stderr, scan.stdout, locked, "cannot read: Permission denied")
         assert done.returncode == 0 and info["npu_dump_files"] == totals["npu_dump_files"]
         assert scan.returncode == 0 and manifest["overflow"]["op"] in scan.stdout
+        return
+    if part in ("graph_file", "fusion_file"):  # read at start-up: a load error, the rest loads
+        assert_one_line(done.stderr, "", locked, "cannot read: Permission denied")
+        assert done.returncode == 1 and info["npu_dump_files"] == totals["npu_dump_files"]
+        assert (info["ops"] == 0) == (part == "graph_file")
+        assert (info["fusion_graphs"] == 0) == (part == "fusion_file")
         return
     assert_one_line(done.stderr, "", locked, "cannot list folder (Permission denied)")
     assert done.returncode == 1  # said at start-up, as a load error

@@ -11,6 +11,8 @@ Settings are derandomized and bounded: the same examples every run, the whole mo
 
 from __future__ import annotations
 
+import csv
+import io
 import itertools
 import json
 import re
@@ -18,18 +20,19 @@ import shutil
 import struct
 from pathlib import Path
 
-import numpy as np
 import pytest
+from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from precision_shell.cli import main
-from precision_shell.errors import FormatError, PshellError
+from precision_shell.errors import PshellError
 from precision_shell.formats import dtypes
 from precision_shell.formats.dump_file import (
-    DumpTensor, _dump_data_class, parse_dump_header, read_device_array, read_dump, read_dump_header,
-    read_logical_array, v2_tensor_layout, write_dump,
+    _dump_data_class, parse_dump_header, read_device_array, read_dump, read_dump_header, read_logical_array,
+    v2_tensor_layout,
 )
+from precision_shell.formats.dump_names import read_mapping_csv
 from precision_shell.formats.fusion_result import read_fusion_result
 from precision_shell.formats.golden_npy import array_from_bytes, load_npy, read_npy, read_npy_header
 from precision_shell.formats.graph_json import parse_graph_json
@@ -73,7 +76,6 @@ def seeds(tmp_path_factory) -> Seeds:
             text = (root / manifest["paths"]["graph_file"]).read_bytes()
             out["graph_text"] = [text]
             model = ge_ir_pb().ModelDef()
-            from google.protobuf import text_format
             text_format.Parse(text.decode(), model, allow_unknown_field=True)
             out["graph_json"] = [json.dumps(to_atc_json(model), indent=1).encode()]
             goldens = sorted((root / manifest["paths"]["golden_dir"]).glob("*.npy"))
@@ -288,6 +290,16 @@ def test_mutated_and_hostile_npy(seeds, workdir, data):
     found = survive(path, read_npy, path)
     if found is not None and found[1] is not None:
         survive(path, array_from_bytes, *found)
+
+
+@robust(150)
+@given(rows=st.lists(st.lists(st.text(max_size=30), max_size=4), max_size=6), tail=st.binary(max_size=40))
+def test_hostile_mapping_csv(workdir, rows, tail):
+    """mapping.csv of a dump folder: any rows, stray quotes, NUL and non-UTF-8 bytes."""
+    buf = io.StringIO()
+    csv.writer(buf).writerows(rows)
+    path = _write(workdir, buf.getvalue().encode("utf-8", "surrogatepass") + tail, "mapping.csv")
+    survive(path, read_mapping_csv, path)
 
 
 # -- a whole session ---------------------------------------------------------------------------------
