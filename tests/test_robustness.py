@@ -270,7 +270,7 @@ def test_mutated_graph_json(seeds, workdir, data):
 def hostile_npy(draw) -> bytes:
     """A .npy whose header dict says anything (the data after it is short or long)."""
     shape = tuple(draw(st.lists(NPY_DIMS, max_size=5)))
-    descr = draw(st.sampled_from(["<f4", "|b1", "<c8", "|O", "<V8", "|u1", "<f2", "zz"]))
+    descr = draw(st.sampled_from(["<f4", "|b1", "<c8", "|O", "<V8", "|u1", "<f2", "zz", "Z" * 5000]))
     fortran = draw(st.sampled_from(["False", "True", "1"]))
     text = "{'descr': '%s', 'fortran_order': %s, 'shape': %r, }" % (descr, fortran, shape)
     text = text.ljust(draw(st.sampled_from([64 - 11, 118, 5000]))) + "\n"

@@ -23,7 +23,7 @@ from .dump_header import (  # noqa: F401  (re-exported)
     read_dump_header, read_small_file,
 )
 from .layout import PLAIN_LAYOUTS, restore_layout
-from .quoting import shown
+from .quoting import clipped, shown
 from .shapes import check_dims
 
 
@@ -97,7 +97,7 @@ def read_device_array(header: DumpHeader, entry: TensorEntry, data: bytes | None
             arr = arr != 0  # any non-zero byte is true; a raw view would make invalid numpy bools
         return arr.reshape(shape)
     except (ValueError, OverflowError, MemoryError) as e:
-        raise FormatError(header.path, f"{entry.label} shape {shown(list(entry.shape))} cannot be decoded: {e}") from None
+        raise FormatError(header.path, f"{entry.label} shape {shown(list(entry.shape))} cannot be decoded: {clipped(e)}") from None
 
 
 def _from_file(header: DumpHeader, entry: TensorEntry, raw_dtype: np.dtype, count: int) -> np.ndarray:
@@ -194,7 +194,7 @@ def to_logical(header: DumpHeader, entry: TensorEntry, arr: np.ndarray, *,
             try:
                 return arr.reshape(original)
             except ValueError as e:  # more dims than numpy holds
-                raise FormatError(header.path, f"{entry.label} original shape {shown(list(original))}: {e}") from None
+                raise FormatError(header.path, f"{entry.label} original shape {shown(list(original))}: {clipped(e)}") from None
         return arr
     return restore_layout(arr, fmt, original, target_format=target_format,
                           sub_format=entry.sub_format, path=header.path)

@@ -28,6 +28,7 @@ from . import nano_dump
 from .dtypes import DT_UNDEFINED, FORMAT_ND, dtype_name, format_name
 from .dump_names import parse_dump_name
 from .protoload import dump_data_pb
+from .quoting import clipped
 
 _LEN = struct.Struct("<Q")
 # protobuf refuses messages over 2 GiB, so a v1 (inline) file cannot be larger.
@@ -213,7 +214,7 @@ def _parse(path: str, file_size: int, source: _FdSource | _BufferSource) -> Dump
     try:
         msg = _dump_data_class().FromString(header)
     except Exception as e:  # upb raises DecodeError; any failure means a corrupt header
-        return _try_v1(source, path, file_size, FormatError(path, f"corrupt protobuf header: {e}"))
+        return _try_v1(source, path, file_size, FormatError(path, f"corrupt protobuf header: {clipped(e)}"))
     try:
         return _v2_header(path, msg, header_len, file_size)
     except FormatError as v2_error:
@@ -258,7 +259,7 @@ def _nano_header(path: str, header: bytes, file_size: int) -> DumpHeader:
     try:
         nano = nano_dump.parse_nano_header(header)
     except nano_dump.NanoFormatError as e:
-        raise FormatError(path, f"corrupt nano dump header: {e}") from None
+        raise FormatError(path, f"corrupt nano dump header: {clipped(e)}") from None
     offset = _LEN.size + len(header)
     groups = []
     for kind, descs in (("input", nano.inputs), ("output", nano.outputs)):

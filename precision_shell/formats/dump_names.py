@@ -22,6 +22,7 @@ import re
 from typing import Iterable, NamedTuple
 
 from ..errors import FormatError
+from .quoting import clipped
 
 _ESCAPED_CHARS = str.maketrans({".": "_", "/": "_", "\\": "_", " ": "_"})
 
@@ -158,7 +159,7 @@ def read_mapping_csv(path: str | os.PathLike) -> dict[str, str]:
     except UnicodeDecodeError:
         raise FormatError(path, "mapping file is not UTF-8 text") from None
     except csv.Error as e:
-        raise FormatError(path, f"malformed mapping file: {e}") from None
+        raise FormatError(path, f"malformed mapping file: {clipped(e)}") from None
     except OSError as e:
         raise FormatError(path, f"cannot read: {e.strerror or e}") from None
     mapping: dict[str, str] = {}

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from ..errors import FormatError
-from .quoting import shown
+from .quoting import clipped, shown
 from .shapes import check_dims
 
 
@@ -100,7 +100,7 @@ def _read_header(f, path: str) -> tuple[tuple[int, ...], bool, np.dtype]:
     except Exception as e:
         # numpy parses the header dict with tokenize/ast, so garbage can surface as ValueError,
         # EOFError, SyntaxError, tokenize.TokenError, UnicodeDecodeError, ...: all mean "not npy"
-        raise FormatError(path, f"not a valid .npy file: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        raise FormatError(path, f"not a valid .npy file: {clipped(e)}") from None
 
 
 def read_npy_header(path: str | os.PathLike) -> NpyHeader:
@@ -184,4 +184,4 @@ def load_npy(path: str | os.PathLike, mmap: bool = True) -> np.ndarray:
     except OSError as e:
         raise _open_error(header.path, e) from None
     except (ValueError, OverflowError, MemoryError) as e:
-        raise FormatError(header.path, f"cannot load: {e}") from None
+        raise FormatError(header.path, f"cannot load: {clipped(e)}") from None

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from ..errors import FormatError
+from .quoting import clipped
 
 __all__ = ["find_graph_files", "load_graph_file"]
 
@@ -101,5 +102,5 @@ def load_graph_file(path: str | os.PathLike):
         except OSError as exc:
             raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
         except DecodeError as exc:
-            raise FormatError(path, f"not a binary ModelDef: {exc}") from None
+            raise FormatError(path, f"not a binary ModelDef: {clipped(exc)}") from None
     return parse_graph_text(path)

@@ -25,6 +25,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import FormatError
 from .protoload import ge_ir_pb
+from .quoting import clipped
 from .text_wire import CHUNK, TextError, line_of, text_to_wire
 
 __all__ = ["parse_graph_text", "parse_graph_text_reference"]
@@ -67,7 +68,7 @@ def parse_graph_text(path: str | os.PathLike):
     try:
         return model_cls.FromString(wire)
     except DecodeError as exc:  # e.g. nesting deeper than upb's limit
-        raise FormatError(path, f"cannot build the model: {exc}") from None
+        raise FormatError(path, f"cannot build the model: {clipped(exc)}") from None
 
 
 def parse_graph_text_reference(path: str | os.PathLike):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import FormatError
 from .dtypes import normalize_format
-from .quoting import shown
+from .quoting import clipped, shown
 from .shapes import check_dims
 
 # Formats whose bytes are already in logical order: restoring is a reshape.
@@ -72,7 +72,7 @@ def restore_layout(arr: np.ndarray, device_format: str | int, original_shape: Se
     except (ValueError, IndexError, OverflowError, MemoryError) as e:
         # The explicit checks below should catch every inconsistent shape; this is the safety
         # net that keeps a numpy error from reaching the user as a traceback.
-        raise FormatError(path, f"cannot restore {fmt} shape {list(arr.shape)} to {_show(shape)}: {e}") from None
+        raise FormatError(path, f"cannot restore {fmt} shape {list(arr.shape)} to {_show(shape)}: {clipped(e)}") from None
     raise FormatError(path, f"no converter from {fmt} to logical layout")
 
 

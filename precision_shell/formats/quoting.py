@@ -23,6 +23,14 @@ def shown(value) -> str:
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
 
 
+def clipped(exc: BaseException, limit: int = 2 * SHOWN_CHARS) -> str:
+    """The first line of a library's error message (numpy, protobuf, csv), cut to ``limit``
+    characters: such messages may quote the file's content (numpy repeats a whole .npy header)."""
+    lines = str(exc).splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 # The two ways a JSON file defeats Python's own decoder (RecursionError, a ValueError from int()).
 JSON_TOO_DEEP = "JSON nested too deeply (arrays/objects more than ~1000 levels deep)"
 JSON_LONG_NUMBER = "JSON holds a number of more than 4300 digits"

@@ -16,7 +16,7 @@ from google.protobuf import text_encoding, text_format
 
 from .proto_wire import (BOOL, BYTES, ENUM, FLOAT, INT, PACKED, SINT, STRING, VARINT as _VARINT,
                          WireField, varint as _varint)
-from .quoting import shown
+from .quoting import clipped, shown
 
 __all__ = ["ATOM", "STR", "WS", "TextError", "check_unknown_value", "encode_scalar", "list_items"]
 
@@ -57,7 +57,7 @@ def _unquote(first: bytes, more: bytes | None) -> bytes:
                     warnings.simplefilter("ignore", DeprecationWarning)
                     body = text_encoding.CUnescape(body.decode("utf-8"))
             except ValueError as exc:
-                raise TextError(f"bad escape in string {shown(piece)}: {exc}") from None
+                raise TextError(f"bad escape in string {shown(piece)}: {clipped(exc)}") from None
         out.append(body)
     return b"".join(out)
 
