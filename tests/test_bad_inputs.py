@@ -263,3 +263,26 @@ def test_unreadable_folder_or_file_is_named_not_taken_for_empty(ws, part):
     assert (info["overflow_records"] == 0) == (part == "overflow")
     if part == "npu_leaf":
         assert "cannot list folder (Permission denied)" in info["missing"][0]
+
+
+@pytest.mark.parametrize("locked_rel,named_rel,empty", [
+    ("precision_data/tf", "precision_data/tf/dump", "golden_tensors"),
+    ("precision_data/npu/debug_0", "precision_data/npu/debug_0/dump", "npu_dump_files"),
+    ("precision_data/fusion", "precision_data/fusion/fusion_result.json", "fusion_graphs"),
+])
+def test_a_parent_folder_without_search_permission_is_named(ws, locked_rel, named_rel, empty):
+    """A part below a folder that cannot be searched (mode 000) cannot even be looked at: it is
+    named with the reason, not reported absent."""
+    root, manifest = ws
+    locked = root / locked_rel
+    mode = locked.stat().st_mode
+    locked.chmod(0)
+    try:
+        done = _run_without_file_permissions_bypass(root, "-c", "info", "--format", "json")
+    finally:
+        locked.chmod(mode)
+    assert_one_line(done.stderr, "", root / named_rel, "cannot access (Permission denied)")
+    assert done.returncode == 1
+    info = json.loads(done.stdout)
+    counts = {key: info[key] for key in ("golden_tensors", "npu_dump_files", "fusion_graphs")}
+    assert [key for key, n in counts.items() if n == 0] == [empty]

@@ -56,11 +56,12 @@ def _counter_key(path: Path, counter: str | None) -> tuple:
     return (int(counter) if counter is not None else -1, str(path))
 
 
-def _looks_like_graph_json(path: Path) -> bool:
+def _looks_like_graph_json(path: Path, warnings: list[str]) -> bool:
     try:
         with path.open("rb") as handle:
             head = handle.read(8192)
-    except OSError:
+    except OSError as exc:
+        warnings.append(f"{path}: cannot read ({exc.strerror or exc})")
         return False
     return _GRAPH_JSON_SNIFF.match(head) is not None
 
@@ -80,7 +81,7 @@ def find_graph_files(root: str | os.PathLike, warnings: list[str] | None = None)
         found = [(m.group(1), f) for f in files if (m := pattern.match(f.name))]
         if found:
             return [f for counter, f in sorted(found, key=lambda cf: _counter_key(cf[1], cf[0]))]
-    return [f for f in files if f.suffix == ".json" and _looks_like_graph_json(f)]
+    return [f for f in files if f.suffix == ".json" and _looks_like_graph_json(f, warnings)]
 
 
 def load_graph_file(path: str | os.PathLike):

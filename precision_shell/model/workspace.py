@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,8 +138,22 @@ def dump_sets_under(dump_root: Path, run: str, warnings: list[str] | None = None
     return sets
 
 
-def _first_existing(*paths: Path) -> Path | None:
-    return next((p for p in paths if p.exists()), None)
+def _exists(path: Path, warnings: list[str], folder: bool = False) -> bool:
+    """``path.exists()`` (``is_dir()`` with ``folder``), except that a path that cannot be
+    looked at (a parent folder without search permission) is named in ``warnings`` instead of
+    being taken for absent."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        warnings.append(f"{path}: cannot access ({exc.strerror or exc})")
+        return False
+    return stat.S_ISDIR(st.st_mode) or not folder
+
+
+def _first_existing(warnings: list[str], *paths: Path) -> Path | None:
+    return next((p for p in paths if _exists(p, warnings)), None)
 
 
 def _check_dir(path: str | os.PathLike, what: str) -> Path:
@@ -198,7 +213,7 @@ def discover(path: str | os.PathLike | None = None, *, npu: str | None = None,
         ws.dump_sets = dump_sets_under(npu_dir, "npu", ws.warnings)
     elif pd is not None:
         for run_dir in runs:
-            if (run_dir / "dump").is_dir():
+            if _exists(run_dir / "dump", ws.warnings, folder=True):
                 ws.dump_sets += dump_sets_under(run_dir / "dump", run_dir.name, ws.warnings)
     else:
         ws.dump_sets = dump_sets_under(root, "npu", ws.warnings)
@@ -208,19 +223,19 @@ def discover(path: str | os.PathLike | None = None, *, npu: str | None = None,
         ws.graph_files = [_check_file(graph, "graph file")]
     elif pd is not None:
         for run_dir in runs:
-            if (run_dir / "graph").is_dir():
+            if _exists(run_dir / "graph", ws.warnings, folder=True):
                 ws.graph_files += find_graph_files(run_dir / "graph", ws.warnings)
                 break  # one run's graphs describe the model; debug_1 is usually the same model
 
     if overflow:
         ws.overflow_dirs = [_check_dir(overflow, "overflow folder")]
-    elif pd is not None and (pd / "overflow").is_dir():
+    elif pd is not None and _exists(pd / "overflow", ws.warnings, folder=True):
         ws.overflow_dirs = [pd / "overflow"]
 
     if golden:
         ws.golden_dir = _check_dir(golden, "golden folder")
     elif pd is not None:
-        ws.golden_dir = _first_existing(pd / "tf" / "dump")
+        ws.golden_dir = _first_existing(ws.warnings, pd / "tf" / "dump")
 
     if fusion:
         ws.fusion_file = _check_file(fusion, "fusion result file")
@@ -228,7 +243,7 @@ def discover(path: str | os.PathLike | None = None, *, npu: str | None = None,
         candidates = [root / "fusion_result.json"]
         if pd is not None:
             candidates.insert(0, pd / "fusion" / "fusion_result.json")
-        ws.fusion_file = _first_existing(*candidates)
+        ws.fusion_file = _first_existing(ws.warnings, *candidates)
 
     if pd is not None:
         ws.compare_csvs = sorted((pd / "temp" / "vector_compare").glob("*/result_*.csv"))
