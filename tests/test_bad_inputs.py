@@ -240,7 +240,7 @@ def test_unreadable_folder_or_file_is_named_not_taken_for_empty(ws, part):
     locked.chmod(0)
     try:
         done = _run_without_file_permissions_bypass(root, "-c", "info", "--format", "json")
-        scan = _run_without_file_permissions_bypass(root, "-c", "ac")
+        scan = _run_without_file_permissions_bypass(root, "-c", "ac") if part == "dump_file" else None
     finally:
         locked.chmod(mode)
     info = json.loads(done.stdout)
