@@ -44,13 +44,12 @@ def lines_naming(text: str, path: Path | str) -> list[str]:
 
 
 def assert_one_line(err: str, out: str, path: Path | str, reason: str) -> str:
-    """Exactly one line names ``path`` (with ``reason``): on stderr, or among a command's notes
-    on stdout; no traceback anywhere."""
+    """Exactly one ``error:``/``warning:`` line names ``path`` (with ``reason``): on stderr, or
+    among a command's notes on stdout; no traceback anywhere."""
     assert "Traceback" not in err + out and "internal error" not in err + out
-    named = lines_naming(err + "\n" + out, path)
+    named = [line for line in lines_naming(err + "\n" + out, path) if line.startswith(("error: ", "warning: "))]
     assert len(named) == 1, err
     assert reason in named[0] and len(named[0]) < MAX_LINE, named[0]
-    assert named[0].startswith(("error: ", "warning: "))
     return named[0]
 
 
@@ -90,6 +89,17 @@ def test_deeply_nested_graph_json_is_one_error_and_the_dumps_still_load(ws, caps
     assert rc == 1
     assert_one_line(err, "", graph, "nested too deeply")
     assert doc["ops"] == 0 and doc["npu_dump_files"] == manifest["totals"]["npu_dump_files"]
+
+
+def test_deeply_nested_graph_text_op_is_one_error_when_read(ws, capsys, tmp_path):
+    root, manifest = ws
+    graph = tmp_path / "ge_proto_00000001_Build.txt"
+    nested = 'attr { key: "k" value { func { name: "f" ' * 5000 + "} } }" * 5000
+    graph.write_text('graph {\n  name: "g"\n  op {\n    name: "deep"\n    type: "T"\n    ' + nested + "\n  }\n}\n")
+    rc, out, err = run_cli(capsys, root, "--graph", graph, "-c", "ni deep; info")
+    assert rc == 1
+    assert_one_line(err, out, graph, "nested too deeply")
+    assert "deep" in out and f"{manifest['totals']['npu_dump_files']} dump files" in out
 
 
 @pytest.mark.parametrize("count", ['"{}"', "{}"], ids=["string", "number"])

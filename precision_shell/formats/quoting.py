@@ -6,7 +6,10 @@ An error line names the file and the reason; a value copied from a hostile or co
 
 from __future__ import annotations
 
+import re
+
 SHOWN_CHARS = 40
+_UPB_PREFIX = re.compile(r"^Error parsing message(?: with type '[\w.]+')?: ")
 
 
 def shown(value) -> str:
@@ -28,6 +31,8 @@ def clipped(exc: BaseException, limit: int = 2 * SHOWN_CHARS) -> str:
     characters: such messages may quote the file's content (numpy repeats a whole .npy header)."""
     lines = str(exc).splitlines()
     text = lines[0] if lines else type(exc).__name__
+    # upb's wording: "Error parsing message with type 'ge.proto.OpDef': Exceeded upb_DecodeOptions_MaxDepth"
+    text = _UPB_PREFIX.sub("", text).replace("Exceeded upb_DecodeOptions_MaxDepth", "nested too deeply")
     return text if len(text) <= limit else text[:limit] + "..."
 
 
