@@ -296,3 +296,30 @@ def test_a_parent_folder_without_search_permission_is_named(ws, locked_rel, name
     info = json.loads(done.stdout)
     counts = {key: info[key] for key in ("golden_tensors", "npu_dump_files", "fusion_graphs")}
     assert [key for key, n in counts.items() if n == 0] == [empty]
+
+
+def test_fifos_planted_as_inputs_are_named_and_never_opened(ws):
+    """A FIFO blocks open() until a writer comes: one under a golden's, a dump's, a graph's and
+    the fusion report's name must be named and skipped, not hang start-up or a command (the
+    command runs in a child with a timeout, so a regression fails instead of hanging)."""
+    root, manifest = ws
+    golden = sorted((root / manifest["paths"]["golden_dir"]).glob("*.npy"))[0]
+    dump = dump_path(root, manifest, manifest["lossy"]["op"])
+    graph = root / "precision_data/npu/debug_0/graph/ge_proto_00000009_Build.txt"
+    fusion = root / "precision_data/fusion/fusion_result.json"
+    for path in (golden, dump, fusion):
+        path.unlink()
+    for path in (golden, dump, graph, fusion):
+        os.mkfifo(path)
+    env = dict(os.environ, PYTHONPATH=str(Path(precision_shell.__file__).parent.parent))
+    done = subprocess.run([sys.executable, "-m", "precision_shell", str(root), "-c", "info; ac; vc"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert_one_line(done.stderr, done.stdout, golden, "not a regular file")
+    assert_one_line(done.stderr, done.stdout, dump, "not a regular file")  # vc's warning
+    assert_one_line(done.stderr, done.stdout, graph, "cannot read: not a regular file")
+    assert_one_line(done.stderr, done.stdout, fusion, "cannot read: not a regular file")
+    assert done.returncode == 1
+    totals = manifest["totals"]
+    assert f"{totals['npu_dump_files'] - 1} dump files" in done.stdout  # the others are listed
+    assert f"golden    {totals['golden_files'] - 1} tensors" in done.stdout
+    assert manifest["overflow"]["op"] in done.stdout  # ac still scans the other dumps

@@ -27,6 +27,7 @@ from ..errors import FormatError
 from . import nano_dump
 from .dtypes import DT_UNDEFINED, FORMAT_ND, dtype_name, format_name
 from .dump_names import parse_dump_name
+from .input_files import open_regular
 from .protoload import dump_data_pb
 from .quoting import clipped
 
@@ -125,7 +126,7 @@ def read_dump(path: str | os.PathLike, whole_below: int = 1 << 20) -> tuple[Dump
     it). Larger files: the header only, as :func:`read_dump_header`, and ``None``."""
     path = os.fspath(path)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(path)
     except OSError as e:
         raise open_error(path, e) from None
     try:
@@ -146,7 +147,7 @@ def read_small_file(path: str, size: int) -> bytes | None:
     A regular file's read returns less than asked only at its end, so asking one byte more than
     ``size`` proves the size without an ``fstat``, and the buffer is exactly the file. Raises
     OSError."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO (the listing drops them) cannot block
     try:
         data = os.read(fd, size + 1)
     finally:

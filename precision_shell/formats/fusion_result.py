@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..errors import FormatError
+from .input_files import read_regular
 from .quoting import JSON_LONG_NUMBER, JSON_TOO_DEEP, shown
 
 __all__ = ["FusionGraphStats", "FusionPass", "read_fusion_result"]
@@ -116,7 +116,7 @@ def _collect(value, out: list[FusionGraphStats], depth: int = 0) -> None:
 def read_fusion_result(path: str | os.PathLike) -> list[FusionGraphStats]:
     """All graphs' pass statistics in file order; FormatError for anything unreadable."""
     try:
-        text = Path(path).read_bytes().decode("utf-8-sig")
+        text = read_regular(path).decode("utf-8-sig")
     except OSError as exc:
         raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from ..errors import FormatError
+from .input_files import open_regular
 from .quoting import clipped, shown
 from .shapes import check_dims
 
@@ -123,7 +124,7 @@ def read_npy(path: str | os.PathLike, whole_below: int = 1 << 20) -> tuple[NpyHe
     path = os.fspath(path)
     blob = None
     try:
-        with open(path, "rb", buffering=0) as f:
+        with os.fdopen(open_regular(path), "rb", buffering=0) as f:
             file_size = os.fstat(f.fileno()).st_size
             if file_size == 0:
                 raise FormatError(path, "empty file")

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from ..errors import FormatError
+from .input_files import read_regular
 from .quoting import clipped
 
 __all__ = ["find_graph_files", "load_graph_file"]
@@ -99,7 +100,7 @@ def load_graph_file(path: str | os.PathLike):
         return parse_graph_json(path)
     if suffix == ".pb":
         try:
-            return ge_ir_pb().ModelDef.FromString(path.read_bytes())
+            return ge_ir_pb().ModelDef.FromString(read_regular(path))
         except OSError as exc:
             raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
         except DecodeError as exc:

@@ -24,13 +24,13 @@ import json
 import math
 import os
 import struct
-from pathlib import Path
 
 from google.protobuf import descriptor as _desc
 from google.protobuf import text_encoding
 from google.protobuf.message import DecodeError
 
 from ..errors import FormatError
+from .input_files import read_regular
 from .proto_wire import VARINT as _VARINT, WireField, varint as _varint, wire_field
 from .protoload import ge_ir_pb
 from .quoting import JSON_LONG_NUMBER, JSON_TOO_DEEP, shown
@@ -179,7 +179,7 @@ def _message(obj, table: dict[str, WireField]) -> bytes:
 def parse_graph_json(path: str | os.PathLike):
     """Parse an atc ``--mode=5`` graph JSON into a ``ge.proto.ModelDef``; FormatError if bad."""
     try:
-        text = Path(path).read_bytes()
+        text = read_regular(path)
     except OSError as exc:
         raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
     if not text.strip():

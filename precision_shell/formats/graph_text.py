@@ -18,12 +18,12 @@ extension / Any field names.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from ..errors import FormatError
+from .input_files import read_regular
 from .protoload import ge_ir_pb
 from .quoting import clipped
 from .text_wire import CHUNK, TextError, line_of, text_to_wire
@@ -35,7 +35,7 @@ _CHUNK = CHUNK  # read at each parse, so it can be lowered (tests cut files into
 
 def _read(path: str | os.PathLike) -> bytes:
     try:
-        data = Path(path).read_bytes()
+        data = read_regular(path)
     except OSError as exc:
         raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
     if not data.strip():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import stat
 import sys
 import threading
 from array import array
@@ -28,6 +29,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, Callable
 
+from precision_shell.formats.input_files import NOT_REGULAR
 from precision_shell.model.load_cache import LoadCache, folder_key
 
 # select(file names, folder, warnings) -> (accepted names in the given order, summary): which
@@ -164,26 +166,34 @@ def _scan_one(folder: Path, select: NameSelector) -> tuple[list[str], Any, list[
     except OSError as exc:
         warnings = [f"{folder}: cannot list folder ({exc.strerror or exc})"]
         return *select([], folder, warnings), [], warnings, False
-    names, subdirs, links, warnings = [], [], {}, []
+    names, subdirs, links, special, warnings = [], [], {}, [], []
     for entry in entries:
         try:
             if entry.is_dir():
                 if not (entry.is_symlink() and _loops_back(folder, entry.path, warnings)):
                     subdirs.append(entry.name)
                 continue
-            names.append(entry.name)
             if entry.is_symlink():
                 links[entry.name] = entry
+            elif not entry.is_file():  # a FIFO would block the read forever, a device stream
+                special.append(entry.name)
+                continue
+            names.append(entry.name)
         except OSError as exc:
             warnings.append(f"{entry.path}: cannot stat ({exc.strerror})")
     accepted, summary = select(names, folder, warnings)
-    if subdirs:  # a folder where a file of this kind is expected: not silently skipped
+    # folders and special files where a file of this kind is expected: named, not silently skipped
+    if subdirs:
         warnings += [f"{folder / name}: is a directory, not a file" for name in select(subdirs, folder, [])[0]]
+    if special:
+        warnings += [f"{folder / name}: {NOT_REGULAR}" for name in select(special, folder, [])[0]]
     if links:  # a dangling link is reported and left out, as a file that cannot be read
         broken = set()
         for name in links.keys() & set(accepted):
             try:
-                links[name].stat()
+                if not stat.S_ISREG(links[name].stat().st_mode):
+                    warnings.append(f"{links[name].path}: {NOT_REGULAR}")
+                    broken.add(name)
             except OSError as exc:
                 warnings.append(f"{links[name].path}: cannot stat ({exc.strerror})")
                 broken.add(name)

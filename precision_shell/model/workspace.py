@@ -14,6 +14,7 @@ from pathlib import Path
 
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_names import parse_dump_name
+from precision_shell.formats.input_files import NOT_REGULAR
 
 _DIGIT_DIR = re.compile(r"[0-9]")
 _LEVELS = ("time", "device", "model", "model_id", "step")
@@ -173,8 +174,10 @@ def _check_file(path: str | os.PathLike, what: str) -> Path:
     p = Path(path)
     if p.is_dir():
         raise FormatError(p, f"is a directory, not a {what}")
-    if not p.is_file():
+    if not p.exists():
         raise FormatError(p, f"{what} does not exist")
+    if not p.is_file():
+        raise FormatError(p, f"{what} is {NOT_REGULAR}")
     return p
 
 
