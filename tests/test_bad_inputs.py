@@ -20,10 +20,12 @@ import numpy as np
 import pytest
 
 import precision_shell
+from precision_shell.errors import FormatError
 from precision_shell.formats.dtypes import DT_FLOAT16
 from precision_shell.formats.dump_file import DumpTensor, read_dump_header, write_dump
 from precision_shell.formats.opdebug import encode_opdebug_new
 from precision_shell.formats.quoting import SHOWN_CHARS
+from precision_shell.formats.shapes import check_dims
 from tests.conftest import json_docs, run_cli
 
 # an error line: "error: " or "warning: ", the path, the reason; never longer than this
@@ -323,3 +325,19 @@ def test_fifos_planted_as_inputs_are_named_and_never_opened(ws):
     assert f"{totals['npu_dump_files'] - 1} dump files" in done.stdout  # the others are listed
     assert f"golden    {totals['golden_files'] - 1} tensors" in done.stdout
     assert manifest["overflow"]["op"] in done.stdout  # ac still scans the other dumps
+
+
+@pytest.mark.parametrize("shape,ok", [
+    ((0, 4096, 4096), True),            # an empty batch of big matrices: [] to show, cheap
+    ((1024, 1024, 0), True),            # the most empty rows allowed
+    ((1024, 1025, 0), False), ((30_000_000, 0), False), ((2**40, 2**40, 0), False),
+    ((0, 2**40, 2**40), False),         # numpy cannot describe it
+    ((3, -1), False), ((), True), ((2, 3), True),
+])
+def test_shape_check_bounds_empty_shapes_only(shape, ok):
+    if ok:
+        assert check_dims(shape, "f", "shape") == int(np.prod(shape, dtype=object))
+        np.empty(shape, np.float16).tolist()  # and it is cheap to build and list
+    else:
+        with pytest.raises(FormatError, match=r"^f: shape \["):
+            check_dims(shape, "f", "shape")
