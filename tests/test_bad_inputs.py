@@ -341,3 +341,14 @@ def test_shape_check_bounds_empty_shapes_only(shape, ok):
     else:
         with pytest.raises(FormatError, match=r"^f: shape \["):
             check_dims(shape, "f", "shape")
+
+
+def test_a_link_back_up_the_dump_tree_is_named_and_not_a_second_dump_set(ws, capsys):
+    root, manifest = ws
+    leaf = root / manifest["paths"]["npu_dump_dir"]
+    (leaf / "up").symlink_to("..")
+    rc, doc, err = info_doc(capsys, root)
+    assert rc == 1
+    assert "symbolic link to" in assert_one_line(err, "", leaf / "up", "a folder listed already")
+    assert doc["npu_dump_files"] == manifest["totals"]["npu_dump_files"]
+    assert doc["active"]["path"] == str(leaf)  # labelled by its real path, not via the link

@@ -88,15 +88,16 @@ def unlisted(folder: Path, exc: OSError) -> str:
 
 
 def _scan_folder(folder: Path, warnings: list[str]) -> tuple[bool, list[Path]]:
-    """(whether ``folder`` directly holds dump files, its subfolders); a folder that cannot be
-    listed adds a line to ``warnings``."""
+    """(whether ``folder`` directly holds dump files, its subfolders, linked ones first); a
+    folder that cannot be listed adds a line to ``warnings``."""
     has_dumps, subdirs = False, []
     try:
         with os.scandir(folder) as it:
             for entry in it:
                 try:
                     if entry.is_dir():
-                        subdirs.append(Path(entry.path))
+                        # links first: popped last, so a folder is labelled by its real path
+                        subdirs.insert(0, Path(entry.path)) if entry.is_symlink() else subdirs.append(Path(entry.path))
                     elif not has_dumps and (parse_dump_name(entry.name) or entry.name.isdigit()):
                         has_dumps = entry.is_file()
                 except OSError:  # the entry vanished or cannot be stat'ed: the index reports it
@@ -111,9 +112,14 @@ def find_dump_leaves(root: Path, max_depth: int = 8, warnings: list[str] | None 
     that cannot be listed are named in ``warnings``."""
     warnings = [] if warnings is None else warnings
     leaves: list[Path] = []
-    stack = [(root, 0)]
+    stack, seen = [(root, 0)], set()
     while stack:
         folder, depth = stack.pop()
+        real = os.path.realpath(folder)
+        if real in seen:  # a link to a folder listed already (or above it): one dump set, not two
+            warnings.append(f"{folder}: symbolic link to {real}, a folder listed already; not followed")
+            continue
+        seen.add(real)
         has_dumps, subdirs = _scan_folder(folder, warnings)
         if has_dumps:
             leaves.append(folder)
