@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 from ..errors import FormatError
-from .input_files import read_regular
+from .input_files import cannot_list, read_regular
 from .quoting import clipped
 
 __all__ = ["find_graph_files", "load_graph_file"]
@@ -39,8 +39,7 @@ def _walk(root: Path, warnings: list[str]) -> list[Path]:
     be listed and folders named like graph files are named in ``warnings``."""
     files, seen = [], set()
     for folder, dirs, names in os.walk(root, followlinks=True,
-                                       onerror=lambda exc: warnings.append(
-                                           f"{exc.filename}: cannot list folder ({exc.strerror or exc})")):
+                                       onerror=lambda exc: warnings.append(cannot_list(exc.filename, exc))):
         real = os.path.realpath(folder)
         if real in seen:
             dirs[:] = []

@@ -1,4 +1,4 @@
-"""Open input files so that a planted special file cannot hang pshell.
+"""Open input files so that a planted special file cannot hang pshell; word listing failures.
 
 ``open()`` of a FIFO blocks until some process writes to it, and a character device can stream
 without end; a shared workspace (a tarball keeps FIFOs) may hold either under a dump's or a
@@ -34,3 +34,9 @@ def read_regular(path: str | os.PathLike) -> bytes:
     """The whole of a regular file (``Path.read_bytes`` that refuses FIFOs and devices)."""
     with os.fdopen(open_regular(path), "rb") as handle:
         return handle.read()
+
+
+def cannot_list(folder, exc: OSError) -> str:
+    """The one line for a folder whose entries cannot be read (EACCES, ...): never taken for an
+    empty folder."""
+    return f"{folder}: cannot list folder ({exc.strerror or exc})"

@@ -29,7 +29,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, Callable
 
-from precision_shell.formats.input_files import NOT_REGULAR
+from precision_shell.formats.input_files import NOT_REGULAR, cannot_list
 from precision_shell.model.load_cache import LoadCache, folder_key
 
 # select(file names, folder, warnings) -> (accepted names in the given order, summary): which
@@ -164,7 +164,7 @@ def _scan_one(folder: Path, select: NameSelector) -> tuple[list[str], Any, list[
         with os.scandir(folder) as it:
             entries = list(it)
     except OSError as exc:
-        warnings = [f"{folder}: cannot list folder ({exc.strerror or exc})"]
+        warnings = [cannot_list(folder, exc)]
         return *select([], folder, warnings), [], warnings, False
     names, subdirs, links, special, warnings = [], [], {}, [], []
     for entry in entries:

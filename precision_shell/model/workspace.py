@@ -14,7 +14,7 @@ from pathlib import Path
 
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_names import parse_dump_name
-from precision_shell.formats.input_files import NOT_REGULAR
+from precision_shell.formats.input_files import NOT_REGULAR, cannot_list
 
 _DIGIT_DIR = re.compile(r"[0-9]")
 _LEVELS = ("time", "device", "model", "model_id", "step")
@@ -82,29 +82,24 @@ def _natural(text: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
 
 
-def unlisted(folder: Path, exc: OSError) -> str:
-    """The one line for a folder whose entries cannot be read (EACCES, ...): not an empty one."""
-    return f"{folder}: cannot list folder ({exc.strerror or exc})"
-
-
 def _scan_folder(folder: Path, warnings: list[str]) -> tuple[bool, list[Path]]:
     """(whether ``folder`` directly holds dump files, its subfolders, linked ones first); a
     folder that cannot be listed adds a line to ``warnings``."""
-    has_dumps, subdirs = False, []
+    has_dumps, linked, subdirs = False, [], []
     try:
         with os.scandir(folder) as it:
             for entry in it:
                 try:
                     if entry.is_dir():
-                        # links first: popped last, so a folder is labelled by its real path
-                        subdirs.insert(0, Path(entry.path)) if entry.is_symlink() else subdirs.append(Path(entry.path))
+                        (linked if entry.is_symlink() else subdirs).append(Path(entry.path))
                     elif not has_dumps and (parse_dump_name(entry.name) or entry.name.isdigit()):
                         has_dumps = entry.is_file()
                 except OSError:  # the entry vanished or cannot be stat'ed: the index reports it
                     continue
     except OSError as exc:
-        warnings.append(unlisted(folder, exc))
-    return has_dumps, subdirs
+        warnings.append(cannot_list(folder, exc))
+    # links first: popped last, so a folder reached both ways is labelled by its real path
+    return has_dumps, linked + subdirs
 
 
 def find_dump_leaves(root: Path, max_depth: int = 8, warnings: list[str] | None = None) -> list[Path]:
@@ -196,7 +191,7 @@ def _runs(pd: Path, warnings: list[str]) -> list[Path]:
     except FileNotFoundError:
         return []
     except OSError as exc:
-        warnings.append(unlisted(npu, exc))
+        warnings.append(cannot_list(npu, exc))
         return []
     return sorted((npu / n for n in names), key=lambda p: _natural(p.name))
 
