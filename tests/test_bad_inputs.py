@@ -352,3 +352,18 @@ def test_a_link_back_up_the_dump_tree_is_named_and_not_a_second_dump_set(ws, cap
     assert "symbolic link to" in assert_one_line(err, "", leaf / "up", "a folder listed already")
     assert doc["npu_dump_files"] == manifest["totals"]["npu_dump_files"]
     assert doc["active"]["path"] == str(leaf)  # labelled by its real path, not via the link
+
+
+def test_mapping_csv_naming_a_5000_digit_dump_is_a_warning(ws, capsys):
+    """mapping.csv is file content: the real name of a hashed dump is not bounded like a file
+    name, and a 5000-digit field made int() fail at start-up."""
+    root, manifest = ws
+    dump = dump_path(root, manifest, manifest["lossy"]["op"])
+    hashed = dump.with_name("123456")
+    dump.rename(hashed)
+    (dump.parent / "mapping.csv").write_text(f"123456,{dump.name.rsplit('.', 1)[0]}.{'9' * 5000}\n")
+    rc, doc, err = info_doc(capsys, root)
+    assert "Traceback" not in err
+    (line,) = [e for e in doc["errors"] if str(hashed) in e]
+    assert "not a dump file name" in line and len(line) < MAX_LINE
+    assert doc["npu_dump_files"] == manifest["totals"]["npu_dump_files"] - 1

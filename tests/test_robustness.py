@@ -39,6 +39,7 @@ from precision_shell.formats.golden_npy import array_from_bytes, load_npy, read_
 from precision_shell.formats.graph_json import parse_graph_json
 from precision_shell.formats.opdebug import encode_opdebug_new, encode_opdebug_old, read_opdebug
 from precision_shell.formats.protoload import ge_ir_pb
+from precision_shell.model.dump_index import _select_dumps
 from precision_shell.model.graph_load import load_op_graph
 from precision_shell.samples.writer import SampleOptions, write_workspace
 from tests.test_graph_json import to_atc_json
@@ -310,14 +311,29 @@ def test_mutated_and_hostile_npy(seeds, workdir, data):
         survive(path, array_from_bytes, *found)
 
 
+HASHED = st.from_regex(r"[0-9]{1,6}", fullmatch=True)
+REAL_NAME = st.one_of(st.text(max_size=30), st.from_regex(r"Add\.add_1(\.[0-9]{1,40}){2,5}", fullmatch=True),
+                      st.sampled_from(["Add.add_1.3.2." + "9" * 5000, "Add.add_1.3.2.1700000000000001"]))
+
+
+MAPPING_ROW = st.tuples(HASHED, REAL_NAME).map(list)
+
+
 @robust(150)
-@given(rows=st.lists(st.lists(st.text(max_size=30), max_size=4), max_size=6), tail=st.binary(max_size=40))
+@given(rows=st.one_of(st.lists(MAPPING_ROW, min_size=1, max_size=4),  # well-formed: names get parsed
+                      st.lists(st.one_of(MAPPING_ROW, st.lists(st.text(max_size=30), max_size=4)), max_size=6)),
+       tail=st.one_of(st.just(b""), st.binary(max_size=40)))
 def test_hostile_mapping_csv(workdir, rows, tail):
-    """mapping.csv of a dump folder: any rows, stray quotes, NUL and non-UTF-8 bytes."""
+    """mapping.csv of a dump folder: any rows, real names with 5000-digit fields, stray quotes,
+    NUL and non-UTF-8 bytes; read alone and when hashed names in its folder are selected."""
     buf = io.StringIO()
     csv.writer(buf).writerows(rows)
     path = _write(workdir, buf.getvalue().encode("utf-8", "surrogatepass") + tail, "mapping.csv")
     survive(path, read_mapping_csv, path)
+    warnings: list[str] = []
+    _select_dumps([row[0] for row in rows if row and row[0].isdigit()] + ["1"], path.parent, warnings)
+    for line in warnings:
+        assert "\n" not in line and len(line) <= len(str(path.parent)) + MAX_REASON, line
 
 
 # -- a whole session ---------------------------------------------------------------------------------
