@@ -367,3 +367,16 @@ def test_mapping_csv_naming_a_5000_digit_dump_is_a_warning(ws, capsys):
     (line,) = [e for e in doc["errors"] if str(hashed) in e]
     assert "not a dump file name" in line and len(line) < MAX_LINE
     assert doc["npu_dump_files"] == manifest["totals"]["npu_dump_files"] - 1
+
+
+def test_a_5000_digit_input_index_in_the_graph_is_one_short_warning(ws, capsys):
+    root, manifest = ws
+    graph = root / manifest["paths"]["graph_file"]
+    text = graph.read_text()
+    first = re.search(r'\n    input: "([^"]+):0"', text)
+    graph.write_text(text.replace(first.group(0), f'\n    input: "{first.group(1)}:{"9" * 5000}"', 1))
+    rc, doc, err = info_doc(capsys, root)
+    assert rc == 1
+    line = assert_one_line(err, "", graph, "cannot read input")
+    assert "9" * (SHOWN_CHARS + 1) not in line
+    assert doc["graphs"][0]["name"] == manifest["graph_name"] and doc["ops"] > 0
