@@ -123,7 +123,7 @@ def mutated(draw, blobs: list[bytes], text: bool = False):
     """A valid file after a few edits: truncation, byte flips, a length prefix rewritten, a
     span repeated; for text also a number made huge and brackets nested thousands deep."""
     blob = bytearray(draw(st.sampled_from(blobs)))
-    kinds = ["truncate", "flip", "repeat"] + (["number", "nest"] if text else ["length"])
+    kinds = ["truncate", "flip", "repeat"] + (["number", "reference", "nest"] if text else ["length"])
     for kind in draw(st.lists(st.sampled_from(kinds), min_size=1, max_size=3)):
         if not blob:
             break
@@ -140,6 +140,11 @@ def mutated(draw, blobs: list[bytes], text: bool = False):
             digits = [m.span() for m in re.finditer(rb"\d+", blob)]
             if digits:
                 start, end = draw(st.sampled_from(digits))
+                blob[start:end] = draw(st.sampled_from(HUGE_NUMBERS))
+        elif kind == "reference":  # the index of an "op:N" input reference (few among all numbers)
+            refs = [m.span(1) for m in re.finditer(rb':(\d+)"', blob)]
+            if refs:
+                start, end = draw(st.sampled_from(refs))
                 blob[start:end] = draw(st.sampled_from(HUGE_NUMBERS))
         elif kind == "nest":
             depth = draw(st.sampled_from([50, 3000, 100_000]))
