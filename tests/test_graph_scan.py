@@ -168,7 +168,13 @@ def test_mutated_text_scans_exactly_or_defers_to_the_whole_file(tmp_path, edits)
                 op.details
         assert str(lazy.value).startswith(f"{path}: line ")
         # the same reason; the line may be nearer (an unclosed block ends with its op, not the file)
-        assert str(lazy.value).split(": ", 2)[2] == str(exc).split(": ", 2)[2]
+        lazy_line, lazy_reason = str(lazy.value).split(": ", 2)[1:]
+        whole_line, whole_reason = str(exc).split(": ", 2)[1:]
+        if lazy_reason != whole_reason:
+            # a stray '}' in an op's body closes the op early for the whole-file parse, which
+            # then fails further on; the op's own parse stops at that brace
+            assert lazy_reason == "unexpected '}'"
+            assert int(lazy_line.split()[1]) <= int(whole_line.split()[1])
         return
     assert_same_graph(got, want)
 

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from ..errors import FormatError
 from .protoload import ge_ir_pb
+from .quoting import clipped
 from .text_wire import TextError, Translator, line_of, text_to_wire
 
 __all__ = ["OpTextReader", "ScannedGraph", "ScannedOp", "scan_graph_text"]
@@ -179,7 +180,7 @@ class OpTextReader:
                 line = line_of(data, start + exc.offset)
             raise FormatError(self.path, f"line {line}: {exc.reason}") from None
         except Exception as exc:  # upb's DecodeError: nesting too deep
-            raise FormatError(self.path, f"cannot build op at byte {start}: {exc}") from None
+            raise FormatError(self.path, f"cannot build op at byte {start}: {clipped(exc)}") from None
 
 
 def _value(s_value: bytes | None, list_lines: bytes | None) -> tuple[str, tuple[str, ...]] | None:

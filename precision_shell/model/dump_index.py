@@ -20,6 +20,7 @@ from precision_shell.errors import FormatError
 from precision_shell.formats.dump_names import (
     DumpName, dump_names_in, escape_op_name, parse_dump_name, parse_dump_names, read_mapping_csv,
 )
+from precision_shell.formats.quoting import shown
 from precision_shell.model.folder_listing import Listing, list_tree
 from precision_shell.model.load_cache import LoadCache
 
@@ -218,6 +219,8 @@ def _select_dumps(names: list[str], folder: Path, warnings: list[str]) -> tuple[
         elif parse_dump_name(real) is not None:
             hashed[filename] = real
             accepted.append(filename)
+        else:
+            warnings.append(f"{folder / filename}: mapping.csv names it {shown(real)}, not a dump file name")
     if hashed:
         opdebug = [n for n in accepted if hashed.get(n, n).startswith("Opdebug.")]
     else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import stat
 import sys
 import threading
 from array import array
@@ -28,6 +29,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, Callable
 
+from precision_shell.formats.input_files import NOT_REGULAR, cannot_list
 from precision_shell.model.load_cache import LoadCache, folder_key
 
 # select(file names, folder, warnings) -> (accepted names in the given order, summary): which
@@ -153,38 +155,61 @@ class Listing:
         return self.folders[k], position - starts[k]
 
 
-def _scan_one(folder: Path, select: NameSelector) -> tuple[list[str], Any, list[str], list[str]]:
-    """(accepted names, summary, subfolders, warnings) of one folder, from its directory entries
-    only (plus a stat for each accepted symbolic link, which may point nowhere)."""
+def _scan_one(folder: Path, select: NameSelector) -> tuple[list[str], Any, list[str], list[str], bool]:
+    """(accepted names, summary, subfolders, warnings, whether the folder could be listed) of
+    one folder, from its directory entries only (plus a stat for each accepted symbolic link,
+    which may point nowhere). Subfolders named like accepted files, and links back to a folder
+    above, are named in the warnings (the links are not followed)."""
     try:
         with os.scandir(folder) as it:
             entries = list(it)
     except OSError as exc:
-        warnings = [f"{folder}: cannot list folder ({exc.strerror})"]
-        return *select([], folder, warnings), [], warnings
-    names, subdirs, links, warnings = [], [], {}, []
+        warnings = [cannot_list(folder, exc)]
+        return *select([], folder, warnings), [], warnings, False
+    names, subdirs, links, special, warnings = [], [], {}, [], []
     for entry in entries:
         try:
             if entry.is_dir():
-                subdirs.append(entry.name)
+                if not (entry.is_symlink() and _loops_back(folder, entry.path, warnings)):
+                    subdirs.append(entry.name)
                 continue
-            names.append(entry.name)
             if entry.is_symlink():
                 links[entry.name] = entry
+            elif not entry.is_file():  # a FIFO would block the read forever, a device stream
+                special.append(entry.name)
+                continue
+            names.append(entry.name)
         except OSError as exc:
             warnings.append(f"{entry.path}: cannot stat ({exc.strerror})")
     accepted, summary = select(names, folder, warnings)
+    # folders and special files where a file of this kind is expected: named, not silently skipped
+    if subdirs:
+        warnings += [f"{folder / name}: is a directory, not a file" for name in select(subdirs, folder, [])[0]]
+    if special:
+        warnings += [f"{folder / name}: {NOT_REGULAR}" for name in select(special, folder, [])[0]]
     if links:  # a dangling link is reported and left out, as a file that cannot be read
         broken = set()
         for name in links.keys() & set(accepted):
             try:
-                links[name].stat()
+                if not stat.S_ISREG(links[name].stat().st_mode):
+                    warnings.append(f"{links[name].path}: {NOT_REGULAR}")
+                    broken.add(name)
             except OSError as exc:
                 warnings.append(f"{links[name].path}: cannot stat ({exc.strerror})")
                 broken.add(name)
         if broken:
             accepted, summary = select([n for n in names if n not in broken], folder, [])
-    return accepted, summary, sorted(subdirs), warnings
+    return accepted, summary, sorted(subdirs), warnings, True
+
+
+def _loops_back(folder: Path, link: str, warnings: list[str]) -> bool:
+    """Whether the folder link ``link`` in ``folder`` points to ``folder`` or a folder above it
+    (then listing below it would never end); says so in ``warnings``."""
+    target, here = os.path.realpath(link), os.path.realpath(folder)
+    if here == target or here.startswith(target.rstrip(os.sep) + os.sep):
+        warnings.append(f"{link}: symbolic link loop (points to {target}, a folder above it); not followed")
+        return True
+    return False
 
 
 def list_tree(root: Path, select: NameSelector, *, kind: str, recursive: bool,
@@ -206,8 +231,11 @@ def list_tree(root: Path, select: NameSelector, *, kind: str, recursive: bool,
             except (TypeError, ValueError, AttributeError):  # an entry of another shape: read the folder
                 files = None
         if files is None:
-            files = FolderFiles(folder, *_scan_one(folder, select))
-            if key is not None:
+            *scanned, listed = _scan_one(folder, select)
+            files = FolderFiles(folder, *scanned)
+            if not listed:
+                key = None  # not cached: an unreadable folder is read again next time
+            elif key is not None:
                 cache.store(kind, key, files.cache_value())
         if key is not None:
             files.keep_sizes_in(cache, kind, key)

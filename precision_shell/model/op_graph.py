@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 
 from ..formats.graph_scan import ScannedGraph, special_attrs
+from ..formats.quoting import shown
 from .op_attrs import TensorDesc
 from .op_edges import EdgeView
 from .op_map import OpMap
@@ -169,7 +170,7 @@ class OpGraph:
         control: list[str] = []
         for raw in raw_inputs:
             name_, colon, index = raw.rpartition(":")
-            if colon and index.isdigit() and index.isascii():  # the usual "producer:N", fast
+            if colon and index.isdigit() and index.isascii() and len(index) <= 18:  # "producer:N", fast
                 producer = local.get(name_)
                 if producer is None and names.get(name_) == name_:
                     producer = name_
@@ -193,14 +194,14 @@ class OpGraph:
                         control.append(producer)
                     continue
                 if parsed[1] < 0:
-                    self.warnings.append(f"op {key!r}: cannot read input {raw!r}")
+                    self.warnings.append(f"op {key!r}: cannot read input {shown(raw)}")
                     producer = None
                 elif producer is None:
                     self.warnings.append(f"op {key!r}: input {len(inputs)} from missing op {parsed[0]!r}")
                 else:
                     out = parsed[1]
             elif raw:
-                self.warnings.append(f"op {key!r}: cannot read input {raw!r}")
+                self.warnings.append(f"op {key!r}: cannot read input {shown(raw)}")
             inputs.append((producer, out, raw))
         return (name, op_type, graph_name, order, key, inputs, control or _NO_CONTROL,
                 list(original) if original is not None else None, self._passes_list(passes), kernel,

@@ -84,13 +84,17 @@ class Session:
         try:
             job = self._guard(self._start_graph)  # a first start loads it in a child meanwhile
             self._guard(self.use)
-            self.golden = self._guard(scan_golden_dir, self.workspace.golden_dir, self.cache) or self.golden
+            golden = self._guard(scan_golden_dir, self.workspace.golden_dir, self.cache)
+            if golden is not None:  # not `or`: an empty index (no tensors) is falsy but carries warnings
+                self.golden = golden
             self._guard(self._load_overflow)
             self._guard(self._load_fusion)
             if job is not None:
                 # while the child still works: file sizes (a stat each; `info` shows totals)
                 self._guard(lambda: (self.dumps.total_bytes, self.golden.total_bytes))
                 self._guard(self._finish_graph, job)
+            # folders that could not be listed, goldens skipped: said at start-up, not found empty
+            self.load_errors += self.workspace.warnings + self.golden.warnings + self.overflow_dumps.warnings
         finally:
             if gc_was_enabled:
                 gc.enable()
