@@ -35,7 +35,7 @@ def test_child_loads_the_graph_and_writes_the_cache(ws, monkeypatch):
                         lambda files, errors: calls.append(os.getpid()) or real(files, errors))
     forked = Session.open(ws)
     assert calls == []  # not loaded in this process: the child did it
-    cache = list((ws / "precision_data/temp/pshell/cache").glob("graph-*.pkl"))
+    cache = list((ws / "precision_data/temp/pshell/cache").glob("graph-*.json"))
     assert len(cache) == 1  # written by the child before it exited
     errors: list[str] = []
     want, _ = real([_graph_file(ws)], errors)
@@ -51,7 +51,7 @@ def test_a_broken_graph_reports_the_childs_error(ws):
     session = Session.open(ws)
     assert session.graph is None
     assert len(session.load_errors) == 1 and session.load_errors[0].startswith(f"{graph}: line ")
-    assert not list((ws / "precision_data/temp/pshell/cache").glob("graph-*.pkl"))
+    assert not list((ws / "precision_data/temp/pshell/cache").glob("graph-*.json"))
     assert session.dumps.op_file_count > 0  # the rest of the workspace is loaded
 
 

@@ -1,0 +1,93 @@
+"""Plain-data start-up cache entries: what each kind stores, and the checks that read it back.
+
+The output folder may be shared or planted, so a cache entry must never be able to run code (no
+pickle): an entry's value is JSON, and its kind's ``decode`` checks every field it reads (types,
+lengths, ranges) before building pshell's own objects from it, by explicit constructors. A check
+that fails raises :class:`EntryError` with the reason, and the cache (load_cache.py) ignores the
+entry with one warning. The values are laid out in columns (one JSON list per field) so that
+decoding and checking 10^5 ops or files runs at C speed: ``set(map(type, column))``, ``min``,
+``max`` and ``sum`` over whole lists instead of a Python step per value.
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate
+from typing import Any, Callable, NamedTuple
+
+__all__ = ["CacheKind", "EntryError", "counts", "cut", "need", "fields", "ints", "strings", "from_table",
+           "to_table"]
+
+
+class EntryError(ValueError):
+    """A cache entry is not what its kind stores: the reason, for the warning."""
+
+
+class CacheKind(NamedTuple):
+    """One kind of cache entry: ``encode(value)`` gives JSON-able data (or raises to leave the
+    value uncached), ``decode(data)`` checks it and builds the value (EntryError if it is not
+    what ``encode`` makes)."""
+
+    name: str  # the entry file's prefix
+    encode: Callable[[Any], Any]
+    decode: Callable[[Any], Any]
+
+
+def need(ok: bool, reason: str) -> None:
+    if not ok:
+        raise EntryError(reason)
+
+
+_NONE = type(None)
+
+
+def fields(value: Any, what: str, names: tuple[str, ...]) -> list:
+    """The values of ``names`` in the JSON object ``value`` (exactly these keys)."""
+    need(type(value) is dict and value.keys() == set(names),
+         f"{what}: expected an object with {', '.join(names)}")
+    return [value[n] for n in names]
+
+
+def strings(value: Any, what: str, length: int | None = None, *, nullable: bool = False) -> list:
+    """A list of str (and None when ``nullable``), of ``length`` items when given."""
+    need(type(value) is list, f"{what}: not a list")
+    need(length is None or len(value) == length, f"{what}: {len(value)} items, expected {length}")
+    need(set(map(type, value)) <= ({str, _NONE} if nullable else {str}), f"{what}: not all strings")
+    return value
+
+
+def ints(value: Any, what: str, length: int | None = None, lo: int | None = 0, hi: int | None = None) -> list:
+    """A list of int with ``lo <= v < hi`` (None: that side unchecked, one pass less)."""
+    need(type(value) is list, f"{what}: not a list")
+    need(length is None or len(value) == length, f"{what}: {len(value)} items, expected {length}")
+    need(set(map(type, value)) <= {int}, f"{what}: not all integers")  # bool is not int here
+    if value:
+        need((lo is None or min(value) >= lo) and (hi is None or max(value) < hi), f"{what}: value out of range")
+    return value
+
+
+def counts(value: Any, what: str, length: int, total: int, *, nullable: bool = False) -> list:
+    """Per item, how many of ``total`` consecutive flat values are its own (-1 for None when
+    ``nullable``): ``length`` ints adding up to ``total`` (see :func:`cut`)."""
+    ints(value, what, length, -1 if nullable else 0)
+    need((sum(value) if -1 not in value else sum(c for c in value if c > 0)) == total,
+         f"{what}: counts do not add up")
+    return value
+
+
+def cut(counts: list, flat: list) -> list:
+    """``flat`` in consecutive slices of ``counts`` (checked by :func:`counts`) items; None for -1."""
+    ends = accumulate(c if c > 0 else 0 for c in counts)
+    return [flat[e - c:e] if c >= 0 else None for c, e in zip(counts, ends)]
+
+
+def to_table(values) -> tuple[list[int], list]:
+    """(index of each value in the table, table of distinct values): repeated values once."""
+    table: dict = {}
+    return [table.setdefault(v, len(table)) for v in values], list(table)
+
+
+def from_table(indices: Any, table: list, what: str, length: int | None = None) -> list:
+    """The values of ``to_table``'s output (an index that is not one fails here: IndexError,
+    TypeError); the table's items are checked by the caller."""
+    need(type(indices) is list and (length is None or len(indices) == length), f"{what}: not {length} indices")
+    return [table[i] for i in indices]
