@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from precision_shell.model import folder_listing, graph_load, op_node
-from precision_shell.model.cache_codec import CacheKind, ints
+from precision_shell.model.cache_codec import CacheKind, ints, packed, unpacked
 from precision_shell.model.graph_cache import GRAPH, GRAPH_DETAILS
 from precision_shell.model.load_cache import LoadCache, file_key
 from precision_shell.model.session import Session
@@ -124,6 +124,40 @@ def test_ni_shows_the_same_cold_and_warm(sample_ws, tmp_path, capsys, monkeypatc
     monkeypatch.setattr(graph_load, "load_op_graph", _no_graph_parse)
     warm = run_cli(capsys, ws, "-c", f"ni {fused.key} -a")
     assert cold == warm and cold[0] == 0 and fused.key in cold[1] and "_datadump_original_op_names" in cold[1]
+
+
+def _graph_entry(graph) -> dict:
+    return json.loads(LoadCache.entry(GRAPH, ("k",), graph))
+
+
+@pytest.mark.parametrize("route", ["scanned", "parsed"])
+@pytest.mark.parametrize("damage, reason", [
+    (lambda ops, n: ops.update(input_op=packed([n] * len(unpacked(ops["input_op"], "", lo=None)))),
+     "input_op: value out of range"),
+    (lambda ops, n: ops.update(order=ops["order"][:-4]), "order: "),
+    (lambda ops, n: ops.update(order="q:!!"), "order: "),
+    (lambda ops, n: ops.update(name=ops["name"][:-1]), "graphs: op counts do not add up"),
+    (lambda ops, n: ops.update(kernel=[1] * n), "kernel: not all strings"),
+    (lambda ops, n: ops.update(key=[[0, ops["name"][1]]]), "key: keys repeat"),
+    (lambda ops, n: ops.update(originals=packed([5] * n)), "originals: counts do not add up"),
+    (lambda ops, n: ops.update(end=packed([0] * n), start=packed([1] * n)), "start, end: a span outside its file"),
+    (lambda ops, n: ops.update(details=[[0, 1, 1, [10**6], [], None]] * len(ops["details"])),
+     "details: outputs: value out of range"),
+    (lambda ops, n: [d.__setitem__(5, "AAAA") for d in ops["details"]],
+     "details: attrs are not serialized NamedAttrs"),
+])
+def test_a_damaged_graph_column_is_named(sample_ws, route, damage, reason):
+    path = _graph_path(sample_ws[0])
+    graph = graph_load.load_op_graph([path], [])[0] if route == "scanned" else exact_graph([path])
+    entry = _graph_entry(graph)
+    ops = entry["value"]["ops"]
+    if "details" in reason and not ops["details"]:
+        pytest.skip("a scanned graph keeps no details in its entry")
+    damage(ops, len(ops["name"]))
+    cache = LoadCache(None)
+    assert cache.value_of(GRAPH, json.dumps(entry).encode(), ("k",), "entry") is None
+    (warning,) = cache.warnings
+    assert warning.startswith("cache entry ignored: entry: ") and reason in warning, warning
 
 
 # ---- planted and damaged entries in every location ---------------------------------------------

@@ -11,11 +11,13 @@ decoding and checking 10^5 ops or files runs at C speed: ``set(map(type, column)
 
 from __future__ import annotations
 
+import base64
+from array import array
 from itertools import accumulate
 from typing import Any, Callable, NamedTuple
 
-__all__ = ["CacheKind", "EntryError", "counts", "cut", "need", "fields", "ints", "strings", "from_table",
-           "to_table"]
+__all__ = ["CacheKind", "EntryError", "counts", "cut", "need", "fields", "ints", "packed", "strings",
+           "from_table", "to_table", "unpacked"]
 
 
 class EntryError(ValueError):
@@ -58,19 +60,50 @@ def strings(value: Any, what: str, length: int | None = None, *, nullable: bool 
 def ints(value: Any, what: str, length: int | None = None, lo: int | None = 0, hi: int | None = None) -> list:
     """A list of int with ``lo <= v < hi`` (None: that side unchecked, one pass less)."""
     need(type(value) is list, f"{what}: not a list")
-    need(length is None or len(value) == length, f"{what}: {len(value)} items, expected {length}")
     need(set(map(type, value)) <= {int}, f"{what}: not all integers")  # bool is not int here
+    return _in_range(value, what, length, lo, hi)
+
+
+def _in_range(value: list, what: str, length: int | None, lo: int | None, hi: int | None) -> list:
+    need(length is None or len(value) == length, f"{what}: {len(value)} items, expected {length}")
     if value:
         need((lo is None or min(value) >= lo) and (hi is None or max(value) < hi), f"{what}: value out of range")
     return value
 
 
+_WIDTHS = "bhiq"  # array typecodes of 1, 2, 4, 8-byte signed ints
+
+
+def packed(values: list[int]) -> str:
+    """A long column of ints as base64 of the narrowest signed ints that hold them, after the
+    typecode ("b:AQID"): read back (:func:`unpacked`) with no number to parse and no type to
+    check, twice as fast as a JSON list (OverflowError beyond int64)."""
+    lo, hi = (min(values), max(values)) if values else (0, 0)
+    code = next(c for c in _WIDTHS if c == "q" or -_bound(c) <= lo and hi < _bound(c))
+    return f"{code}:{base64.b64encode(array(code, values).tobytes()).decode('ascii')}"
+
+
+def _bound(code: str) -> int:
+    return 1 << (8 * array(code).itemsize - 1)
+
+
+def unpacked(value: Any, what: str, length: int | None = None, lo: int | None = 0, hi: int | None = None) -> list:
+    """The ints of :func:`packed`, checked as :func:`ints` checks a list."""
+    need(type(value) is str and value[:1] in tuple(_WIDTHS) and value[1:2] == ":", f"{what}: not a packed column")
+    column = array(value[0])
+    try:
+        column.frombytes(base64.b64decode(value[2:], validate=True))
+    except ValueError as exc:  # not base64, not whole ints
+        raise EntryError(f"{what}: not a packed column ({exc})") from None
+    return _in_range(column.tolist(), what, length, lo, hi)
+
+
 def counts(value: Any, what: str, length: int, total: int, *, nullable: bool = False) -> list:
     """Per item, how many of ``total`` consecutive flat values are its own (-1 for None when
-    ``nullable``): ``length`` ints adding up to ``total`` (see :func:`cut`)."""
-    ints(value, what, length, -1 if nullable else 0)
-    need((sum(value) if -1 not in value else sum(c for c in value if c > 0)) == total,
-         f"{what}: counts do not add up")
+    ``nullable``): a :func:`packed` column of ``length`` ints adding up to ``total`` (see
+    :func:`cut`)."""
+    value = unpacked(value, what, length, -1 if nullable else 0)
+    need(sum(value) + value.count(-1) == total, f"{what}: counts do not add up")  # -1 counts 0
     return value
 
 
@@ -80,14 +113,14 @@ def cut(counts: list, flat: list) -> list:
     return [flat[e - c:e] if c >= 0 else None for c, e in zip(counts, ends)]
 
 
-def to_table(values) -> tuple[list[int], list]:
-    """(index of each value in the table, table of distinct values): repeated values once."""
+def to_table(values) -> tuple[str, list]:
+    """(index of each value in the table, :func:`packed`; table of distinct values): repeated
+    values once."""
     table: dict = {}
-    return [table.setdefault(v, len(table)) for v in values], list(table)
+    return packed([table.setdefault(v, len(table)) for v in values]), list(table)
 
 
 def from_table(indices: Any, table: list, what: str, length: int | None = None) -> list:
-    """The values of ``to_table``'s output (an index that is not one fails here: IndexError,
-    TypeError); the table's items are checked by the caller."""
-    need(type(indices) is list and (length is None or len(indices) == length), f"{what}: not {length} indices")
-    return [table[i] for i in indices]
+    """The values of ``to_table``'s output, indices :func:`packed`; the table's items are checked
+    by the caller."""
+    return [table[i] for i in unpacked(indices, what, length, 0, len(table))]

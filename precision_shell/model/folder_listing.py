@@ -8,7 +8,7 @@ Used for dump folders (tens of thousands of files) and golden folders, so start-
   rest of the scan), so they are read on first use (``FolderFiles.sizes``) and then added to the
   folder's cache entry, where the next start finds them.
 * the cache entry (plain JSON, see cache_codec.py) holds the names as one ``\\0``-joined string
-  and the sizes as base64 bytes: one value each to decode and check, not 10^5.
+  and the sizes packed (cache_codec.packed): one value each to decode and check, not 10^5.
 
 Paths are kept as a shared folder ``Path`` plus a file name: a ``Path`` per file costs more than
 the listing itself.
@@ -16,7 +16,6 @@ the listing itself.
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import os
@@ -29,7 +28,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, Callable
 
-from precision_shell.model.cache_codec import CacheKind, fields, need, strings
+from precision_shell.model.cache_codec import CacheKind, fields, need, packed, strings, unpacked
 from precision_shell.model.load_cache import LoadCache, folder_key
 
 # select(file names, folder, warnings) -> (accepted names in the given order, summary): which
@@ -102,7 +101,7 @@ class FolderFiles:
 
     def cache_value(self) -> dict:
         """What the folder's cache entry holds (plain data; :func:`_listing_parts` reads it)."""
-        sizes = None if self._sizes is None else base64.b64encode(self._sizes.tobytes()).decode()
+        sizes = None if self._sizes is None else packed(self._sizes)
         return {"names": _SEPARATOR.join(self.names), "sizes": sizes, "summary": self.summary,
                 "subdirs": self.subdirs, "warnings": self.warnings}
 
@@ -118,10 +117,7 @@ def _listing_parts(read_summary: SummaryReader, value: Any) -> tuple:
     need({"", ".", ".."}.isdisjoint(names), "names: an empty name, '.' or '..'")
     sizes = None
     if size_text is not None:
-        need(type(size_text) is str, "sizes: not a string")
-        sizes = array("q")
-        sizes.frombytes(base64.b64decode(size_text, validate=True))  # ValueError: not 8 bytes each
-        need(len(sizes) == len(names), "sizes: not one size per file")
+        sizes = array("q", unpacked(size_text, "sizes", len(names)))
     strings(subdirs, "subdirs")
     need(all(subdirs) and not any(_SEPARATOR in d or "/" in d or d in (".", "..") for d in subdirs),
          "subdirs: not folder names")

@@ -16,8 +16,8 @@ import base64
 from operator import le
 
 from precision_shell.formats.graph_scan import OpTextReader
-from precision_shell.model.cache_codec import (CacheKind, counts, cut, fields, from_table, ints, need, strings,
-                                               to_table)
+from precision_shell.model.cache_codec import (CacheKind, counts, cut, fields, from_table, ints, need, packed,
+                                               strings, to_table, unpacked)
 from precision_shell.model.op_attrs import LazyAttrs, TensorDesc, valid_serialized_attrs
 from precision_shell.model.op_graph import GraphSummary, OpGraph
 from precision_shell.model.op_node import OpDetails
@@ -74,27 +74,27 @@ def _desc_lists(sizes, flat, table: list[TensorDesc], what: str, length: int) ->
 # ---- GRAPH ------------------------------------------------------------------------------------------
 def _encode_graph(graph: OpGraph) -> dict:
     graphs, warnings, readers, rows = graph.cache_state()
-    reader_of = {id(r): i for i, r in enumerate(readers)}
     position = {row[4]: i for i, row in enumerate(rows)}  # KeyError: a producer not in the graph
-    names = [row[0] for row in rows]
-    descs, details = _DescTable(), []
-    col: dict = {"name": names, "key": [[i, row[4]] for i, row in enumerate(rows) if row[4] != row[0]],
-                 "order": [row[3] for row in rows], "kernel": [row[9] for row in rows],
-                 "inputs": [len(row[5]) for row in rows], "control": [len(row[6]) for row in rows],
-                 "originals": [-1 if row[7] is None else len(row[7]) for row in rows],
+    refs = [ref for row in rows for ref in row[5]]
+    descs = _DescTable()
+    col: dict = {"name": [row[0] for row in rows], "order": packed([row[3] for row in rows]),
+                 "key": [[i, row[4]] for i, row in enumerate(rows) if row[4] != row[0]],
+                 "inputs": packed([len(row[5]) for row in rows]),
+                 "input_op": packed([-1 if p is None else position[p] for p, _, _ in refs]),
+                 "input_output": packed([-1 if o is None else o for _, o, _ in refs]),
+                 "input_raw": [[j, raw] for j, (_, _, raw) in enumerate(refs) if raw is not None],
+                 "control": packed([len(row[6]) for row in rows]),
+                 "control_op": packed([position[key] for row in rows for key in row[6]]),
+                 "originals": packed([-1 if row[7] is None else len(row[7]) for row in rows]),
                  "original_names": [n for row in rows if row[7] is not None for n in row[7]],
-                 "input_op": [], "input_output": [], "input_raw": [], "reader": [], "start": [], "end": [],
-                 "control_op": [position[key] for row in rows for key in row[6]]}
+                 "kernel": [row[9] for row in rows]}
     col["type"], col["types"] = to_table(row[1] for row in rows)
     col["graph"], col["graph_names"] = to_table(row[2] for row in rows)
     col["engine"], col["engines"] = to_table(row[10] for row in rows)
     col["passes"], pass_lists = to_table(tuple(row[8]) for row in rows)
     col["pass_lists"] = [list(p) for p in pass_lists]
-    for producer, output, raw in (ref for row in rows for ref in row[5]):
-        if raw is not None:
-            col["input_raw"].append([len(col["input_op"]), raw])
-        col["input_op"].append(-1 if producer is None else position[producer])
-        col["input_output"].append(-1 if output is None else output)
+    reader_of = {id(r): i for i, r in enumerate(readers)}
+    spans, details = [], []
     for i, row in enumerate(rows):
         source = row[11]
         if type(source) is list:  # the holder [details, reader, start, end] of a graph built here
@@ -104,8 +104,8 @@ def _encode_graph(graph: OpGraph) -> dict:
             details.append([i, source.id, source.stream_id, descs.refs(source.outputs),
                             descs.refs(source.input_descs), attrs])
             source = (-1, 0, 0)
-        for name, value in zip(("reader", "start", "end"), source):
-            col[name].append(value)
+        spans.append(source)
+    col["reader"], col["start"], col["end"] = (packed(c) for c in (zip(*spans) if spans else ((), (), ())))
     col["details"], col["descs"] = details, descs.encoded()
     return {"graphs": [[g.name, g.source, g.ops, g.fused_ops, g.passes] for g in graphs], "warnings": warnings,
             "readers": [[r.path, r.stamp[0], r.stamp[1]] for r in readers], "ops": col}
@@ -128,12 +128,12 @@ def _decode_graph(value) -> OpGraph:
     need(len(set(keys)) == n, "key: keys repeat")
     types = from_table(col["type"], strings(col["types"], "types"), "type", n)
     graph_names = from_table(col["graph"], strings(col["graph_names"], "graph_names"), "graph", n)
-    ints(col["order"], "order", n, None)
-    input_ops, input_outputs, input_raw = _inputs(col, n)
-    control_ops = ints(col["control_op"], "control_op", hi=n)
-    counts(col["control"], "control", n, len(control_ops))
+    order = unpacked(col["order"], "order", n, None)
+    input_counts, input_ops, input_outputs, input_raw = _inputs(col, n)
+    control_ops = unpacked(col["control_op"], "control_op", hi=n)
+    control_counts = counts(col["control"], "control", n, len(control_ops))
     original_names = strings(col["original_names"], "original_names")
-    counts(col["originals"], "originals", n, len(original_names), nullable=True)
+    original_counts = counts(col["originals"], "originals", n, len(original_names), nullable=True)
     pass_lists = [strings(p, "pass_lists") for p in _list(col["pass_lists"], "pass_lists")]
     passes = from_table(col["passes"], pass_lists, "passes", n)
     strings(col["kernel"], "kernel", n, nullable=True)
@@ -142,11 +142,11 @@ def _decode_graph(value) -> OpGraph:
 
     def make_rows() -> list:  # from the columns checked above: cannot fail
         no_control: list[str] = []  # shared by every op without control inputs (never mutated)
-        control = [[keys[p] for p in c] if c else no_control for c in cut(col["control"], control_ops)]
+        control = [[keys[p] for p in c] if c else no_control for c in cut(control_counts, control_ops)]
         refs = [(keys[p], o, raw) if p >= 0 else (None, None, raw)
                 for p, o, raw in zip(input_ops, input_outputs, input_raw)]
-        return list(zip(names, types, graph_names, col["order"], keys, cut(col["inputs"], refs), control,
-                        cut(col["originals"], original_names), passes, col["kernel"], engines, sources))
+        return list(zip(names, types, graph_names, order, keys, cut(input_counts, refs), control,
+                        cut(original_counts, original_names), passes, col["kernel"], engines, sources))
 
     return OpGraph.from_cache_state(summaries, warnings, readers, make_rows)
 
@@ -170,12 +170,12 @@ def _reader(item) -> OpTextReader:
     return OpTextReader(item[0], (item[1], item[2]))
 
 
-def _inputs(col: dict, n: int) -> tuple[list, list, list]:
-    """Per input of every op in turn: producer position (-1: unresolved), output (-1: none), raw
-    text (None: it is "producer:output")."""
-    ops = ints(col["input_op"], "input_op", lo=-1, hi=n)
-    outputs = ints(col["input_output"], "input_output", len(ops), -1)  # -1: none (unresolved)
-    counts(col["inputs"], "inputs", n, len(ops))
+def _inputs(col: dict, n: int) -> tuple[list, list, list, list]:
+    """Inputs per op; per input of every op in turn: producer position (-1: unresolved), output
+    (-1: none), raw text (None: it is "producer:output")."""
+    ops = unpacked(col["input_op"], "input_op", lo=-1, hi=n)
+    outputs = unpacked(col["input_output"], "input_output", len(ops), -1)  # -1: none (unresolved)
+    per_op = counts(col["inputs"], "inputs", n, len(ops))
     raw = [None] * len(ops)
     for item in _list(col["input_raw"], "input_raw"):
         need(type(item) is list and len(item) == 2 and type(item[1]) is str, "input_raw: not [input, raw]")
@@ -184,13 +184,13 @@ def _inputs(col: dict, n: int) -> tuple[list, list, list]:
         need(all(raw[j] is not None for j, p in enumerate(ops) if p < 0), "input_raw: an unresolved input without text")
     if -1 in outputs:
         need(all(ops[j] < 0 for j, o in enumerate(outputs) if o < 0), "input_output: a producer without output")
-    return ops, outputs, raw
+    return per_op, ops, outputs, raw
 
 
 def _sources(col: dict, n: int, readers: list[OpTextReader]) -> list:
     """Per op (reader index, start, end) of its text span, or its OpDetails."""
-    reader = ints(col["reader"], "reader", n, -1, len(readers))
-    start, end = ints(col["start"], "start", n), ints(col["end"], "end", n, None)  # end >= start below
+    reader = unpacked(col["reader"], "reader", n, -1, len(readers))
+    start, end = unpacked(col["start"], "start", n), unpacked(col["end"], "end", n, None)  # end >= start below
     limits = [r.stamp[0] for r in readers] + [0]  # [-1]: ops with details have no span
     need(all(map(le, start, end)) and all(map(le, end, map(limits.__getitem__, reader))),
          "start, end: a span outside its file")
@@ -209,8 +209,8 @@ def _sources(col: dict, n: int, readers: list[OpTextReader]) -> list:
         if attrs is not None:
             attrs = base64.b64decode(attrs, validate=True)
             blobs.append(attrs)
-        sources[i] = OpDetails(op_id, stream_id, from_table(outputs, table, "details: outputs"),
-                               from_table(input_descs, table, "details: inputs"),
+        sources[i] = OpDetails(op_id, stream_id, [table[k] for k in ints(outputs, "details: outputs", hi=len(table))],
+                               [table[k] for k in ints(input_descs, "details: inputs", hi=len(table))],
                                None if attrs is None else LazyAttrs(attrs))
     need(valid_serialized_attrs(blobs), "details: attrs are not serialized NamedAttrs")
     return sources
@@ -227,24 +227,24 @@ def _encode_details(rows: list) -> dict:
     """``rows``: per op None or (id, stream_id, outputs, input_descs) (OpGraph.detail_rows)."""
     present = [(i, row) for i, row in enumerate(rows) if row is not None]
     descs = _DescTable()
-    return {"ops": len(rows), "rows": [i for i, _ in present], "id": [r[0] for _, r in present],
-            "stream_id": [r[1] for _, r in present], "outputs": [len(r[2]) for _, r in present],
-            "output_descs": [k for _, r in present for k in descs.refs(r[2])],
-            "inputs": [len(r[3]) for _, r in present],
-            "input_descs": [k for _, r in present for k in descs.refs(r[3])], "descs": descs.encoded()}
+    return {"ops": len(rows), "rows": packed([i for i, _ in present]), "id": packed([r[0] for _, r in present]),
+            "stream_id": packed([r[1] for _, r in present]), "outputs": packed([len(r[2]) for _, r in present]),
+            "output_descs": packed([k for _, r in present for k in descs.refs(r[2])]),
+            "inputs": packed([len(r[3]) for _, r in present]),
+            "input_descs": packed([k for _, r in present for k in descs.refs(r[3])]), "descs": descs.encoded()}
 
 
 def _decode_details(value) -> list:
     col = dict(zip(_DETAILS, fields(value, "graph_details", _DETAILS)))
     n = ints([col["ops"]], "ops", hi=MAX_OPS)[0]
-    present = ints(col["rows"], "rows", hi=n)
+    present = unpacked(col["rows"], "rows", hi=n)
     need(all(map(int.__lt__, present, present[1:])), "rows: not in order")
     m = len(present)
     table = _descs(col["descs"])
     outputs = _desc_lists(col["outputs"], col["output_descs"], table, "outputs", m)
     input_descs = _desc_lists(col["inputs"], col["input_descs"], table, "inputs", m)
     rows = [None] * n
-    for i, row in zip(present, zip(ints(col["id"], "id", m, _INT64), ints(col["stream_id"], "stream_id", m, _INT64),
+    for i, row in zip(present, zip(unpacked(col["id"], "id", m, None), unpacked(col["stream_id"], "stream_id", m, None),
                                    outputs, input_descs)):
         rows[i] = row
     return rows

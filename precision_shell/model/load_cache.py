@@ -190,6 +190,6 @@ class LoadCache:
     def _write(self, kind: CacheKind, key: tuple, value: Any) -> None:
         try:
             data = self.entry(kind, key, value)
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, OverflowError):
             return  # a value its kind cannot encode (see the encoders): stay uncached
         self.store_entry(kind, key, data)
