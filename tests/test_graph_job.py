@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import shutil
 import sys
 
 import pytest
 
 from precision_shell.model import graph_job, graph_load
+from precision_shell.model.load_cache import LoadCache
 from precision_shell.model.session import Session
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is used on Linux only")
@@ -68,3 +71,36 @@ def test_a_crashing_child_falls_back_to_loading_here(ws, monkeypatch):
     session = Session.open(ws)
     assert session.graph is not None and session.load_errors == []
     assert len(session.graph.ops) == len(real([_graph_file(ws)], [])[0].ops)
+
+
+def test_a_planted_pickle_is_ignored_and_the_child_rewrites_the_entry(ws, tmp_path):
+    from tests.test_load_cache import _Touch  # a pickle whose loading creates a file
+
+    Session.open(ws)  # writes the entry, so that its exact name is known
+    (entry,) = (ws / "precision_data/temp/pshell/cache").glob("graph-*.json")
+    marker = tmp_path / "marker"
+    planted = pickle.dumps(_Touch(marker))
+    entry.write_bytes(planted)
+    session = Session.open(ws)
+    assert not marker.exists() and session.load_errors == []
+    assert session.load_warnings == [f"cache entry ignored: {entry}: not UTF-8"]
+    assert entry.read_bytes() != planted and json.loads(entry.read_bytes())["kind"] == "graph"  # by the child
+    want, _ = graph_load.load_op_graph([_graph_file(ws)], [])
+    assert list(session.graph.ops.values()) == list(want.ops.values())
+    assert Session.open(ws).load_warnings == []
+
+
+def test_a_bad_entry_from_the_child_is_reported_and_the_graph_loaded_here(ws, monkeypatch):
+    parent = os.getpid()
+    real_entry = LoadCache.entry
+
+    def damaged_in_child(kind, key, value):
+        data = real_entry(kind, key, value)
+        return data[:len(data) // 2] if os.getpid() != parent else data
+
+    monkeypatch.setattr(LoadCache, "entry", staticmethod(damaged_in_child))
+    session = Session.open(ws)
+    (warning,) = session.load_warnings
+    assert warning.startswith("cache entry ignored: graph from the loading process: not JSON")
+    assert session.graph is not None and session.load_errors == []
+    assert len(session.graph.ops) == len(graph_load.load_op_graph([_graph_file(ws)], [])[0].ops)
