@@ -341,3 +341,20 @@ def test_new_dump_file_invalidates_the_folder_listing(sample_ws, tmp_path):
     shutil.copy(dump, dump.with_name(dump.name.rsplit(".", 1)[0] + ".1999999999999999"))
     second = Session.open(ws)
     assert len(second.dumps.op_files) == len(first.dumps.op_files) + 1
+
+
+def test_the_repl_shows_the_warnings_at_start_and_after_the_command_that_met_them(sample_ws, tmp_path,
+                                                                                 monkeypatch):
+    from tests.test_repl import drive, make_opts
+
+    ws = _copy(sample_ws, tmp_path)
+    first, entries, details = _first_open(ws, monkeypatch)
+    for location in ("golden", "graph_details"):
+        entries[location].write_bytes(entries[location].read_bytes()[:100])
+    session = Session.open(ws)  # the golden listing is read now, the op details on first use
+    rc, _out, err, fired = drive(session, f"ni {next(iter(details))}\r\x04", make_opts(tmp_path))
+    assert rc == 0 and not fired
+    lines = err.splitlines()  # the start-up one first, then the one the command met
+    assert [line.split(": ")[:3] for line in lines] == [
+        ["warning", "cache entry ignored", str(entries[location])] for location in ("golden", "graph_details")]
+    assert all(line.split(": ")[3].startswith("not JSON") for line in lines)
