@@ -16,6 +16,7 @@ from precision_shell.formats.graph_scan import scan_graph_text
 from precision_shell.formats.graph_text import parse_graph_text
 from precision_shell.model.graph_cache import GRAPH
 from precision_shell.model.graph_load import load_op_graph
+from precision_shell.model.load_cache import file_key
 from precision_shell.model.op_graph import OpGraph
 from tests.conftest import cache_round_trip
 from tests.test_graph_text import BASE_TEXT, models, mutate, write
@@ -89,7 +90,7 @@ def test_details_are_read_per_op_and_the_cache_keeps_them_lazy(tmp_path):
     op = graph.ops["fc1/MatMul"]
     assert op.outputs[0].origin_name == "fc1/BiasAdd"
     assert [key for key, o in graph.ops.items() if o.lazy[0] is not None] == ["fc1/MatMul"]
-    copy = cache_round_trip(GRAPH, graph)  # the start-up cache's copy
+    copy = cache_round_trip(GRAPH, graph, tuple(map(file_key, paths)))  # the start-up cache's copy
     assert all(o.lazy[0] is None for o in copy.ops.values())
     assert_same_graph(copy, exact_graph(paths))
 

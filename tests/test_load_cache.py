@@ -22,7 +22,7 @@ from precision_shell.model.session import Session
 from tests.conftest import cache_round_trip, run_cli
 from tests.test_graph_scan import assert_same_graph, exact_graph
 
-NUMBERS = CacheKind("numbers", list, lambda data: ints(data, "numbers"))
+NUMBERS = CacheKind("numbers", list, lambda data, key: ints(data, "numbers"))
 
 
 def _wait_for(folder, pattern, timeout=20.0):
@@ -102,7 +102,7 @@ def test_scanned_and_parsed_graphs_come_back_op_by_op(sample_ws):
     errors: list[str] = []
     scanned, _ = graph_load.load_op_graph([path], errors)
     assert scanned.readers and errors == []  # the scanned route: details read from the text
-    assert_same_graph(cache_round_trip(GRAPH, scanned), exact_graph([path]))
+    assert_same_graph(cache_round_trip(GRAPH, scanned, (file_key(path),)), exact_graph([path]))
     parsed = exact_graph([path])  # the parsed route: details and attrs travel in the entry
     assert_same_graph(cache_round_trip(GRAPH, parsed), exact_graph([path]))
 
@@ -126,8 +126,6 @@ def test_ni_shows_the_same_cold_and_warm(sample_ws, tmp_path, capsys, monkeypatc
     assert cold == warm and cold[0] == 0 and fused.key in cold[1] and "_datadump_original_op_names" in cold[1]
 
 
-def _graph_entry(graph) -> dict:
-    return json.loads(LoadCache.entry(GRAPH, ("k",), graph))
 
 
 _COLUMN_DAMAGE = [
@@ -154,14 +152,27 @@ _DETAILS_DAMAGE = [  # only a parsed graph keeps its ops' details in the entry (
 def test_a_damaged_graph_column_is_named(sample_ws, route, damage, reason):
     path = _graph_path(sample_ws[0])
     graph = graph_load.load_op_graph([path], [])[0] if route == "scanned" else exact_graph([path])
-    entry = _graph_entry(graph)
+    key = (file_key(path),)
+    entry = json.loads(LoadCache.entry(GRAPH, key, graph))
     ops = entry["value"]["ops"]
     assert bool(ops["details"]) == (route == "parsed")
     damage(ops, len(ops["name"]))
     cache = LoadCache(None)
-    assert cache.value_of(GRAPH, json.dumps(entry).encode(), ("k",), "entry") is None
+    assert cache.value_of(GRAPH, json.dumps(entry).encode(), key, "entry") is None
     (warning,) = cache.warnings
     assert warning.startswith("cache entry ignored: entry: ") and reason in warning, warning
+
+
+def test_a_graph_entry_reads_ops_only_from_the_files_of_its_key(sample_ws, tmp_path):
+    path = _graph_path(sample_ws[0])
+    key = (file_key(path),)
+    entry = json.loads(LoadCache.entry(GRAPH, key, graph_load.load_op_graph([path], [])[0]))
+    other = tmp_path / "other.txt"  # any file the user can read, with its real size and mtime
+    other.write_bytes(path.read_bytes())
+    entry["value"]["readers"] = [[str(other), *file_key(other)[1:]]]
+    cache = LoadCache(None)
+    assert cache.value_of(GRAPH, json.dumps(entry).encode(), key, "entry") is None
+    assert cache.warnings == ["cache entry ignored: entry: readers: not a graph file of the key"]
 
 
 # ---- planted and damaged entries in every location ---------------------------------------------

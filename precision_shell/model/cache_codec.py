@@ -26,12 +26,12 @@ class EntryError(ValueError):
 
 class CacheKind(NamedTuple):
     """One kind of cache entry: ``encode(value)`` gives JSON-able data (or raises to leave the
-    value uncached), ``decode(data)`` checks it and builds the value (EntryError if it is not
-    what ``encode`` makes)."""
+    value uncached), ``decode(data, key)`` checks it against the key it was stored under and
+    builds the value (EntryError if it is not what ``encode`` makes)."""
 
     name: str  # the entry file's prefix
     encode: Callable[[Any], Any]
-    decode: Callable[[Any], Any]
+    decode: Callable[[Any, tuple], Any]
 
 
 def need(ok: bool, reason: str) -> None:

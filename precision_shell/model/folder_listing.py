@@ -109,7 +109,7 @@ class FolderFiles:
 _ENTRY = ("names", "sizes", "summary", "subdirs", "warnings")
 
 
-def _listing_parts(read_summary: SummaryReader, value: Any) -> tuple:
+def _listing_parts(read_summary: SummaryReader, value: Any, key: tuple) -> tuple:
     """(names, summary, subdirs, warnings, sizes) of a :meth:`FolderFiles.cache_value`, checked."""
     joined, size_text, summary, subdirs, warnings = fields(value, "listing", _ENTRY)
     need(type(joined) is str and "/" not in joined, "names: not a string of file names")

@@ -1,7 +1,8 @@
 """The op graph and its decoded op details as start-up cache entries (plain data, cache_codec.py).
 
 ``GRAPH``: an :class:`OpGraph`'s summaries, warnings, text readers and rows (see
-``OpGraph.cache_state``), one JSON list per row field. Op names appear once: inputs and control
+``OpGraph.cache_state``), one JSON value per row field (strings as lists, integers packed by
+``cache_codec.packed``). Op names appear once: inputs and control
 edges name their producer by its row position, repeated values (types, engines, pass lists,
 graph names) are kept once in a table. ``GRAPH_DETAILS``: ``OpGraph.detail_rows()``, the op
 details decoded in earlier runs, with each distinct tensor descriptor once.
@@ -13,11 +14,12 @@ are made when first needed (``OpGraph.from_cache_state``), from columns already 
 from __future__ import annotations
 
 import base64
+import os
 from operator import le
 
 from precision_shell.formats.graph_scan import OpTextReader
-from precision_shell.model.cache_codec import (CacheKind, counts, cut, fields, from_table, ints, need, packed,
-                                               strings, to_table, unpacked)
+from precision_shell.model.cache_codec import (CacheKind, EntryError, counts, cut, fields, from_table, ints, need,
+                                               packed, strings, to_table, unpacked)
 from precision_shell.model.op_attrs import LazyAttrs, TensorDesc, valid_serialized_attrs
 from precision_shell.model.op_graph import GraphSummary, OpGraph
 from precision_shell.model.op_node import OpDetails
@@ -111,11 +113,12 @@ def _encode_graph(graph: OpGraph) -> dict:
             "readers": [[r.path, r.stamp[0], r.stamp[1]] for r in readers], "ops": col}
 
 
-def _decode_graph(value) -> OpGraph:
+def _decode_graph(value, key: tuple) -> OpGraph:
+    """``key``: (path, size, mtime) of each graph file (load_cache.file_key)."""
     graphs, warnings, readers, col = fields(value, "graph", ("graphs", "warnings", "readers", "ops"))
     summaries = [_summary(g) for g in _list(graphs, "graphs")]
     strings(warnings, "warnings")
-    readers = [_reader(r) for r in _list(readers, "readers")]
+    readers = [_reader(r, key) for r in _list(readers, "readers")]
     col = dict(zip(_OPS, fields(col, "ops", _OPS)))
     names = strings(col["name"], "name")
     n = len(names)
@@ -164,10 +167,12 @@ def _summary(item) -> GraphSummary:
     return GraphSummary(name, source, ops, fused, strings(passes, "graphs: passes"))
 
 
-def _reader(item) -> OpTextReader:
+def _reader(item, key: tuple) -> OpTextReader:
+    """A reader of one of the graph files the entry was made from (ops are read from its spans)."""
     need(type(item) is list and len(item) == 3 and type(item[0]) is str, "readers: an item is not [path, size, mtime]")
-    ints(item[1:], "readers: size, mtime", lo=_INT64)
-    return OpTextReader(item[0], (item[1], item[2]))
+    path, size, mtime = item
+    need((os.path.realpath(path), size, mtime) in key, "readers: not a graph file of the key")
+    return OpTextReader(path, (size, mtime))
 
 
 def _inputs(col: dict, n: int) -> tuple[list, list, list, list]:
@@ -207,7 +212,10 @@ def _sources(col: dict, n: int, readers: list[OpTextReader]) -> list:
         need(reader[i] == -1 and type(sources[i]) is tuple, "details: an op with a text span, or twice")
         need(attrs is None or type(attrs) is str, "details: attrs not a string")
         if attrs is not None:
-            attrs = base64.b64decode(attrs, validate=True)
+            try:
+                attrs = base64.b64decode(attrs, validate=True)
+            except ValueError:
+                raise EntryError("details: attrs not base64") from None
             blobs.append(attrs)
         sources[i] = OpDetails(op_id, stream_id, [table[k] for k in ints(outputs, "details: outputs", hi=len(table))],
                                [table[k] for k in ints(input_descs, "details: inputs", hi=len(table))],
@@ -234,7 +242,7 @@ def _encode_details(rows: list) -> dict:
             "input_descs": packed([k for _, r in present for k in descs.refs(r[3])]), "descs": descs.encoded()}
 
 
-def _decode_details(value) -> list:
+def _decode_details(value, key: tuple) -> list:
     col = dict(zip(_DETAILS, fields(value, "graph_details", _DETAILS)))
     n = ints([col["ops"]], "ops", hi=MAX_OPS)[0]
     present = unpacked(col["rows"], "rows", hi=n)

@@ -136,7 +136,7 @@ class LoadCache:
         need(made_by == _MADE_BY, f"made by pshell {made_by!r}, this is {_MADE_BY!r}")
         need(stored_kind == kind.name, f"kind {stored_kind!r}, expected {kind.name!r}")
         need(stored_key == _plain(key), "made from other files (key differs)")
-        return kind.decode(value)
+        return kind.decode(value, key)
 
     @staticmethod
     def entry(kind: CacheKind, key: tuple, value: Any) -> bytes:
