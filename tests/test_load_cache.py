@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from precision_shell.model import folder_listing, graph_load, op_node
+from precision_shell.model import folder_listing, graph_load, load_cache, op_node
 from precision_shell.model.cache_codec import CacheKind, ints, packed, unpacked
 from precision_shell.model.graph_cache import GRAPH, GRAPH_DETAILS
 from precision_shell.model.load_cache import LoadCache, file_key
@@ -79,6 +79,23 @@ def test_a_damaged_entry_is_one_warning_naming_the_file_then_rebuilt(tmp_path, d
     assert cache.warnings[0].startswith(f"cache entry ignored: {entry}: ") and reason in cache.warnings[0]
     cache.store(NUMBERS, ("a", 1), [1, 2])
     assert cache.load(NUMBERS, ("a", 1)) == [1, 2] and len(cache.warnings) == 1
+
+
+def test_another_versions_entry_is_never_read_and_is_replaced(tmp_path, monkeypatch):
+    cache = LoadCache(tmp_path / "c")
+    with monkeypatch.context() as m:  # as another pshell version would store it
+        m.setattr(load_cache, "_MADE_BY", ["0.0.1", "0123456789abcdef"])
+        m.setattr(load_cache, "_VERSION_DIGEST", "0123456789abcdef")
+        cache.store(NUMBERS, ("a", 1), [1, 2])
+        cache.store(NUMBERS, ("b", 1), [3])
+    assert len(list((tmp_path / "c").glob("numbers-*-0123456789abcdef.json"))) == 2
+    older_a = (tmp_path / "c").joinpath(f"{load_cache._prefix(NUMBERS, ('a', 1))}0123456789abcdef.json")
+    assert older_a.exists()
+    assert cache.load(NUMBERS, ("a", 1)) is None and cache.warnings == []  # another file: a plain miss
+    cache.store(NUMBERS, ("a", 1), [1, 2])
+    assert cache.load(NUMBERS, ("a", 1)) == [1, 2]
+    names = sorted(p.name for p in (tmp_path / "c").glob("numbers-*.json"))
+    assert len(names) == 2 and older_a.name not in names  # this key's old entry went; b's stays
 
 
 def test_background_store_writes_from_a_detached_process(tmp_path):

@@ -50,6 +50,17 @@ _CODE_STAMP = _code_stamp()
 _MADE_BY = [__version__, _CODE_STAMP]
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+_VERSION_DIGEST = _digest(repr((CACHE_FORMAT, _MADE_BY)))
+
+
+def _prefix(kind: CacheKind, key: tuple) -> str:
+    return f"{kind.name}-{_digest(repr((kind.name, key)))}-"
+
+
 def file_key(path: Path) -> tuple:
     st = path.stat()
     return (str(path.resolve()), st.st_size, st.st_mtime_ns)
@@ -74,11 +85,12 @@ class LoadCache:
         self._warned: set[str] = set()
 
     def _file(self, kind: CacheKind, key: tuple) -> Path | None:
+        """``{kind}-{digest of the key}-{digest of the version}.json``: an entry of another pshell
+        version is another file, never read (nor warned about), and replaced when this version
+        stores the same key."""
         if self.folder is None:
             return None
-        # the version is in the name: entries of other pshell versions are never read (nor warned about)
-        made_from = repr((CACHE_FORMAT, _MADE_BY, kind.name, key))
-        return self.folder / f"{kind.name}-{hashlib.sha1(made_from.encode('utf-8', 'replace')).hexdigest()[:20]}.json"
+        return self.folder / f"{_prefix(kind, key)}{_VERSION_DIGEST}.json"
 
     def ignored(self, where: object, reason: str) -> None:
         """Report an entry that was not used (once per file)."""
@@ -153,6 +165,9 @@ class LoadCache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, lambda fh: fh.write(data), binary=True)
+            for old in path.parent.glob(f"{_prefix(kind, key)}*.json"):  # other versions' entries
+                if old != path:
+                    old.unlink(missing_ok=True)
         except (OSError, FormatError):
             pass  # read-only output folder, full disk: start-up just stays uncached
 
