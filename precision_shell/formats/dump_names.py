@@ -27,8 +27,8 @@ from .quoting import clipped
 _ESCAPED_CHARS = str.maketrans({".": "_", "/": "_", "\\": "_", " ": "_"})
 
 
-# NamedTuples, not dataclasses: a workspace has 10^5 of them and the start-up cache unpickles
-# tuples several times faster.
+# NamedTuples, not dataclasses: a workspace has 10^5 of them, and tuples are the cheapest Python
+# objects to make.
 class DumpName(NamedTuple):
     op_type: str
     op_name: str                 # escaped, as on disk
