@@ -40,7 +40,7 @@ class OptionalBuildExt(build_ext):
 
     def _skip(self, ext, reason):
         message = (f"pshell: the optional C kernel {ext.name} was not built ({reason}); "
-                   "metrics use the numpy path (same results, ~4x slower)")
+                   "metrics use the numpy path (same results, about twice as slow)")
         warnings.warn(message)
         print("WARNING: " + message, file=sys.stderr)
 
