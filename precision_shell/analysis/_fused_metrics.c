@@ -28,13 +28,6 @@
 #include <numpy/ndarraytypes.h>
 #include <numpy/ufuncobject.h> /* PyUFuncObject's fields only: no numpy C-API call is made */
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-/* one binary for every x86-64: the best of these is picked at load time */
-#define VECTORISED __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VECTORISED
-#endif
-
 enum { KIND_F32, KIND_F16, KIND_BF16 };
 #define LEAF 128   /* numpy's PW_BLOCKSIZE */
 #define BLOCK 8192 /* numpy's default ufunc buffer size (np.getbufsize()) */
@@ -58,65 +51,140 @@ typedef struct {
     int kind;
 } Source;
 
+/* VL lanes of 32 bits (GNU C vector extensions): one register of the machine the module is
+   built for (setup.py compiles for the host). Wider types than the hardware's are no help:
+   GCC compares them element by element. */
+#if defined(__AVX__)
+#define VL 8
+static const int32_t IOTA_VALUES[VL] = {0, 1, 2, 3, 4, 5, 6, 7};
+#else
+#define VL 4 /* SSE2, NEON */
+static const int32_t IOTA_VALUES[VL] = {0, 1, 2, 3};
+#endif
+typedef float vf __attribute__((vector_size(4 * VL)));
+typedef int32_t vi __attribute__((vector_size(4 * VL))); /* comparison results: -1 or 0 */
+typedef uint32_t vu __attribute__((vector_size(4 * VL)));
+typedef uint16_t vh __attribute__((vector_size(2 * VL)));
+typedef double d4 __attribute__((vector_size(32)));
+typedef double d2 __attribute__((vector_size(16)));
+
+static inline vf load(const float *p)
+{
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline vi load_iota(void)
+{
+    vi v;
+    memcpy(&v, IOTA_VALUES, sizeof v);
+    return v;
+}
+
+static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+static inline vf blend(vi mask, vf a, vf b) { return (vf)((mask & (vi)a) | (~mask & (vi)b)); }
+
+static inline vf vabs(vf v) { return (vf)((vi)v & 0x7fffffff); }
+
+/* VL float16 or bfloat16 bit patterns -> float32 bit patterns, exactly */
+static inline vu widen(vh h, int kind)
+{
+    vu w = __builtin_convertvector(h, vu);
+    if (kind == KIND_BF16)
+        return w << 16; /* bfloat16 is the top half of a float32 */
+    /* float16: exponent/mantissa moved into float32 place and rebiased by a multiplication
+       with 2**112, exact for normals and subnormals alike; Inf/NaN keep an all-ones exponent */
+    vu rest = w & 0x7fff, shifted = rest << 13;
+    vu scaled = (vu)((vf)shifted * 5.192296858534828e33f); /* 2**112 */
+    vu special = (vu)(rest >= 0x7c00);
+    return ((w & 0x8000) << 16) | (special & (0x7f800000u | shifted)) | (~special & scaled);
+}
+
 static inline void decode(const Source *s, Py_ssize_t start, int n, float *out)
 {
     if (s->kind == KIND_F32) {
         memcpy(out, s->data + start * 4, (size_t)n * 4);
         return;
     }
-    uint16_t h[LEAF];
-    uint32_t bits[LEAF];
-    memcpy(h, s->data + start * 2, (size_t)n * 2);
-    if (s->kind == KIND_BF16) {
-        for (int i = 0; i < n; i++)
-            bits[i] = (uint32_t)h[i] << 16; /* bfloat16 is the top half of a float32 */
-    } else {
-        for (int i = 0; i < n; i++) {
-            uint32_t sign = (uint32_t)(h[i] & 0x8000) << 16, rest = h[i] & 0x7fff;
-            float mag; /* exponent/mantissa moved into float32 place and rebiased by 2**112:
-                          exact for normals and subnormals alike */
-            uint32_t shifted = rest << 13, mbits;
-            memcpy(&mag, &shifted, 4);
-            mag *= 5.192296858534828e33f; /* 2**112 */
-            memcpy(&mbits, &mag, 4);
-            /* Inf/NaN: all-ones exponent, mantissa kept */
-            bits[i] = sign | (rest >= 0x7c00 ? 0x7f800000u | shifted : mbits);
-        }
+    const char *src = s->data + start * 2;
+    int i = 0;
+    for (; i + VL <= n; i += VL) {
+        vh h;
+        memcpy(&h, src + i * 2, sizeof h);
+        vu bits = widen(h, s->kind);
+        memcpy(out + i, &bits, sizeof bits);
     }
-    memcpy(out, bits, (size_t)n * 4);
+    if (i < n) {
+        vh h = {0};
+        float wide[VL];
+        memcpy(&h, src + i * 2, (size_t)(n - i) * 2);
+        vu bits = widen(h, s->kind);
+        memcpy(wide, &bits, sizeof bits);
+        memcpy(out + i, wide, (size_t)(n - i) * 4);
+    }
 }
 
-/* 8 floats / 8 doubles (GNU C vector extensions): the 8 accumulators of numpy's leaf */
-typedef float f8 __attribute__((vector_size(32)));
-typedef double d8 __attribute__((vector_size(64)));
-typedef double d4 __attribute__((vector_size(32)));
-typedef double d2 __attribute__((vector_size(16)));
+/* numpy's 8 leaf accumulators, lanes 0-3 and 4-7 */
+typedef struct {
+    d4 lo, hi;
+} Acc;
+
+/* values i .. i+VL-1 of a leaf (i a multiple of VL) into accumulators i%8 .. */
+static inline Acc accumulate(Acc r, vf v, int i)
+{
+#if VL == 8
+    (void)i;
+    r.lo += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), d4);
+    r.hi += __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), d4);
+#else
+    if (i & 4)
+        r.hi += __builtin_convertvector(v, d4);
+    else
+        r.lo += __builtin_convertvector(v, d4);
+#endif
+    return r;
+}
+
+/* numpy's combination of its 8 accumulators: ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) */
+static inline double tree(Acc r)
+{
+    d4 pairs = __builtin_shufflevector(r.lo, r.hi, 0, 2, 4, 6) +
+               __builtin_shufflevector(r.lo, r.hi, 1, 3, 5, 7);
+    d2 quads = __builtin_shufflevector(pairs, pairs, 0, 2) +
+               __builtin_shufflevector(pairs, pairs, 1, 3);
+    return quads[0] + quads[1];
+}
 
 /* numpy's pairwise leaf: fewer than 8 values summed in turn from 0.0, otherwise 8 interleaved
-   accumulators seeded with the first 8 values, combined as a tree, then the rest in turn */
+   accumulators seeded with the first 8 values, combined as a tree, then the rest in turn.
+   (Seeding with +0.0 instead can only change the sign of a zero sum, which the block total
+   drops: numpy adds the block sums to +0.0.) */
 static inline double leaf_sum(const float *q, int n)
 {
     double res = 0.0;
     int i = 0;
     if (n >= 8) {
-        f8 v;
-        memcpy(&v, q, sizeof v);
-        d8 r = __builtin_convertvector(v, d8);
-        for (i = 8; i + 8 <= n; i += 8) {
-            memcpy(&v, q + i, sizeof v);
-            r += __builtin_convertvector(v, d8);
-        }
-        /* ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), lane-wise */
-        d4 pairs = __builtin_shufflevector(r, r, 0, 2, 4, 6) +
-                   __builtin_shufflevector(r, r, 1, 3, 5, 7);
-        d2 quads = __builtin_shufflevector(pairs, pairs, 0, 2) +
-                   __builtin_shufflevector(pairs, pairs, 1, 3);
-        res = quads[0] + quads[1];
+        Acc r = {0};
+        for (; i < n - n % 8; i += VL)
+            r = accumulate(r, load(q + i), i);
+        res = tree(r);
     }
     for (; i < n; i++)
         res += q[i];
     return res;
 }
+
+/* one summed quantity's VL values: into the leaf's accumulators when the leaf is full (its
+   sum is then tree()), else kept for leaf_sum() */
+#define COLLECT(full, acc, keep, i, v) \
+    do { \
+        if (full) \
+            (acc) = accumulate((acc), (v), (i)); \
+        else \
+            store((keep) + (i), (v)); \
+    } while (0)
 
 /* numpy's pairwise sum of a float64 array (the overflow fallbacks) */
 static double pairwise_f64(const double *a, Py_ssize_t n)
@@ -144,36 +212,24 @@ static double pairwise_f64(const double *a, Py_ssize_t n)
 
 /* ---- first pass ---------------------------------------------------------------------- */
 
-/* NaN-ignoring running extremes in LANES independent lanes (a compiler cannot vectorise a
-   single float min/max reduction without -ffast-math), plus whether a NaN was seen: together
-   np.minimum.reduce's NaN-propagating result */
-#define LANES 16
+/* NaN-ignoring running extremes in VL lanes, plus NaN seen: together np.minimum.reduce's
+   NaN-propagating result (a compiler cannot vectorise one float min without -ffast-math) */
 typedef struct {
-    float lo[LANES], hi[LANES];
-    int nan[LANES];
+    vf lo, hi;
+    vi nan;
 } Extremes;
 
 static void extremes_reset(Extremes *e)
 {
-    for (int j = 0; j < LANES; j++)
+    for (int j = 0; j < VL; j++)
         e->lo[j] = INFINITY, e->hi[j] = -INFINITY, e->nan[j] = 0;
 }
 
-/* v[0..n) into the lanes; the loop always runs LEAF times (a fixed trip count vectorises
-   cleanly), places past n repeat v[0], which changes no extreme */
-static inline void extremes_add(Extremes *e, const float *v, int n)
+static inline void extremes_add(Extremes *e, vf v, vi valid)
 {
-    float lo[LANES], hi[LANES];
-    int nan[LANES];
-    memcpy(lo, e->lo, sizeof lo), memcpy(hi, e->hi, sizeof hi), memcpy(nan, e->nan, sizeof nan);
-    for (int i = 0; i < LEAF; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            float a = i + j < n ? v[i + j] : v[0];
-            lo[j] = a < lo[j] ? a : lo[j];
-            hi[j] = a > hi[j] ? a : hi[j];
-            nan[j] |= a != a;
-        }
-    memcpy(e->lo, lo, sizeof lo), memcpy(e->hi, hi, sizeof hi), memcpy(e->nan, nan, sizeof nan);
+    e->lo = blend(valid & (v < e->lo), v, e->lo);
+    e->hi = blend(valid & (v > e->hi), v, e->hi);
+    e->nan |= valid & (v != v);
 }
 
 /* (min, max) as np.minimum.reduce / np.maximum.reduce give them (NaN if any NaN) */
@@ -181,7 +237,7 @@ static void extremes_result(const Extremes *e, double *lo, double *hi)
 {
     float l = e->lo[0], h = e->hi[0];
     int nan = e->nan[0];
-    for (int j = 1; j < LANES; j++) {
+    for (int j = 1; j < VL; j++) {
         l = e->lo[j] < l ? e->lo[j] : l;
         h = e->hi[j] > h ? e->hi[j] : h;
         nan |= e->nan[j];
@@ -199,42 +255,48 @@ typedef struct {
 static inline __attribute__((always_inline)) void leaf1_body(First *c, Py_ssize_t start, int n,
                                                              double *sums)
 {
-    float x[LEAF], y[LEAF], q[NQ1 - 2][LEAF];
+    const int full = n == LEAF;
+    float x[LEAF], y[LEAF], q[NQ1][LEAF];
     decode(&c->x, start, n, x);
     decode(&c->y, start, n, y);
     for (int i = n; i < LEAF; i++)
         x[i] = 0.0f, y[i] = 1.0f; /* padding that no count takes: a relative error of 1 */
-    int w1 = 0, w5 = 0;
-    for (int i = 0; i < LEAF; i++) {
-        float xi = x[i], yi = y[i];
-        float d = xi - yi;
-        q[Q_XY - 2][i] = xi * yi;
-        q[Q_SQ - 2][i] = d * d;
-        float ad = fabsf(d), ay = fabsf(yi);
-        q[Q_ABS - 2][i] = ad;
+    Extremes x_ext = c->x_ext, y_ext = c->y_ext, abs_ext = c->abs_ext, rel_ext = c->rel_ext;
+    Acc acc[NQ1] = {0};
+    vi w1 = {0}, w5 = {0};
+    for (int i = 0; i < LEAF; i += VL) {
+        vf xv = load(x + i), yv = load(y + i);
+        vi valid = load_iota() + i < n;
+        vf d = xv - yv, ad = vabs(d), ay = vabs(yv);
         /* msprobe's |x-y|/|y|; a zero golden gives Inf/NaN here and is counted below */
-        float ratio = ad / ay;
+        vf ratio = ad / ay;
         /* where the golden is exactly 0 both sides got float32 eps added */
-        float nudged = fabsf((xi + EPS32) - EPS32) / EPS32;
-        int zero = yi == 0.0f;
-        w1 += (ratio < 0.001f) + (zero & (nudged < 0.001f));
-        w5 += (ratio < 0.005f) + (zero & (nudged < 0.005f));
+        vf nudged = vabs((xv + EPS32) - EPS32) / EPS32;
+        vi zero = yv == 0.0f;
+        w1 -= (ratio < 0.001f) + (zero & (nudged < 0.001f)); /* a true comparison is -1 */
+        w5 -= (ratio < 0.005f) + (zero & (nudged < 0.005f));
         /* the vendor's r_i = |x / y - 1| where |y| > eps, else +0 */
-        q[Q_REL - 2][i] = ay > EPS64 ? fabsf(xi / yi - 1.0f) : 0.0f;
+        vf rel = (vf)((ay > EPS64) & (vi)vabs(xv / yv - 1.0f));
+        extremes_add(&x_ext, xv, valid);
+        extremes_add(&y_ext, yv, valid);
+        extremes_add(&abs_ext, ad, valid);
+        extremes_add(&rel_ext, rel, valid);
+        COLLECT(full, acc[Q_X], q[Q_X], i, xv);
+        COLLECT(full, acc[Q_Y], q[Q_Y], i, yv);
+        COLLECT(full, acc[Q_XY], q[Q_XY], i, xv * yv);
+        COLLECT(full, acc[Q_SQ], q[Q_SQ], i, d * d);
+        COLLECT(full, acc[Q_ABS], q[Q_ABS], i, ad);
+        COLLECT(full, acc[Q_REL], q[Q_REL], i, rel);
     }
-    c->within1 += w1, c->within5 += w5;
-    extremes_add(&c->x_ext, x, n);
-    extremes_add(&c->y_ext, y, n);
-    extremes_add(&c->abs_ext, q[Q_ABS - 2], n);
-    extremes_add(&c->rel_ext, q[Q_REL - 2], n);
-    sums[Q_X] = leaf_sum(x, n);
-    sums[Q_Y] = leaf_sum(y, n);
-    for (int k = Q_XY; k < NQ1; k++)
-        sums[k] = leaf_sum(q[k - 2], n);
+    c->x_ext = x_ext, c->y_ext = y_ext, c->abs_ext = abs_ext, c->rel_ext = rel_ext;
+    for (int j = 0; j < VL; j++)
+        c->within1 += w1[j], c->within5 += w5[j];
+    for (int k = 0; k < NQ1; k++)
+        sums[k] = full ? tree(acc[k]) : leaf_sum(q[k], n);
 }
 
 /* a full leaf (nearly all of them) compiled for its constant length */
-VECTORISED static void leaf1(First *c, Py_ssize_t start, int n, double *sums)
+static void leaf1(First *c, Py_ssize_t start, int n, double *sums)
 {
     if (n == LEAF)
         leaf1_body(c, start, LEAF, sums);
@@ -318,48 +380,50 @@ typedef struct {
 } Second;
 
 /* the vendor's KL normalisation, (v - min) / (max - min) unless max == min, floored at eps */
-static inline float scaled(float v, float low, float span)
+static inline vf scaled(vf v, float low, float span)
 {
-    float s = span != 0.0f ? (v - low) / span : v;
-    return s < EPS32 ? EPS32 : s; /* NaN stays NaN, as np.maximum */
+    vf s = span != 0.0f ? (v - low) / span : v;
+    vf floor = {0};
+    floor += EPS32;
+    return blend(s < EPS32, floor, s); /* NaN stays NaN, as np.maximum */
 }
 
 static inline __attribute__((always_inline)) void leaf2_body(const Second *c, Py_ssize_t start,
                                                              int n, double *sums)
 {
-    float x[LEAF], y[LEAF], q[S_WIDTH][LEAF];
+    const int full = n == LEAF;
+    float x[LEAF], y[LEAF], q[S_WIDTH][LEAF], a[LEAF];
     decode(&c->x, start, n, x);
     decode(&c->y, start, n, y);
     for (int i = n; i < LEAF; i++)
-        x[i] = y[i] = 0.0f; /* padding, never summed: loops of fixed length vectorise best */
-    for (int i = 0; i < LEAF; i++) {
-        float dx = x[i] - c->x_shift, dy = y[i] - c->y_shift;
-        q[S_X_DEV][i] = dx * dx;
-        q[S_Y_DEV][i] = dy * dy;
+        x[i] = y[i] = 0.0f; /* padding, never summed */
+    Acc acc[S_WIDTH] = {0};
+    for (int i = 0; i < LEAF; i += VL) {
+        vf dx = load(x + i) - c->x_shift, dy = load(y + i) - c->y_shift;
+        COLLECT(full, acc[S_X_DEV], q[S_X_DEV], i, dx * dx);
+        COLLECT(full, acc[S_Y_DEV], q[S_Y_DEV], i, dy * dy);
     }
-    sums[S_X_DEV] = leaf_sum(q[S_X_DEV], n);
-    sums[S_Y_DEV] = leaf_sum(q[S_Y_DEV], n);
-    if (!c->want_kl) {
-        for (int k = S_KL_A; k < S_WIDTH; k++)
-            sums[k] = 0.0;
-        return;
+    if (c->want_kl) {
+        for (int i = 0; i < LEAF; i += VL) {
+            vf av = scaled(load(x + i), c->x_low, c->x_span);
+            vf bv = scaled(load(y + i), c->y_low, c->y_span);
+            store(a + i, av);
+            store(q[S_KL_LOG] + i, av / bv * c->kl_scale);
+            COLLECT(full, acc[S_KL_A], q[S_KL_A], i, av);
+            COLLECT(full, acc[S_KL_B], q[S_KL_B], i, bv);
+        }
+        /* in place, as the numpy path */
+        char *args[2] = {(char *)q[S_KL_LOG], (char *)q[S_KL_LOG]};
+        npy_intp dims[1] = {n}, steps[2] = {sizeof(float), sizeof(float)};
+        log_loop(args, dims, steps, log_data);
+        for (int i = 0; i < LEAF; i += VL)
+            COLLECT(full, acc[S_KL_LOG], q[S_KL_LOG], i, load(q[S_KL_LOG] + i) * load(a + i));
     }
-    for (int i = 0; i < LEAF; i++) {
-        float a = scaled(x[i], c->x_low, c->x_span), b = scaled(y[i], c->y_low, c->y_span);
-        q[S_KL_A][i] = a;
-        q[S_KL_B][i] = b;
-        q[S_KL_LOG][i] = a / b * c->kl_scale;
-    }
-    char *args[2] = {(char *)q[S_KL_LOG], (char *)q[S_KL_LOG]}; /* in place, as the numpy path */
-    npy_intp dims[1] = {n}, steps[2] = {sizeof(float), sizeof(float)};
-    log_loop(args, dims, steps, log_data);
-    for (int i = 0; i < LEAF; i++)
-        q[S_KL_LOG][i] *= q[S_KL_A][i];
-    for (int k = S_KL_A; k < S_WIDTH; k++)
-        sums[k] = leaf_sum(q[k], n);
+    for (int k = 0; k < S_WIDTH; k++)
+        sums[k] = k >= S_KL_A && !c->want_kl ? 0.0 : full ? tree(acc[k]) : leaf_sum(q[k], n);
 }
 
-VECTORISED static void leaf2(const Second *c, Py_ssize_t start, int n, double *sums)
+static void leaf2(const Second *c, Py_ssize_t start, int n, double *sums)
 {
     if (n == LEAF)
         leaf2_body(c, start, LEAF, sums);
@@ -425,7 +489,7 @@ static int second_chunk(const Second *c, int x_finite, int y_finite, Py_ssize_t 
 
 /* ---- bool counts --------------------------------------------------------------------- */
 
-VECTORISED static void bool_counts(const unsigned char *x, const unsigned char *y, Py_ssize_t n,
+static void bool_counts(const unsigned char *x, const unsigned char *y, Py_ssize_t n,
                                    int64_t *out)
 {
     int64_t x_true = 0, y_true = 0, both = 0, equal = 0;
