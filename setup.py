@@ -57,7 +57,10 @@ class OptionalBuildExt(build_ext):
 
 
 setup(
-    ext_modules=[Extension("precision_shell.analysis._fused_metrics",
-                           ["precision_shell/analysis/_fused_metrics.c"], optional=True)],
+    ext_modules=[Extension(
+        "precision_shell.analysis._fused_metrics",
+        [f"precision_shell/analysis/{name}.c" for name in ("_fused_metrics", "_fused_passes")],
+        depends=[f"precision_shell/analysis/{name}.h" for name in ("_fused_metrics", "_fused_vectors")],
+        optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )
