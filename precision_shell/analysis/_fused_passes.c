@@ -28,8 +28,15 @@ static void extremes_reset(Extremes *e)
         e->lo[j] = INFINITY, e->hi[j] = -INFINITY, e->nan[j] = 0;
 }
 
-static inline void extremes_add(Extremes *e, vf v, vi valid)
+/* ``full``: every lane valid (a compile-time constant in a full leaf) */
+static inline void extremes_add(Extremes *e, vf v, vi valid, int full)
 {
+    if (full) {
+        e->lo = min_ignoring_nan(v, e->lo);
+        e->hi = max_ignoring_nan(v, e->hi);
+        e->nan |= v != v;
+        return;
+    }
     e->lo = blend(valid & (v < e->lo), v, e->lo);
     e->hi = blend(valid & (v > e->hi), v, e->hi);
     e->nan |= valid & (v != v);
@@ -80,10 +87,10 @@ static inline __attribute__((always_inline)) void leaf1_body(First *c, Py_ssize_
         w5 -= (ratio < 0.005f) + (zero & (nudged < 0.005f));
         /* the vendor's r_i = |x / y - 1| where |y| > eps, else +0 */
         vf rel = (vf)((ay > EPS64) & (vi)vabs(xv / yv - 1.0f));
-        extremes_add(&x_ext, xv, valid);
-        extremes_add(&y_ext, yv, valid);
-        extremes_add(&abs_ext, ad, valid);
-        extremes_add(&rel_ext, rel, valid);
+        extremes_add(&x_ext, xv, valid, full);
+        extremes_add(&y_ext, yv, valid, full);
+        extremes_add(&abs_ext, ad, valid, full);
+        extremes_add(&rel_ext, rel, valid, full);
         COLLECT(full, acc[Q_X], q[Q_X], i, xv);
         COLLECT(full, acc[Q_Y], q[Q_Y], i, yv);
         COLLECT(full, acc[Q_XY], q[Q_XY], i, xv * yv);

@@ -44,6 +44,21 @@ static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
 
 static inline vf blend(vi mask, vf a, vf b) { return (vf)((mask & (vi)a) | (~mask & (vi)b)); }
 
+/* v < m ? v : m (and v > m ? v : m): m where v is NaN. x86's min/max instructions are
+   exactly that; elsewhere (NEON's propagate NaN) a compare and blend */
+#if VL == 8
+#include <immintrin.h>
+static inline vf min_ignoring_nan(vf v, vf m) { return (vf)_mm256_min_ps((__m256)v, (__m256)m); }
+static inline vf max_ignoring_nan(vf v, vf m) { return (vf)_mm256_max_ps((__m256)v, (__m256)m); }
+#elif defined(__SSE__)
+#include <xmmintrin.h>
+static inline vf min_ignoring_nan(vf v, vf m) { return (vf)_mm_min_ps((__m128)v, (__m128)m); }
+static inline vf max_ignoring_nan(vf v, vf m) { return (vf)_mm_max_ps((__m128)v, (__m128)m); }
+#else
+static inline vf min_ignoring_nan(vf v, vf m) { return blend(v < m, v, m); }
+static inline vf max_ignoring_nan(vf v, vf m) { return blend(v > m, v, m); }
+#endif
+
 static inline vf vabs(vf v) { return (vf)((vi)v & 0x7fffffff); }
 
 /* VL float16 or bfloat16 bit patterns -> float32 bit patterns, exactly */
