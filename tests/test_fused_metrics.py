@@ -179,3 +179,31 @@ def test_extension_is_built_where_a_compiler_exists():
     # so that CI never tests only the fallback without saying so
     assert fm.built(), "a C compiler exists but precision_shell.analysis._fused_metrics " \
                        "did not build: run 'python -m pip install -e .' and read its warning"
+
+
+@needs_ext
+def test_vc_writes_the_same_csv_through_the_kernel_and_numpy(sample_ws, tmp_path):
+    """The whole command: `vc` on the sample gives byte-identical CSV rows with the C kernel and
+    with PSHELL_NO_EXT=1, and `info` names the path each run used."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    ws, _ = sample_ws
+    outputs = {}
+    for label, env_value in (("c-extension", None), ("numpy (PSHELL_NO_EXT=1)", "1")):
+        env = {k_: v for k_, v in os.environ.items() if k_ != fm.DISABLE_VARIABLE}
+        if env_value:
+            env[fm.DISABLE_VARIABLE] = env_value
+        out = tmp_path / label.split()[0]
+        run = subprocess.run([sys.executable, "-m", "precision_shell", str(ws), "-o", str(out),
+                              "-c", "info; vc", "--format", "json"],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert run.returncode == 0, run.stderr
+        info = json.loads(run.stdout.splitlines()[0])
+        assert info["metrics_kernel"] == label
+        (csv_file,) = (out / "compare").glob("result_*.csv")
+        outputs[label] = csv_file.read_text().splitlines()[1:]   # row text, every metric cell
+    with_c, with_numpy = outputs.values()
+    assert with_c == with_numpy and len(with_c) > 30
