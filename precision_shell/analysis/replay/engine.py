@@ -1,0 +1,67 @@
+"""Run a reference kernel under exact and every profile, measure each replay against the NPU
+output and the golden, and judge (pure: arrays in, a :class:`~.verdict.Verdict` out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .kernels import Kernel
+from .metrics import cosine, max_ulps, rel_rmse
+from .profiles import EXACT, Profile, apply, format_of
+from .verdict import Candidate, InputCheck, Verdict, judge
+
+
+class ReplayError(ValueError):
+    """The kernel cannot run on these inputs (shapes disagree, wrong input count)."""
+
+
+@dataclass
+class OpCase:
+    """Everything a replay of one op needs, as plain values."""
+    op: str
+    type: str
+    attrs: dict
+    inputs: list[np.ndarray]                # NPU input dumps (logical layout)
+    outputs: list[np.ndarray]               # NPU output dumps
+    output_dtypes: list[str]                # numpy dtype names of the outputs
+    goldens: list[np.ndarray | None]        # golden per output (None: none)
+    input_checks: list[InputCheck]
+    fused_passes: list[str]
+
+
+def run_kernel(kernel: Kernel, case: OpCase, profile: Profile) -> list[np.ndarray]:
+    """The op's outputs replayed under ``profile``, rounded to the NPU output dtypes."""
+    fmts = [format_of(d) for d in case.output_dtypes]
+    try:
+        return apply(kernel, profile, case.inputs, case.attrs, [o.shape for o in case.outputs], fmts)
+    except (ValueError, IndexError, TypeError) as exc:
+        raise ReplayError(f"the {case.type} kernel cannot run on these inputs: {exc}") from None
+
+
+def _judged_output(case: OpCase) -> int:
+    """The output the verdict is about: the one furthest from its golden (cosine), else 0."""
+    scored = [(cosine(o, g), i) for i, (o, g) in enumerate(zip(case.outputs, case.goldens))
+              if g is not None and g.size == o.size]
+    scored = [(c if np.isfinite(c) else -2.0, i) for c, i in scored]
+    return min(scored)[1] if scored else 0
+
+
+def replay(kernel: Kernel, case: OpCase, profiles: list[Profile], threshold: float) -> Verdict:
+    k = _judged_output(case)
+    npu = np.asarray(case.outputs[k], dtype=np.float64)
+    golden = case.goldens[k] if k < len(case.goldens) else None
+    if golden is not None:
+        golden = np.asarray(golden, dtype=np.float64).reshape(npu.shape) if golden.size == npu.size else None
+    fmt = format_of(case.output_dtypes[k])
+    candidates = []
+    for profile in [EXACT] + [p for p in profiles if p != EXACT]:
+        y = run_kernel(kernel, case, profile)[k]
+        candidates.append(Candidate(profile.name, max_ulps(y, npu, fmt),
+                                    None if golden is None else rel_rmse(y, golden),
+                                    None if golden is None else cosine(y, golden)))
+    npu_err = None if golden is None else rel_rmse(npu, golden)
+    npu_cos = None if golden is None else cosine(npu, golden)
+    return judge(case.op, case.type, case.output_dtypes[k], k, candidates, npu_err, npu_cos,
+                 case.input_checks, threshold, fused_passes=case.fused_passes)
