@@ -1,0 +1,138 @@
+"""replay on the replay sample: designed verdicts from the generator's truth, the exported
+reproducer, and one-line errors."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from precision_shell.samples.writer import SampleOptions, write_workspace
+from tests.conftest import json_docs, run_cli
+
+
+@pytest.fixture(scope="module")
+def replay_ws(tmp_path_factory):
+    root = tmp_path_factory.mktemp("replay_ws")
+    return root, write_workspace(root, SampleOptions(variant="replay"))
+
+
+def test_every_designed_op_gets_its_verdict_and_profile(replay_ws, capsys):
+    root, manifest = replay_ws
+    truth = manifest["replay"]
+    assert {t["verdict"] for t in truth.values()} == {"upstream", "inherent", "emulated", "kernel"}
+    for op, want in truth.items():
+        rc, out, err = run_cli(capsys, root, "-c", f"replay {op}", "--format", "json")
+        assert rc == 0, err
+        doc = json_docs(out)[0]
+        assert (doc["op"], doc["verdict"], doc["profile"]) == (op, want["verdict"], want["profile"])
+        assert set(doc) >= {"op", "type", "verdict", "profile", "candidates", "advice"}
+        assert doc["candidates"][0]["profile"] == "exact"
+        if want["profile"]:
+            chosen = next(c for c in doc["candidates"] if c["profile"] == want["profile"])
+            assert chosen["error_vs_npu"] <= 0.25 * doc["candidates"][0]["error_vs_npu"]
+
+
+def test_upstream_names_the_failing_input(replay_ws, capsys):
+    root, manifest = replay_ws
+    op = next(o for o, t in manifest["replay"].items() if t["verdict"] == "upstream")
+    entry = next(e for e in manifest["ops"] if e["name"] == op)
+    rc, out, _ = run_cli(capsys, root, "-c", f"replay {op}", "--format", "json")
+    doc = json_docs(out)[0]
+    assert doc["upstream_input"] == f"{op}:input:0"
+    assert doc["inputs"][0]["cosine"] == pytest.approx(entry["inputs"][0]["cosine"], abs=1e-5)
+
+
+def test_text_output_shows_the_evidence_table(replay_ws, capsys):
+    root, _ = replay_ws
+    rc, out, _ = run_cli(capsys, root, "-c", "replay rsum/ReduceSum")
+    assert rc == 0
+    assert re.search(r"verdict\s+emulated", out) and re.search(r"profile\s+fp16-acc", out)
+    rows = {line.split()[0] for line in out.splitlines() if line.strip()}
+    assert {"exact", "fp16-acc", "bf16-acc", "npu"} <= rows
+
+
+def test_exported_reproducer_prints_the_same_numbers(replay_ws, capsys, tmp_path):
+    root, _ = replay_ws
+    for op in ("ln/LayerNorm", "chain/MatMul"):
+        target = tmp_path / op.replace("/", "_")
+        rc, out, err = run_cli(capsys, root, "-c", f"replay {op} --export {target}", "--format", "json")
+        assert rc == 0, err
+        doc = json_docs(out)[0]
+        ran = subprocess.run([sys.executable, "-I", str(target / "replay.py")], capture_output=True, text=True,
+                             timeout=120)
+        assert ran.returncode == 0, ran.stderr
+        table = {line.split()[0]: line.split()[1:] for line in ran.stdout.splitlines()[2:]}
+        for cand in doc["candidates"]:
+            ulps, err_g, cos = table[cand["profile"]]
+            assert float(ulps) == pytest.approx(cand["error_vs_npu"], rel=1e-5)
+            assert float(err_g) == pytest.approx(cand["error_vs_golden"], rel=1e-5)
+            assert float(cos) == pytest.approx(cand["cosine"], abs=1e-6)
+
+
+def test_named_profile_from_the_config_file(replay_ws, capsys, tmp_path, monkeypatch):
+    from precision_shell import config
+
+    root, _ = replay_ws
+    ini = tmp_path / "pshell.ini"
+    ini.write_text("[profiles]\nmlu370 = trunc-mantissa-20,ftz\n")
+    monkeypatch.setattr(config, "_current", config.load_config(ini))
+    rc, out, err = run_cli(capsys, root, "-c", "replay chain/Mul --profile mlu370 --profile fp16-acc",
+                           "--format", "json")
+    assert rc == 0, err
+    doc = json_docs(out)[0]
+    assert [c["profile"] for c in doc["candidates"]] == ["exact", "mlu370", "fp16-acc"]
+    assert (doc["verdict"], doc["profile"]) == ("emulated", "mlu370")
+
+
+@pytest.mark.parametrize("command, message", [
+    ("replay Node_Output", r"^error: no reference kernel for NetOutput$"),
+    ("replay mm/MatMul --profile fp12-acc", r"unknown profile 'fp12-acc'"),
+])
+def test_bad_requests_are_one_line(replay_ws, capsys, command, message):
+    root, _ = replay_ws
+    rc, out, err = run_cli(capsys, root, "-c", command)
+    assert rc in (1, 2)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and re.search(message, lines[0]), err
+    assert "Traceback" not in err + out
+
+
+def _broken_copy(tmp_path, replay_ws, edit) -> str:
+    import shutil
+
+    root, manifest = replay_ws
+    copy = tmp_path / "ws"
+    shutil.copytree(root, copy)
+    edit(copy, manifest)
+    return str(copy)
+
+
+def test_missing_dump_and_disagreeing_shapes_are_one_line(replay_ws, capsys, tmp_path):
+    def drop_dump(copy, manifest):
+        entry = next(e for e in manifest["ops"] if e["name"] == "mm/MatMul")
+        (copy / entry["dump_file"]).unlink()
+
+    ws = _broken_copy(tmp_path / "a", replay_ws, drop_dump)
+    rc, out, err = run_cli(capsys, ws, "-c", "replay mm/MatMul")
+    assert rc == 1 and "Traceback" not in err
+    assert [line for line in err.splitlines() if line.strip()] == [
+        next(line for line in err.splitlines() if "mm/MatMul has no dump file" in line)]
+
+    def reshape_in_graph(copy, manifest):
+        graph = copy / manifest["paths"]["graph_file"]
+        text = graph.read_text()
+        # the graph now says rsum/ReduceSum's input is (8, 1024, 2): the dump (8, 2048) disagrees
+        at = text.index('name: "rsum/ReduceSum"')
+        old = "i: 8\n            i: 2048\n"
+        assert old in text[at:]
+        graph.write_text(text[:at] + text[at:].replace(old, "i: 8\n            i: 1024\n            i: 2\n", 1))
+
+    ws = _broken_copy(tmp_path / "b", replay_ws, reshape_in_graph)
+    rc, out, err = run_cli(capsys, ws, "-c", "replay rsum/ReduceSum")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 1 and len(lines) == 1, err
+    assert "rsum/ReduceSum:input:0 has shape (8, 2048) in its dump, the graph says (8, 1024, 2)" in lines[0]
+    assert "Traceback" not in err + out
