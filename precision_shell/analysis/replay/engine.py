@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .kernels import Kernel
-from .metrics import cosine, max_ulps, rel_rmse
+from .metrics import CHUNK, cosine, max_ulps, rel_rmse
 from .profiles import EXACT, Profile, apply, format_of
 from .verdict import Candidate, InputCheck, Verdict, judge
 
@@ -40,6 +40,22 @@ def run_kernel(kernel: Kernel, case: OpCase, profile: Profile) -> list[np.ndarra
         raise ReplayError(f"the {case.type} kernel cannot run on these inputs: {exc}") from None
 
 
+def _run_chunked(kernel: Kernel, case: OpCase, profile: Profile, out: np.ndarray) -> np.ndarray:
+    """An elementwise op without broadcasting, replayed a slice at a time into ``out``: the
+    temporaries of a 16M-element op stay small (no full-size allocations per profile)."""
+    flat_out = out.reshape(-1)
+    flat_in = [x.reshape(-1) for x in case.inputs]
+    fmts = [format_of(case.output_dtypes[0])]
+    for start in range(0, flat_out.size, CHUNK):
+        end = min(start + CHUNK, flat_out.size)
+        try:
+            part = apply(kernel, profile, [x[start:end] for x in flat_in], case.attrs, [(end - start,)], fmts)
+        except (ValueError, IndexError, TypeError) as exc:
+            raise ReplayError(f"the {case.type} kernel cannot run on these inputs: {exc}") from None
+        flat_out[start:end] = part[0]
+    return out
+
+
 def _judged_output(case: OpCase) -> int:
     """The output the verdict is about: the one furthest from its golden (cosine), else 0."""
     scored = [(cosine(o, g), i) for i, (o, g) in enumerate(zip(case.outputs, case.goldens))
@@ -49,15 +65,19 @@ def _judged_output(case: OpCase) -> int:
 
 
 def replay(kernel: Kernel, case: OpCase, profiles: list[Profile], threshold: float) -> Verdict:
+    case.inputs = [np.asarray(x, dtype=np.float64) for x in case.inputs]   # once, not per profile
     k = _judged_output(case)
     npu = np.asarray(case.outputs[k], dtype=np.float64)
     golden = case.goldens[k] if k < len(case.goldens) else None
     if golden is not None:
         golden = np.asarray(golden, dtype=np.float64).reshape(npu.shape) if golden.size == npu.size else None
     fmt = format_of(case.output_dtypes[k])
+    chunked = (kernel.elementwise and len(case.outputs) == 1
+               and all(x.shape == npu.shape for x in case.inputs))
+    buffer = np.empty(npu.shape) if chunked else None
     candidates = []
     for profile in [EXACT] + [p for p in profiles if p != EXACT]:
-        y = run_kernel(kernel, case, profile)[k]
+        y = _run_chunked(kernel, case, profile, buffer) if chunked else run_kernel(kernel, case, profile)[k]
         candidates.append(Candidate(profile.name, max_ulps(y, npu, fmt),
                                     None if golden is None else rel_rmse(y, golden),
                                     None if golden is None else cosine(y, golden)))

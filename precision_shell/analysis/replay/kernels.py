@@ -21,6 +21,7 @@ class Kernel:
     module: object        # the family module (its source goes into the reproducer)
     function: str         # the function's name in it
     op_type: str | None   # passed as op_type= when the function serves several types
+    elementwise: bool     # each output element depends on the same element of each input only
 
     def __call__(self, ar, xs, attrs, out_shapes):
         fn: Callable = getattr(self.module, self.function)
@@ -32,23 +33,23 @@ class Kernel:
 def _table() -> dict[str, Kernel]:
     table: dict[str, Kernel] = {}
 
-    def add(types, module, function, pass_type: bool):
+    def add(types, module, function, pass_type: bool, elementwise: bool = False):
         for t in types:
-            table[t] = Kernel(module, function, t if pass_type else None)
+            table[t] = Kernel(module, function, t if pass_type else None, elementwise)
 
     add(("MatMul", "MatMulV2", "BatchMatMul", "BatchMatMulV2"), matmul, "matmul", False)
     add(("Conv2D",), conv, "conv2d", False)
-    add(("Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum"), elementwise, "binary", True)
+    add(("Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum"), elementwise, "binary", True, True)
     add(("BiasAdd",), elementwise, "bias_add", False)
     add(("Relu", "LeakyRelu", "Gelu", "FastGelu", "Sigmoid", "Tanh", "Softplus", "Swish", "SiLU"),
-        activation, "activation", True)
-    add(("Exp", "Log", "Sqrt", "Rsqrt", "Square", "Pow"), math_ops, "unary_math", True)
+        activation, "activation", True, True)
+    add(("Exp", "Log", "Sqrt", "Rsqrt", "Square", "Pow"), math_ops, "unary_math", True, True)
     add(("Softmax", "SoftmaxV2", "LogSoftmax", "LogSoftmaxV2"), softmax, "softmax", True)
     add(("LayerNorm",), norm, "layer_norm", False)
     add(("RmsNorm", "AddRmsNorm"), norm, "rms_norm", True)
     add(("ReduceSum", "ReduceSumD", "ReduceMean", "ReduceMeanD", "ReduceMax", "ReduceMaxD"),
         reduce, "reduce", True)
-    add(("Cast",), cast_layout, "cast", False)
+    add(("Cast",), cast_layout, "cast", False, True)
     add(("TransData", "Reshape", "Squeeze", "ExpandDims", "Flatten"), cast_layout, "reshape_like", True)
     add(("Transpose", "TransposeD"), cast_layout, "transpose", False)
     add(("ConcatV2", "ConcatV2D", "ConcatD"), cast_layout, "concat", False)

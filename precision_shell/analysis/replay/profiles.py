@@ -39,6 +39,9 @@ FORMATS = {
 }
 # numpy casts float64 -> float32 correctly rounded and fast (its float16 cast is slow)
 _NATIVE = {"float64": np.float64, "float32": np.float32}
+# float16: numpy's cast is correctly rounded too, and faster than the bit path on large arrays
+# only (its per-call cost dominates the short slices of a sequential reduction)
+_HALF_CAST_MIN = 1 << 15
 # profile words naming a format
 FORMAT_WORDS = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16",
                 "fp8-e4m3": "float8_e4m3fn", "fp8-e5m2": "float8_e5m2"}
@@ -62,55 +65,80 @@ def quantize(x: np.ndarray, fmt: str, *, bits: int | None = None, toward_zero: b
              ftz: bool = False) -> np.ndarray:
     """``x`` (float64) rounded to format ``fmt`` (``bits`` mantissa bits if given), as float64.
 
-    Nearest-even to float32 is numpy's own cast (correctly rounded from float64). Other
+    Nearest-even to float32 (float16 on large arrays) is numpy's own cast (correctly rounded
+    from float64). Other
     roundings work on the float64 bit pattern (nearest-even, or truncation) for normal values and
     on the format's fixed subnormal quantum below its smallest normal; values past the largest
     finite value become inf (nearest) or saturate (toward zero), NaN for formats without inf.
     ``ftz``: results below the smallest normal become signed zero."""
     x = np.asarray(x, dtype=np.float64)
     native = _NATIVE.get(fmt)
+    if fmt == "float16" and x.size >= _HALF_CAST_MIN:
+        native = np.float16
     if native is not None and bits is None and not toward_zero:
         with np.errstate(over="ignore"):
             y = x.astype(native).astype(np.float64)
-        return flush(y, fmt) if ftz else y
+        return _flush_own(y, 2.0 ** FORMATS[fmt][1]) if ftz else y
     mant, emin, largest, has_inf = FORMATS[fmt]
     if bits is not None:
         mant = bits
     drop = 52 - mant
-    y = x
     if drop > 0:
         raw = x.view(np.uint64)
         mask = np.uint64((0xFFFFFFFFFFFFFFFF << drop) & 0xFFFFFFFFFFFFFFFF)
-        if not toward_zero:
-            odd = (raw >> np.uint64(drop)) & np.uint64(1)
-            raw = raw + (np.uint64((1 << (drop - 1)) - 1) + odd)
-        y = (raw & mask).view(np.float64)
+        if toward_zero:
+            out = raw & mask
+        else:   # add half an ulp minus one, plus the kept lowest bit: ties go to even
+            out = raw >> np.uint64(drop)
+            out &= np.uint64(1)
+            out += np.uint64((1 << (drop - 1)) - 1)
+            out += raw
+            out &= mask
+        y = out.view(np.float64)
+    else:
+        y = x.copy()
     mag = np.abs(x)
     tiny = 2.0 ** emin
-    lowest, highest = np.fmin.reduce(mag, axis=None, initial=np.inf), np.fmax.reduce(mag, axis=None, initial=0.0)
-    if lowest < tiny or highest > largest or not np.isfinite(highest):
-        y = np.where(np.isfinite(x), y, x)   # a carry must not turn NaN/inf bit patterns into others
-        small = mag < tiny
-        if small.any():
+    small = mag < tiny
+    if small.any():
+        small &= mag > 0
+        if small.any():   # below the smallest normal: the format's fixed subnormal quantum
             quantum = 2.0 ** (emin - mant)
             scaled = x[small] / quantum
             y[small] = (np.trunc(scaled) if toward_zero else np.rint(scaled)) * quantum
-        over = np.isfinite(x) & (np.abs(y) > largest)
+    highest = mag.max(initial=0.0)
+    if not highest <= largest:    # also NaN
+        finite = np.isfinite(x)
+        if not finite.all():
+            y[~finite] = x[~finite]   # a carry must not turn NaN/inf bit patterns into others
+        over = finite & (np.abs(y) > largest)
         if over.any():
             if toward_zero:
                 y[over] = np.copysign(largest, x[over])
             else:
                 y[over] = np.copysign(np.inf, x[over]) if has_inf else np.nan
-    if y is x:
-        y = x.copy()
-    return flush(y, fmt) if ftz else y
+    return _flush_own(y, tiny) if ftz else y
+
+
+def _flush_own(y: np.ndarray, tiny: float) -> np.ndarray:
+    """Flush in place (``y`` is an array this module made)."""
+    with np.errstate(invalid="ignore"):
+        small = np.abs(y) < tiny
+    if small.any():
+        y[small] *= 0.0   # keeps the sign: -x * 0 is -0
+    return y
 
 
 def flush(x: np.ndarray, fmt: str) -> np.ndarray:
-    """Subnormals of ``fmt`` (and anything smaller) to signed zero."""
+    """Subnormals of ``fmt`` (and anything smaller) to signed zero; ``x`` itself when none."""
     tiny = 2.0 ** FORMATS[fmt][1]
     with np.errstate(invalid="ignore"):
-        return np.where(np.abs(x) < tiny, np.copysign(0.0, x), x)
+        small = np.abs(x) < tiny
+    if not small.any():
+        return x
+    y = np.array(x, dtype=np.float64)
+    y[small] *= 0.0
+    return y
 
 
 @dataclass(frozen=True)
@@ -202,6 +230,8 @@ class Arith:
 
     def out(self, x: np.ndarray, fmt: str) -> np.ndarray:
         y = self.r(x)
+        if self.work == fmt and self.bits is None and self.p.storage is None:
+            return y   # already rounded to the output format by r
         if self.p.storage is not None:
             y = quantize(y, self.p.storage, toward_zero=self.p.toward_zero, ftz=self.p.ftz)
         return quantize(y, fmt, toward_zero=self.p.toward_zero, ftz=self.p.ftz)
