@@ -4,7 +4,6 @@ export. Imported on first use by :mod:`.replay_cmd` so start-up does not pay for
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -63,10 +62,6 @@ def _check_shape(op: Any, j: int, array: np.ndarray) -> None:
                            f"says {tuple(shape)}: the dump does not belong to this graph")
 
 
-def _as_float(array: np.ndarray) -> np.ndarray:
-    return array.astype(np.float64) if array.dtype.kind in "fiub" or array.dtype.name == "bfloat16" else array
-
-
 def _input_check(op_name: str, j: int, x: np.ndarray, ref: str | None, golden: np.ndarray | None) -> InputCheck:
     tensor = f"{op_name}:input:{j}"
     if golden is None or golden.size != x.size:
@@ -95,7 +90,7 @@ def load_case(session: Session, op: Any) -> OpCase:
     outputs = [_tensor(session, op.name, "output", i) for i in range(len(header.outputs))]
     in_refs, out_refs = op_golden_refs(session.graph, session.dumps, session.golden, op, header)
     checks = [_input_check(op.name, j, x, ref, _golden(session, ref)) for j, (x, ref) in enumerate(zip(inputs, in_refs))]
-    return OpCase(op.name, op.type, _plain_attrs(op), [_as_float(x) for x in inputs], outputs,
+    return OpCase(op.name, op.type, _plain_attrs(op), inputs, outputs,
                   [o.dtype.name for o in outputs], [_golden(session, r) for r in out_refs], checks,
                   list(op.passes))
 

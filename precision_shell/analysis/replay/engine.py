@@ -29,13 +29,15 @@ class OpCase:
     goldens: list[np.ndarray | None]        # golden per output (None: none)
     input_checks: list[InputCheck]
     fused_passes: list[str]
+    values: list[bool] | None = None        # per input: floating (rounded by profiles); None: all
 
 
 def run_kernel(kernel: Kernel, case: OpCase, profile: Profile) -> list[np.ndarray]:
     """The op's outputs replayed under ``profile``, rounded to the NPU output dtypes."""
     fmts = [format_of(d) for d in case.output_dtypes]
     try:
-        return apply(kernel, profile, case.inputs, case.attrs, [o.shape for o in case.outputs], fmts)
+        return apply(kernel, profile, case.inputs, case.attrs, [o.shape for o in case.outputs], fmts,
+                     case.values)
     except (ValueError, IndexError, TypeError) as exc:
         raise ReplayError(f"the {case.type} kernel cannot run on these inputs: {exc}") from None
 
@@ -49,7 +51,8 @@ def _run_chunked(kernel: Kernel, case: OpCase, profile: Profile, out: np.ndarray
     for start in range(0, flat_out.size, CHUNK):
         end = min(start + CHUNK, flat_out.size)
         try:
-            part = apply(kernel, profile, [x[start:end] for x in flat_in], case.attrs, [(end - start,)], fmts)
+            part = apply(kernel, profile, [x[start:end] for x in flat_in], case.attrs, [(end - start,)], fmts,
+                         case.values)
         except (ValueError, IndexError, TypeError) as exc:
             raise ReplayError(f"the {case.type} kernel cannot run on these inputs: {exc}") from None
         flat_out[start:end] = part[0]
@@ -65,6 +68,8 @@ def _judged_output(case: OpCase) -> int:
 
 
 def replay(kernel: Kernel, case: OpCase, profiles: list[Profile], threshold: float) -> Verdict:
+    if case.values is None:
+        case.values = [np.asarray(x).dtype.kind == "f" or np.asarray(x).dtype.name == "bfloat16" for x in case.inputs]
     case.inputs = [np.asarray(x, dtype=np.float64) for x in case.inputs]   # once, not per profile
     k = _judged_output(case)
     npu = np.asarray(case.outputs[k], dtype=np.float64)

@@ -266,11 +266,14 @@ class Arith:
         return acc
 
 
-def apply(kernel, profile: Profile, inputs: list, attrs: dict, out_shapes: list, out_fmts: list) -> list:
-    """Run ``kernel`` under ``profile``: inputs through ``inp``, outputs shaped as the NPU's and
-    rounded to their formats. ValueError when the replay cannot have the NPU's shapes."""
+def apply(kernel, profile: Profile, inputs: list, attrs: dict, out_shapes: list, out_fmts: list,
+          values: list | None = None) -> list:
+    """Run ``kernel`` under ``profile``: the floating inputs (``values[j]`` true; all when not
+    given) through ``inp``, integer ones (shapes, axes) as they are; outputs shaped as the NPU's
+    and rounded to their formats. ValueError when the replay cannot have the NPU's shapes."""
     ar = Arith(profile, out_fmts[0] if out_fmts else "float64")
-    xs = [ar.inp(np.asarray(x, dtype=np.float64)) for x in inputs]
+    values = values if values is not None else [True] * len(inputs)
+    xs = [ar.inp(x) if value else np.asarray(x, dtype=np.float64) for x, value in zip(inputs, values)]
     ys = kernel(ar, xs, attrs, out_shapes)
     if len(ys) < len(out_shapes):
         raise ValueError(f"the kernel gives {len(ys)} outputs, the dump has {len(out_shapes)}")

@@ -17,8 +17,11 @@ def main():
     import json, os
     here = os.path.dirname(os.path.abspath(__file__))
     meta = json.load(open(os.path.join(here, "replay.json"), encoding="utf-8"))
-    load = lambda name: np.load(os.path.join(here, name), allow_pickle=False).astype(np.float64)
-    inputs = [load(name) for name in meta["inputs"]]
+    raw = lambda name: np.load(os.path.join(here, name), allow_pickle=False)
+    load = lambda name: raw(name).astype(np.float64)
+    inputs = [raw(name) for name in meta["inputs"]]
+    values = [x.dtype.kind == "f" for x in inputs]
+    inputs = [x.astype(np.float64) for x in inputs]
     npu = [load(name) for name in meta["npu_outputs"]]
     golden = load(meta["golden"]) if meta["golden"] else None
     k, fmts = meta["output"], meta["output_formats"]
@@ -29,7 +32,7 @@ def main():
     print("%-26s %16s %16s %10s" % ("profile", "max ulps vs NPU", "error vs golden", "cosine"))
     for name in ["exact"] + meta["profiles"]:
         profile = parse_profile(name, meta["named_profiles"])
-        y = apply(kernel, profile, inputs, meta["attrs"], [o.shape for o in npu], fmts)[k]
+        y = apply(kernel, profile, inputs, meta["attrs"], [o.shape for o in npu], fmts, values)[k]
         err = "-" if golden is None else "%.6g" % rel_rmse(y, golden)
         cos = "-" if golden is None else "%.6f" % cosine(y, golden)
         print("%-26s %16.6g %16s %10s" % (name, max_ulps(y, npu[k], fmts[k]), err, cos))
