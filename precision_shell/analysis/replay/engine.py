@@ -61,6 +61,8 @@ def _run_chunked(kernel: Kernel, case: OpCase, profile: Profile, out: np.ndarray
 
 def _judged_output(case: OpCase) -> int:
     """The output the verdict is about: the one furthest from its golden (cosine), else 0."""
+    if len(case.outputs) == 1:
+        return 0
     scored = [(cosine(o, g), i) for i, (o, g) in enumerate(zip(case.outputs, case.goldens))
               if g is not None and g.size == o.size]
     scored = [(c if np.isfinite(c) else -2.0, i) for c, i in scored]
