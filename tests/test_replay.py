@@ -136,3 +136,24 @@ def test_missing_dump_and_disagreeing_shapes_are_one_line(replay_ws, capsys, tmp
     assert rc == 1 and len(lines) == 1, err
     assert "rsum/ReduceSum:input:0 has shape (8, 2048) in its dump, the graph says (8, 1024, 2)" in lines[0]
     assert "Traceback" not in err + out
+
+
+def test_dump_missing_an_input_is_one_line(replay_ws, capsys, tmp_path):
+    from precision_shell.formats.dump_file import DumpTensor, read_device_array, read_dump_header, write_dump
+
+    def drop_second_input(copy, manifest):
+        entry = next(e for e in manifest["ops"] if e["name"] == "mm/MatMul")
+        path = copy / entry["dump_file"]
+        header = read_dump_header(path)
+
+        def tensor(e):
+            return DumpTensor(read_device_array(header, e), e.dtype, e.format, e.original_shape,
+                              e.original_name, e.original_output_index)
+        write_dump(path, "mm/MatMul", [tensor(header.inputs[0])], [tensor(o) for o in header.outputs])
+
+    ws = _broken_copy(tmp_path, replay_ws, drop_second_input)
+    rc, out, err = run_cli(capsys, ws, "-c", "replay mm/MatMul")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 1 and len(lines) == 1, err
+    assert "holds 1 inputs of mm/MatMul, the graph gives it 2: missing input dumps" in lines[0]
+    assert "Traceback" not in err + out

@@ -21,8 +21,8 @@ _HELP_JSON = ('JSON (--format json): {op, type, verdict (upstream|inherent|emula
                  "arithmetic (accumulator dtype, truncated mantissa, flush-to-zero), and say why its output "
                  "differs: upstream (an input already fails), inherent (the dtype is not enough), emulated "
                  "(which arithmetic explains it) or kernel (nothing does). " + _HELP_JSON,
-         example="replay ln1/LayerNorm\nreplay rsum/ReduceSum --profile fp16-acc --profile trunc-mantissa-20,ftz\n"
-                 "replay ln1/LayerNorm --export /tmp/ln1_repro",
+         example="replay ln/LayerNorm\nreplay rsum/ReduceSum --profile fp16-acc --profile trunc-mantissa-20,ftz\n"
+                 "replay ln/LayerNorm --export /tmp/ln_repro",
          args=[arg("op", complete="op", help="the op (exact name or a unique part of it)"),
                arg("--profile", action="append", metavar="P",
                    help="a profile to try instead of the defaults (repeat for several); words combine "
