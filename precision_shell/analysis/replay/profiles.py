@@ -110,7 +110,8 @@ def quantize(x: np.ndarray, fmt: str, *, bits: int | None = None, toward_zero: b
     if not highest <= largest:    # also NaN
         finite = np.isfinite(x)
         if not finite.all():
-            y[~finite] = x[~finite]   # a carry must not turn NaN/inf bit patterns into others
+            # a carry must not turn NaN/inf bit patterns into others; no inf: NaN
+            y[~finite] = x[~finite] if has_inf else np.nan
         over = finite & (np.abs(y) > largest)
         if over.any():
             if toward_zero:
