@@ -157,3 +157,23 @@ def test_dump_missing_an_input_is_one_line(replay_ws, capsys, tmp_path):
     assert rc == 1 and len(lines) == 1, err
     assert "holds 1 inputs of mm/MatMul, the graph gives it 2: missing input dumps" in lines[0]
     assert "Traceback" not in err + out
+
+
+def test_vcs_replay_adds_the_verdict_of_every_root(replay_ws, capsys):
+    root, manifest = replay_ws
+    truth = manifest["replay"]
+    rc, out, err = run_cli(capsys, root, "-c", "vcs --replay", "--format", "json")
+    rows = json_docs(out)[0]
+    roots = [r for r in rows if r["role"] == "root"]
+    assert roots, "the sample's unstable LayerNorm is a root of vcs"
+    for r in rows:
+        if r["role"] == "root":
+            assert (r["verdict"], r["replay_profile"]) == (truth[r["op"]]["verdict"], truth[r["op"]]["profile"])
+        else:
+            assert r["verdict"] is None
+    rc, out, err = run_cli(capsys, root, "-c", "vcs --replay; next")
+    first = roots[0]
+    panel = out[out.index(f"] {first['op']} ("):]
+    assert re.search(rf"replay\s+{truth[first['op']]['verdict']}: ", panel)
+    header = next(line for line in out.splitlines() if line.startswith("#"))
+    assert header.split()[-1] == "verdict"

@@ -251,7 +251,12 @@ def vcs(session: Session, args) -> Table:
     found = SuspectList(find_suspects(result, criteria, session.fusion), criteria, source)
     session.results["vcs"] = found
     session.results["cursor"] = FindingCursor("compare", found.suspects)
-    return suspects_table(found, limit, result.problems, info, coverage_report(session, result))
+    table = suspects_table(found, limit, result.problems, info, coverage_report(session, result))
+    if getattr(args, "replay", False):
+        from precision_shell.commands.replay_run import add_root_verdicts
+
+        add_root_verdicts(session, table, [s.op for s in found.suspects if s.role == "root"])
+    return table
 
 
 # ------------------------------------------------------------------------------------------------
@@ -275,6 +280,10 @@ def compare_panel(session: Session, s: Suspect, position: str) -> Sections:
         info += [("kernel", op.kernel or "-"), ("engine", op.engine or "-")]
     if s.fusion_blame:
         info.append(("fusion blame", s.fusion_blame))
+    replayed = session.results.get("replay", {}).get(s.op)
+    if replayed is not None:
+        info.append(("replay", f"{replayed.verdict}{f' ({replayed.profile})' if replayed.profile else ''}: "
+                               f"{replayed.advice}"))
     rows = []
     for t in s.inputs + s.outputs:
         m = t.metrics

@@ -25,6 +25,8 @@ from precision_shell.model.session import Session
 from precision_shell.model.tensor_resolve import resolve_tensor
 
 _SCALARS = (str, int, float, bool)
+# session.results key: op name -> the Verdict of its last replay (shown in the `next` panel)
+REPLAYED = "replay"
 
 
 def _plain_attrs(op: Any) -> dict:
@@ -97,7 +99,7 @@ def load_case(session: Session, op: Any) -> OpCase:
 
 def _profiles(args: Any) -> tuple[list, dict[str, str]]:
     named = current_config().profiles
-    texts = args.profile or list(DEFAULT_PROFILES) + sorted(named)
+    texts = (args.profile if args is not None else None) or list(DEFAULT_PROFILES) + sorted(named)
     out = []
     for text in texts:
         try:
@@ -169,16 +171,50 @@ def _result(v: Verdict, exported: str | None) -> Sections:
     return Sections(title=f"replay {v.op}", blocks=blocks, data=data)
 
 
-def run_replay(session: Session, args: Any) -> Sections:
-    op = session.resolve_op(args.op)
+def replay_op(session: Session, op: Any, profiles: list) -> tuple[Kernel, OpCase, Verdict]:
+    """Replay one graph op under ``profiles``; CommandError (one line) when it cannot be."""
     kernel = kernel_for(op.type)
     if kernel is None:
         raise CommandError(f"no reference kernel for {op.type}")
-    profiles, named = _profiles(args)
     case = load_case(session, op)
     try:
-        verdict = replay(kernel, case, profiles, session.settings.threshold)
+        return kernel, case, replay(kernel, case, profiles, session.settings.threshold)
     except ReplayError as exc:
         raise CommandError(f"replay {op.name}: {exc}") from None
+
+
+def run_replay(session: Session, args: Any) -> Sections:
+    op = session.resolve_op(args.op)
+    if kernel_for(op.type) is None:
+        raise CommandError(f"no reference kernel for {op.type}")
+    profiles, named = _profiles(args)
+    kernel, case, verdict = replay_op(session, op, profiles)
+    session.results.setdefault(REPLAYED, {})[op.name] = verdict
     exported = _export(session, args.export, kernel, case, verdict, profiles, named) if args.export else None
     return _result(verdict, exported)
+
+
+def verdict_text(v: Verdict) -> str:
+    return f"{v.verdict} ({v.profile})" if v.profile else v.verdict
+
+
+def add_root_verdicts(session: Session, table: Table, roots: list[str]) -> None:
+    """``vcs --replay``: replay every root with the default profiles; a ``verdict`` column (and
+    JSON key: null for propagated ops) and one note per root that could not be replayed."""
+    profiles, _ = _profiles(None)
+    done = session.results.setdefault(REPLAYED, {})
+    texts: dict[str, str] = {}
+    for name in roots:
+        try:
+            done[name] = replay_op(session, session.resolve_op(name), profiles)[2]
+            texts[name] = verdict_text(done[name])
+        except CommandError as exc:
+            texts[name] = "-"
+            table.notes.append(f"replay {name}: {exc}")
+    table.headers.append("verdict")
+    for row in table.rows:
+        row.append(texts.get(row[1], ""))
+    for row in table.json_rows or []:
+        v = done.get(row["op"]) if row["op"] in texts else None
+        row["verdict"] = v.verdict if v is not None else None
+        row["replay_profile"] = v.profile if v is not None else None
