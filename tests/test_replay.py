@@ -177,3 +177,29 @@ def test_vcs_replay_adds_the_verdict_of_every_root(replay_ws, capsys):
     assert re.search(rf"replay\s+{truth[first['op']]['verdict']}: ", panel)
     header = next(line for line in out.splitlines() if line.startswith("#"))
     assert header.split()[-1] == "verdict"
+
+
+def test_vcs_rank_excess_orders_by_observed_over_ideal_error(replay_ws, capsys):
+    import numpy as np
+
+    from precision_shell.formats.dump_file import read_dump_header, read_logical_array
+
+    root, manifest = replay_ws
+    rc, out, err = run_cli(capsys, root, "-c", "vcs --rank excess -c 0.99999999", "--format", "json")
+    assert rc == 0, err
+    rows = json_docs(out)[0]
+    ranked = [r["excess"] for r in rows if r["excess"] is not None]
+    assert ranked == sorted(ranked, reverse=True) and len(ranked) >= 3
+    # the fp16-accumulated ReduceSum, by hand: NPU error vs golden over that of fp16(exact sum of
+    # the golden inputs rounded to fp16)
+    row = next(r for r in rows if r["op"] == "rsum/ReduceSum")
+    load = lambda ref: np.load(root / manifest["golden_files"][ref]).astype(np.float64)  # noqa: E731
+    x, golden = load("rsum/x:0"), load("rsum/ReduceSum:0")
+    entry = next(e for e in manifest["ops"] if e["name"] == "rsum/ReduceSum")
+    header = read_dump_header(root / entry["dump_file"])
+    npu = read_logical_array(header, header.outputs[0]).astype(np.float64)
+    ideal = x.astype(np.float16).astype(np.float64).sum(axis=1).astype(np.float16).astype(np.float64)
+    rel = lambda y: np.sqrt(np.mean((y - golden) ** 2)) / np.sqrt(np.mean(golden ** 2))  # noqa: E731
+    assert row["expected_error"] == pytest.approx(rel(ideal), rel=1e-9)
+    assert row["excess"] == pytest.approx(rel(npu) / rel(ideal), rel=1e-9)
+    assert row["excess"] > 10   # fp16 accumulation: far worse than the fp16 output alone explains

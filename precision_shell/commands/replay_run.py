@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from precision_shell.analysis.compare_mapping import op_golden_refs
-from precision_shell.analysis.replay.engine import OpCase, ReplayError, replay
+from precision_shell.analysis.replay.engine import OpCase, ReplayError, ideal_error, replay
 from precision_shell.analysis.replay.kernels import Kernel, kernel_for
 from precision_shell.analysis.replay.metrics import cosine
 from precision_shell.analysis.replay.profiles import DEFAULT_PROFILES, format_of, parse_profile
@@ -91,10 +91,13 @@ def load_case(session: Session, op: Any) -> OpCase:
         _check_shape(op, j, x)
     outputs = [_tensor(session, op.name, "output", i) for i in range(len(header.outputs))]
     in_refs, out_refs = op_golden_refs(session.graph, session.dumps, session.golden, op, header)
-    checks = [_input_check(op.name, j, x, ref, _golden(session, ref)) for j, (x, ref) in enumerate(zip(inputs, in_refs))]
+    in_goldens = [_golden(session, ref) for ref in in_refs]
+    checks = [_input_check(op.name, j, x, ref, g) for j, (x, ref, g) in enumerate(zip(inputs, in_refs, in_goldens))]
+    shaped = [np.asarray(g).reshape(x.shape) if g is not None and g.size == x.size else None
+              for g, x in zip(in_goldens, inputs)]
     return OpCase(op.name, op.type, _plain_attrs(op), inputs, outputs,
                   [o.dtype.name for o in outputs], [_golden(session, r) for r in out_refs], checks,
-                  list(op.passes))
+                  list(op.passes), input_goldens=shaped, input_dtypes=[x.dtype.name for x in inputs])
 
 
 def _profiles(args: Any) -> tuple[list, dict[str, str]]:
@@ -218,3 +221,42 @@ def add_root_verdicts(session: Session, table: Table, roots: list[str]) -> None:
         v = done.get(row["op"]) if row["op"] in texts else None
         row["verdict"] = v.verdict if v is not None else None
         row["replay_profile"] = v.profile if v is not None else None
+
+
+def rank_by_excess(session: Session, suspects: list) -> tuple[list, dict[str, tuple[float, float] | None]]:
+    """``vcs --rank excess``: failing ops ordered by observed / expected error (the expected one
+    an ideal kernel in the NPU's dtypes would make), highest first; ops without a kernel or a
+    golden for every input last, in execution order."""
+    errors: dict[str, tuple[float, float] | None] = {}
+    for s in suspects:
+        op = session.graph.ops.get(s.op) if session.graph is not None else None
+        kernel = kernel_for(op.type) if op is not None else None
+        errors[s.op] = None
+        if kernel is not None:
+            try:
+                errors[s.op] = ideal_error(kernel, load_case(session, op))
+            except CommandError:
+                pass
+
+    def excess(name: str) -> float:
+        pair = errors.get(name)
+        if pair is None:
+            return -1.0
+        observed, expected = pair
+        return observed / expected if expected > 0 else (float("inf") if observed > 0 else 1.0)
+    ordered = sorted(suspects, key=lambda s: -excess(s.op))   # stable: execution order among equals
+    return ordered, {name: (pair[0], pair[1], excess(name)) if pair else None for name, pair in errors.items()}
+
+
+def add_excess_column(table: Table, excess: dict) -> None:
+    table.title = table.title.replace("in execution order", "ranked by excess")
+    table.headers.append("excess")
+    for row in table.rows:
+        found = excess.get(row[1])
+        row.append(f"{found[2]:.3g}" if found else "-")
+    for row in table.json_rows or []:
+        found = excess.get(row["op"])
+        row["expected_error"] = found[1] if found else None
+        row["excess"] = found[2] if found else None
+    table.notes.append("excess = error vs golden (relative RMS) / that of an ideal kernel in the NPU's dtypes "
+                       "(exact on the golden inputs, output rounded); highest first")

@@ -3,13 +3,13 @@ output and the golden, and judge (pure: arrays in, a :class:`~.verdict.Verdict` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .kernels import Kernel
 from .metrics import CHUNK, cosine, max_ulps, rel_rmse
-from .profiles import EXACT, Profile, apply, format_of
+from .profiles import EXACT, Profile, apply, format_of, quantize
 from .verdict import Candidate, InputCheck, Verdict, judge
 
 
@@ -30,6 +30,8 @@ class OpCase:
     input_checks: list[InputCheck]
     fused_passes: list[str]
     values: list[bool] | None = None        # per input: floating (rounded by profiles); None: all
+    input_goldens: list[np.ndarray | None] | None = None   # golden per input, shaped as the input
+    input_dtypes: list[str] | None = None   # numpy dtype names of the NPU inputs
 
 
 def run_kernel(kernel: Kernel, case: OpCase, profile: Profile) -> list[np.ndarray]:
@@ -92,3 +94,24 @@ def replay(kernel: Kernel, case: OpCase, profiles: list[Profile], threshold: flo
     npu_cos = None if golden is None else cosine(npu, golden)
     return judge(case.op, case.type, case.output_dtypes[k], k, candidates, npu_err, npu_cos,
                  case.input_checks, threshold, fused_passes=case.fused_passes)
+
+
+def ideal_error(kernel: Kernel, case: OpCase) -> tuple[float, float] | None:
+    """(observed, expected) error vs golden (relative RMS) of the judged output: the NPU's, and
+    that of an ideal kernel in the NPU's dtypes (exact kernel on the golden inputs rounded to
+    the NPU input dtypes, output rounded to the NPU output dtype). None when a golden is missing
+    or the kernel cannot run on the golden inputs."""
+    k = _judged_output(case)
+    golden = case.goldens[k] if k < len(case.goldens) else None
+    goldens_in = case.input_goldens or []
+    if golden is None or golden.size != case.outputs[k].size or len(goldens_in) != len(case.inputs) \
+            or any(g is None for g in goldens_in):
+        return None
+    dtypes = case.input_dtypes or ["float64"] * len(case.inputs)
+    ideal_inputs = [quantize(np.asarray(g, dtype=np.float64), format_of(d)) for g, d in zip(goldens_in, dtypes)]
+    try:
+        y = run_kernel(kernel, replace(case, inputs=ideal_inputs), EXACT)[k]
+    except ReplayError:
+        return None
+    golden = np.asarray(golden, dtype=np.float64).reshape(y.shape)
+    return rel_rmse(case.outputs[k], golden), rel_rmse(y, golden)
