@@ -203,3 +203,26 @@ def test_vcs_rank_excess_orders_by_observed_over_ideal_error(replay_ws, capsys):
     assert row["expected_error"] == pytest.approx(rel(ideal), rel=1e-9)
     assert row["excess"] == pytest.approx(rel(npu) / rel(ideal), rel=1e-9)
     assert row["excess"] > 10   # fp16 accumulation: far worse than the fp16 output alone explains
+
+
+def test_every_op_of_the_other_samples_replays(sample_ws, capsys, tmp_path):
+    """The convnet sample: its planted lossy LayerNorm is `kernel`, its consumers `upstream`, the
+    MaxPool (no kernel) one line; the bf16 AMP sample (no planted finding): all `inherent`."""
+    root, manifest = sample_ws
+    ops = [o for o in manifest["ops"] if o["type"] != "MaxPool"]
+    rc, out, err = run_cli(capsys, root, "-c", "; ".join(f"replay {o['name']}" for o in ops), "--format", "json")
+    verdicts = {d["op"]: d["verdict"] for d in json_docs(out)}
+    assert rc == 0 and set(verdicts) == {o["name"] for o in ops}, err
+    lossy = manifest["lossy"]["op"]
+    assert verdicts[lossy] == "kernel"
+    consumers = [o["name"] for o in ops if any(i["source"].startswith(lossy + ":") for i in o["inputs"])]
+    assert consumers and all(verdicts[c] == "upstream" for c in consumers)
+    rc, out, err = run_cli(capsys, root, "-c", "replay pool1/MaxPool")
+    assert rc == 1 and err.strip() == "error: no reference kernel for MaxPool"
+
+    amp = tmp_path / "amp"
+    amp_manifest = write_workspace(amp, SampleOptions(variant="bf16-amp"))
+    names = [o["name"] for o in amp_manifest["ops"]]
+    rc, out, err = run_cli(capsys, amp, "-c", "; ".join(f"replay {n}" for n in names), "--format", "json")
+    assert rc == 0, err
+    assert {d["op"]: d["verdict"] for d in json_docs(out)} == {n: "inherent" for n in names}

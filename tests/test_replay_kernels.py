@@ -188,6 +188,14 @@ def test_rounding_modes_and_storage_formats():
     assert storage.inp(np.array([1.0 + 2.0 ** -9]))[0] == 1.0
 
 
+@pytest.mark.parametrize("profile", ["exact", "fp16-acc", "trunc-mantissa-20,ftz", "bf16", "ftz"])
+def test_a_reduction_over_every_axis_gives_a_scalar(profile):
+    x = RNG.uniform(0.5, 1.5, (3, 4))
+    ar = Arith(parse_profile(profile), "float16")
+    (mean,) = kernel_for("ReduceMeanD")(ar, [ar.inp(x)], {"axes": [0, 1]}, [()])
+    assert np.asarray(mean).shape == () and float(ar.out(mean, "float16")) == pytest.approx(x.mean(), rel=2e-2)
+
+
 def test_profiles_combine_and_reject_unknown_words():
     p = parse_profile("trunc-mantissa-20,ftz")
     assert (p.trunc, p.ftz, p.acc) == (20, True, None)

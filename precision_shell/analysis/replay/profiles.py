@@ -72,6 +72,12 @@ def quantize(x: np.ndarray, fmt: str, *, bits: int | None = None, toward_zero: b
     finite value become inf (nearest) or saturate (toward zero), NaN for formats without inf.
     ``ftz``: results below the smallest normal become signed zero."""
     x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 0:   # numpy gives scalars, not arrays, for operations on 0-d arrays
+        return _quantize(x.reshape(1), fmt, bits, toward_zero, ftz).reshape(())
+    return _quantize(x, fmt, bits, toward_zero, ftz)
+
+
+def _quantize(x: np.ndarray, fmt: str, bits: int | None, toward_zero: bool, ftz: bool) -> np.ndarray:
     native = _NATIVE.get(fmt)
     if fmt == "float16" and x.size >= _HALF_CAST_MIN:
         native = np.float16
@@ -137,9 +143,7 @@ def flush(x: np.ndarray, fmt: str) -> np.ndarray:
         small = np.abs(x) < tiny
     if not small.any():
         return x
-    y = np.array(x, dtype=np.float64)
-    y[small] *= 0.0
-    return y
+    return np.where(small, np.copysign(0.0, x), x)
 
 
 @dataclass(frozen=True)
