@@ -196,6 +196,18 @@ def test_a_reduction_over_every_axis_gives_a_scalar(profile):
     assert np.asarray(mean).shape == () and float(ar.out(mean, "float16")) == pytest.approx(x.mean(), rel=2e-2)
 
 
+def test_excess_ratio_edge_cases():
+    from precision_shell.analysis.replay.engine import excess_ratio
+
+    inf = float("inf")
+    assert excess_ratio(0.3, 0.1) == pytest.approx(3.0)
+    assert excess_ratio(inf, inf) == 1.0          # the ideal kernel overflows the dtype too
+    assert excess_ratio(0.1, inf) == 0.0
+    assert excess_ratio(inf, 0.1) == inf
+    assert excess_ratio(0.0, 0.0) == 1.0 and excess_ratio(0.1, 0.0) == inf
+    assert excess_ratio(float("nan"), 0.1) is None
+
+
 def test_profiles_combine_and_reject_unknown_words():
     p = parse_profile("trunc-mantissa-20,ftz")
     assert (p.trunc, p.ftz, p.acc) == (20, True, None)

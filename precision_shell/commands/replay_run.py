@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from precision_shell.analysis.compare_mapping import op_golden_refs
-from precision_shell.analysis.replay.engine import OpCase, ReplayError, ideal_error, replay
+from precision_shell.analysis.replay.engine import OpCase, ReplayError, excess_ratio, ideal_error, replay
 from precision_shell.analysis.replay.kernels import Kernel, kernel_for
 from precision_shell.analysis.replay.metrics import cosine
 from precision_shell.analysis.replay.profiles import DEFAULT_PROFILES, format_of, parse_profile
@@ -238,14 +238,10 @@ def rank_by_excess(session: Session, suspects: list) -> tuple[list, dict[str, tu
             except CommandError:
                 pass
 
-    def excess(name: str) -> float:
-        pair = errors.get(name)
-        if pair is None:
-            return -1.0
-        observed, expected = pair
-        return observed / expected if expected > 0 else (float("inf") if observed > 0 else 1.0)
-    ordered = sorted(suspects, key=lambda s: -excess(s.op))   # stable: execution order among equals
-    return ordered, {name: (pair[0], pair[1], excess(name)) if pair else None for name, pair in errors.items()}
+    ratios = {name: excess_ratio(*pair) if pair else None for name, pair in errors.items()}
+    ordered = sorted(suspects, key=lambda s: (ratios[s.op] is None, -(ratios[s.op] or 0.0)))  # stable
+    return ordered, {name: (errors[name][0], errors[name][1], ratio) if ratio is not None else None
+                     for name, ratio in ratios.items()}
 
 
 def add_excess_column(table: Table, excess: dict) -> None:

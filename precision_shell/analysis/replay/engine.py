@@ -115,3 +115,15 @@ def ideal_error(kernel: Kernel, case: OpCase) -> tuple[float, float] | None:
         return None
     golden = np.asarray(golden, dtype=np.float64).reshape(y.shape)
     return rel_rmse(case.outputs[k], golden), rel_rmse(y, golden)
+
+
+def excess_ratio(observed: float, expected: float) -> float | None:
+    """observed / expected error; an ideal kernel that overflows too (both infinite) gives 1,
+    zero expected error gives inf unless the NPU has none either; None when undefined (NaN)."""
+    if observed != observed or expected != expected:
+        return None
+    if np.isinf(expected):
+        return 1.0 if np.isinf(observed) else 0.0
+    if expected == 0:
+        return 1.0 if observed == 0 else float("inf")
+    return observed / expected
