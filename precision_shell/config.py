@@ -14,6 +14,9 @@ Layout::
     output =
     editing_mode = emacs
     color = on
+
+    [profiles]
+    mlu370 = trunc-mantissa-20,ftz
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from precision_shell.atomic_write import write_atomic
 from precision_shell.errors import FormatError, PshellError, UsageError
 
 SECTION = "pshell"
+PROFILES_SECTION = "profiles"
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
 
@@ -136,6 +140,8 @@ class Config:
     color: bool = True
     path: Path | None = None
     warnings: list[str] = field(default_factory=list)   # bad lines skipped while loading
+    # [profiles]: user-named replay arithmetic profiles, e.g. mlu370 = trunc-mantissa-20,ftz
+    profiles: dict[str, str] = field(default_factory=dict)
     # The output folder workspace discovery chose, kept so `config set output default` can go back.
     discovered_output: Path | None = field(default=None, repr=False)
 
@@ -208,8 +214,10 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
     except (configparser.Error, UnicodeDecodeError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise FormatError(target, f"not an INI config file: {first_line}") from None
+    if parser.has_section(PROFILES_SECTION):
+        config.profiles = {name.lower(): text for name, text in parser.items(PROFILES_SECTION)}
     if not parser.has_section(SECTION):
-        if parser.sections():
+        if parser.sections() and not config.profiles:
             config.warnings.append(f"{target}: no [{SECTION}] section; settings ignored")
         return config
     for name, text in parser.items(SECTION):
@@ -225,6 +233,8 @@ def save_config(config: Config, path: str | os.PathLike | None = None) -> Path:
     target = Path(path).expanduser() if path else (config.path or default_config_path())
     parser = configparser.ConfigParser(interpolation=None)
     parser[SECTION] = {name: format_value(value) for name, value in config.values().items()}
+    if config.profiles:
+        parser[PROFILES_SECTION] = dict(config.profiles)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -40,7 +40,7 @@ def compare(session: Session, args: Any):
          summary="Failing ops of the compare (output cosine <= COS, NaN fails too), in execution "
                  "order, each `root` (inputs still match, output does not) or `propagated`; the first "
                  "root is the first divergence. Runs `vc` first when needed; -f reads vendor CSVs.",
-         example='vcs\nvcs -c 0.99 -l 0\nvcs --metric "max_abs_error>0.1"\n'
+         example='vcs\nvcs -c 0.99 -l 0\nvcs --metric "max_abs_error>0.1"\nvcs --replay\nvcs --rank excess\n'
                  "vcs -f precision_data/temp/vector_compare/20240125/result_20240125.csv",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
@@ -50,7 +50,13 @@ def compare(session: Session, args: Any):
                    help="vendor result_*.csv files (old and new layouts) instead of the last `vc`"),
                arg("--metric", nargs="+", action="extend", metavar="NAME<VALUE",
                    help="also fail outputs where this holds, e.g. \"max_abs_error>0.1\" (quote it: "
-                        "> redirects); names: cosine, max_abs_error, mean_relative_error, ...")])
+                        "> redirects); names: cosine, max_abs_error, mean_relative_error, ..."),
+               arg("--rank", choices=("order", "excess"), default="order",
+                   help="row order: execution order (default) or excess, the error vs golden over "
+                        "that of an ideal kernel in the NPU's dtypes (noise-aware), highest first"),
+               arg("--replay", action="store_true",
+                   help="replay every root (see `replay`) and add its verdict column (JSON: verdict, "
+                        "replay_profile)")])
 def vcs(session: Session, args: Any):
     return _run().vcs(session, args)
 

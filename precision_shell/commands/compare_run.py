@@ -249,9 +249,23 @@ def vcs(session: Session, args) -> Table:
             f"{result.elapsed:.2f} s; CSV {result.csv_path})"] if ran_vc and result.mode != "csv" else []
     source = "vendor CSV" if result.mode == "csv" else ("partial compare" if result.cancelled else "compare")
     found = SuspectList(find_suspects(result, criteria, session.fusion), criteria, source)
+    excess = None
+    if getattr(args, "rank", "order") == "excess":
+        from precision_shell.commands.replay_run import rank_by_excess
+
+        found.suspects, excess = rank_by_excess(session, found.suspects)
     session.results["vcs"] = found
     session.results["cursor"] = FindingCursor("compare", found.suspects)
-    return suspects_table(found, limit, result.problems, info, coverage_report(session, result))
+    table = suspects_table(found, limit, result.problems, info, coverage_report(session, result))
+    if excess is not None:
+        from precision_shell.commands.replay_run import add_excess_column
+
+        add_excess_column(table, excess)
+    if getattr(args, "replay", False):
+        from precision_shell.commands.replay_run import add_root_verdicts
+
+        add_root_verdicts(session, table, [s.op for s in found.suspects if s.role == "root"])
+    return table
 
 
 # ------------------------------------------------------------------------------------------------
@@ -275,6 +289,10 @@ def compare_panel(session: Session, s: Suspect, position: str) -> Sections:
         info += [("kernel", op.kernel or "-"), ("engine", op.engine or "-")]
     if s.fusion_blame:
         info.append(("fusion blame", s.fusion_blame))
+    replayed = session.results.get("replay", {}).get(s.op)
+    if replayed is not None:
+        info.append(("replay", f"{replayed.verdict}{f' ({replayed.profile})' if replayed.profile else ''}: "
+                               f"{replayed.advice}"))
     rows = []
     for t in s.inputs + s.outputs:
         m = t.metrics

@@ -4,6 +4,7 @@ Default: the small convnet workspace committed as ``sample_data/convnet``. ``--s
 ``--files N`` append a benchmark tower to reach ~MB of NPU dumps or ~N dump files.
 ``--variant bf16-amp``: a bf16 mixed-precision network instead (AMP casts, GE-inserted
 TransData; no planted finding), the vendor-fidelity workspace of ``bench/vendor_fidelity.py``.
+``--variant replay``: one op for each verdict of ``replay`` (manifest key ``replay``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed; also fixes all times (default 0)")
     p.add_argument("--variant", choices=tuple(VARIANTS), default="convnet",
                    help="the network: convnet (fp16, planted root cause and overflow) or bf16-amp "
-                        "(bf16 AMP casts and GE-inserted TransData) (default convnet)")
+                        "(bf16 AMP casts and GE-inserted TransData) or replay (one op per replay verdict, truth "
+                        "in the manifest) (default convnet)")
     p.add_argument("--name-fields", type=int, choices=(4, 5, 9), default=5,
                    help="dump file name grammar: type.name.task[.stream].ts[.x.x.x.x] (default 5)")
     p.add_argument("--opdebug-layout", choices=("old", "new"), default="old",

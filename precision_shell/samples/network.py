@@ -57,6 +57,7 @@ class NetworkRun:
     lossy_op: str | None                # planted findings; None when a variant has none
     overflow_op: str | None
     overflow_status: int = OVERFLOW_STATUS
+    replay_truth: dict | None = None    # the replay sample: op -> {verdict, profile}
 
     def op(self, name: str) -> NpuOp:
         for op in self.ops:
