@@ -1,0 +1,140 @@
+"""dump.json leaves (framework-dumps.md A2) for the values a call saw, with deferred statistics.
+
+Statistics are taken in float32 after an up-cast (float64 stays float64), unlike msprobe's
+in-dtype ones, so a bf16 run's Norm is not rounded to 8 mantissa bits. Each leaf's statistics stay
+a small device tensor until :meth:`LeafMaker.resolve`, which moves them all to the host at once:
+one device sync per flush, not one per call. Tensor files are written as the call happens, so
+host memory stays bounded; :class:`TensorFiles` stops writing (statistics go on) when the
+``max_bytes`` budget or the disk runs out, and says why once.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import torch
+
+_STAT_KEYS = ("Max", "Min", "Mean", "Norm")
+
+
+class TensorFiles:
+    """``dump_tensor_data/{data_name}`` writer with a byte budget."""
+
+    def __init__(self, folder: str, max_bytes: int | None) -> None:
+        self.folder = folder
+        self.max_bytes = max_bytes
+        self.bytes_written = 0
+        self.files_written = 0
+        self.stopped: str | None = None     # why tensors are no longer written
+
+    def save(self, tensor: torch.Tensor, data_name: str) -> bool:
+        if self.stopped:
+            return False
+        size = tensor.numel() * tensor.element_size()
+        if self.max_bytes is not None and self.bytes_written + size > self.max_bytes:
+            self.stopped = (f"--max-bytes {self.max_bytes} reached after {self.bytes_written} "
+                            f"bytes in {self.files_written} files")
+            return False
+        path = os.path.join(self.folder, data_name)
+        try:
+            torch.save(tensor.detach().to("cpu").contiguous().clone(), path)
+        except OSError as exc:
+            reason = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+            self.stopped = f"writing {path} failed: {reason}"
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+            return False
+        self.bytes_written += size
+        self.files_written += 1
+        return True
+
+
+def _stat_vector(t: torch.Tensor) -> tuple[torch.Tensor, str] | None:
+    """(float64 vector, kind): kind "float" -> Max, Min, Mean, Norm; "int" -> Max, Min; "bool"."""
+    if t.numel() == 0 or t.device.type == "meta":
+        return None
+    t = t.detach()
+    if t.dtype is torch.bool:
+        return torch.stack((t.any(), t.all())).to(torch.float64), "bool"
+    if t.is_complex():
+        t = t.abs()
+    if t.is_floating_point():
+        x = t if t.dtype is torch.float64 else t.to(torch.float32)
+        stats = torch.stack((x.max(), x.min(), x.mean(), torch.linalg.vector_norm(x)))
+        return stats.to(torch.float64), "float"
+    return torch.stack((t.max(), t.min())).to(torch.float64), "int"
+
+
+class LeafMaker:
+    """Builds leaves; tensor leaves get their statistics filled in by :meth:`resolve`."""
+
+    def __init__(self, files: TensorFiles | None) -> None:
+        self.files = files
+        self._pending: list[tuple[dict, torch.Tensor, str]] = []
+
+    def tensor(self, t: torch.Tensor, data_name: str | None) -> dict:
+        leaf = {"type": "torch.Tensor", "dtype": str(t.dtype), "shape": list(t.shape),
+                "Max": None, "Min": None, "Mean": None, "Norm": None,
+                "requires_grad": bool(t.requires_grad)}
+        stats = _stat_vector(t)
+        if stats is not None:
+            self._pending.append((leaf, *stats))
+        if data_name is not None and self.files is not None:
+            file_name = data_name + ".pt"
+            if self.files.save(t, file_name):
+                leaf["data_name"] = file_name
+        return leaf
+
+    def value(self, v, data_name: str | None, on_tensor=None):
+        """The leaf tree of any argument; ``on_tensor(tensor, path)`` sees every tensor leaf."""
+        if isinstance(v, torch.Tensor):
+            if on_tensor is not None:
+                on_tensor(v, data_name)
+            return self.tensor(v, data_name)
+        if v is None:
+            return None
+        if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
+            return [self.value(x, _child(data_name, i), on_tensor) for i, x in enumerate(v)]
+        if isinstance(v, dict):
+            return {str(k): self.value(x, _child(data_name, k), on_tensor) for k, x in v.items()}
+        if isinstance(v, bool):
+            return {"type": "bool", "value": v}
+        if isinstance(v, (int, float, str)):
+            return {"type": type(v).__name__, "value": v}
+        if isinstance(v, torch.Size):
+            return {"type": "torch.Size", "value": list(v)}
+        if isinstance(v, slice):
+            return {"type": "slice", "value": [_plain(v.start), _plain(v.stop), _plain(v.step)]}
+        if isinstance(v, (torch.dtype, torch.device)):
+            return {"type": f"torch.{type(v).__name__}", "value": str(v)}
+        return {"type": f"{type(v).__module__}.{type(v).__qualname__}"}
+
+    def resolve(self) -> None:
+        """Fill every pending leaf's statistics: one host transfer per device."""
+        by_device: dict[torch.device, list] = {}
+        for item in self._pending:
+            by_device.setdefault(item[1].device, []).append(item)
+        self._pending = []
+        for items in by_device.values():
+            values = torch.cat([vec for _, vec, _ in items]).tolist()
+            pos = 0
+            for leaf, vec, kind in items:
+                chunk = values[pos:pos + vec.numel()]
+                pos += vec.numel()
+                if kind == "bool":
+                    leaf["Max"], leaf["Min"] = bool(chunk[0]), bool(chunk[1])
+                elif kind == "int":
+                    leaf["Max"], leaf["Min"] = int(chunk[0]), int(chunk[1])
+                else:
+                    leaf.update(zip(_STAT_KEYS, chunk))
+
+
+def _child(path: str | None, key) -> str | None:
+    return None if path is None else f"{path}.{key}"
+
+
+def _plain(v):
+    return v if v is None or isinstance(v, (int, float)) else str(v)

@@ -1,0 +1,48 @@
+"""The files of one ``step{N}/rank{R}`` folder: msprobe's layout (framework-dumps.md A1-A3) and
+the ``pshell_meta.json`` sidecar msprobe ignores (B3)."""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+
+from ..atomic_write import write_atomic
+
+META_FILE = "pshell_meta.json"
+META_FORMAT = "pshell-capture/1"
+
+EDGE_RULE = ("edges: forward input leaf -> the output leaf that produced that tensor object "
+             "(views made by unrecorded calls resolved to their base; 'param:NAME' for a model "
+             "parameter; null when the tensor was made before the capture or by an unrecorded call)")
+
+
+def _write_json(path: str, obj) -> None:
+    write_atomic(path, lambda f: (json.dump(obj, f, indent=1), f.write("\n")))
+
+
+def _frame_text(frame: tuple) -> str:
+    file, line, function = frame
+    return f"File {file}, line {line}, in {function}, \n {linecache.getline(file, line).strip()}"
+
+
+def grouped_stacks(stacks: dict[str, tuple]) -> dict[str, list]:
+    """stack.json in msprobe's grouped format: names sharing one call stack, then its frames."""
+    groups: dict[tuple, list[str]] = {}
+    for name, frames in stacks.items():
+        groups.setdefault(frames, []).append(name)
+    return {str(i): [names, [_frame_text(f) for f in frames]]
+            for i, (frames, names) in enumerate(groups.items())}
+
+
+def write_rank_folder(rec, meta: dict) -> None:
+    """dump.json, stack.json, construct.json and pshell_meta.json of one recorder."""
+    rec.leaves.resolve()
+    tensor_dir = rec.files.folder if rec.files is not None else None
+    _write_json(os.path.join(rec.rank_dir, "dump.json"),
+                {"task": rec.mode, "level": rec.level, "framework": "pytorch",
+                 "dump_data_dir": tensor_dir, "data": rec.data})
+    _write_json(os.path.join(rec.rank_dir, "stack.json"), grouped_stacks(rec.stacks))
+    _write_json(os.path.join(rec.rank_dir, "construct.json"), rec.construct)
+    _write_json(os.path.join(rec.rank_dir, META_FILE), {**meta, "edge_rule": EDGE_RULE,
+                                                         "edges": rec.edges})
