@@ -38,7 +38,7 @@ _NOT_RECORDED = frozenset((
     "__bool__", "__index__", "__int__", "__float__", "__complex__", "__array__", "__array_wrap__",
     "__contains__", "__iter__", "__reduce_ex__", "__deepcopy__", "__setstate__", "__dlpack__",
     "__dlpack_device__", "__reversed__", "__dir__", "__sizeof__"))
-_NOT_RECORDED_PREFIXES = ("torch.autograd.", "torch.cuda.", "torch._C.", "torch.utils.")
+_NOT_RECORDED_PREFIXES = ("torch.autograd.", "torch.cuda.", "torch._C.", "torch.utils.", "torch.nn.init.")
 
 IN_PLACE_DUNDERS = frozenset(d for d in OPERATOR_DUNDERS if d.startswith("__i")) | {"__setitem__"}
 
@@ -71,15 +71,16 @@ class ApiNames:
 
     @staticmethod
     def _resolve(func) -> str | None:
-        full = resolve_name(func) or ""
-        if not full:
-            return f"Torch.{getattr(func, '__name__', 'unknown')}"
+        full = resolve_name(func) or f"torch.{getattr(func, '__name__', 'unknown')}"
         if full.endswith((".__get__", ".__set__", ".__delete__")):
             return None
         if full.startswith(_NOT_RECORDED_PREFIXES):
             return None
-        if full.rpartition(".")[2] in _NOT_RECORDED:
+        short = full.rpartition(".")[2]
+        if short in _NOT_RECORDED:
             return None
+        if short.startswith("_") and not short.startswith("__"):
+            return None     # private helpers (torch._set_grad_enabled from no_grad())
         for head, prefix in _PREFIXES:
             if full.startswith(head):
                 # torch.linalg.norm -> Torch.linalg_norm: a dot would split the entry name
