@@ -19,6 +19,7 @@ import precision_shell  # noqa: E402
 from precision_shell.capture import CaptureError, capture  # noqa: E402
 from precision_shell.capture.runner import main  # noqa: E402
 from precision_shell.formats.msprobe_dump import read_msprobe_dump  # noqa: E402
+from precision_shell.formats.torch_pt import load_pt_tensor  # noqa: E402
 
 TRAIN = """
 import sys
@@ -239,3 +240,23 @@ def test_nothing_outside_the_capture_package_imports_torch():
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert len(modules) > 40 and done.stdout.strip() == "[]"
+
+
+def test_same_tensor_saved_twice_is_one_file_linked_until_it_changes(tmp_path):
+    w = torch.ones(3)
+    with capture(tmp_path, mode="tensor", level="api") as cap:
+        w * 2
+        w * 3
+        w.add_(1)
+        w * 4
+    folder = Path(cap.written[0]) / "dump_tensor_data"
+
+    def inode(name):
+        return (folder / f"{name}.pt").stat().st_ino
+    assert inode("Tensor.__mul__.0.forward.input.0") == inode("Tensor.__mul__.1.forward.input.0") \
+        == inode("Tensor.add_.0.forward.input.0")
+    assert inode("Tensor.__mul__.2.forward.input.0") == inode("Tensor.add_.0.forward.output.0") \
+        != inode("Tensor.__mul__.0.forward.input.0")
+    assert load_pt_tensor(folder / "Tensor.__mul__.0.forward.input.0.pt").tolist() == [1.0] * 3
+    assert load_pt_tensor(folder / "Tensor.__mul__.2.forward.input.0.pt").tolist() == [2.0] * 3
+    assert _meta(Path(cap.written[0]))["tensor_files_linked"] == 3

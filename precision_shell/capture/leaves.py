@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import weakref
 
 import torch
 
@@ -27,6 +28,12 @@ class TensorFiles:
         self.bytes_written = 0
         self.files_written = 0
         self.stopped: str | None = None     # why tensors are no longer written
+        self.linked = 0
+        # (storage address, offset, shape, stride, dtype, version) -> (weakref to the tensor,
+        # file): the same bytes saved again in this step (a weight as linear's input.1 and as
+        # its module's parameters.weight) become a hard link. The weakref must still be alive,
+        # so the address cannot belong to a freed tensor's reused memory.
+        self._saved: dict[tuple, tuple] = {}
 
     def save(self, tensor: torch.Tensor, data_name: str) -> bool:
         if self.stopped:
@@ -37,8 +44,13 @@ class TensorFiles:
                             f"bytes in {self.files_written} files")
             return False
         path = os.path.join(self.folder, data_name)
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
+               tuple(tensor.stride()), tensor.dtype, tensor.device, tensor._version)
+        earlier = self._saved.get(key)
         try:
-            torch.save(tensor.detach().to("cpu").contiguous().clone(), path)
+            if earlier is not None and earlier[0]() is not None and self._link(earlier[1], path):
+                return True
+            torch.save(_exact_cpu_copy(tensor), path)
         except OSError as exc:
             reason = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
             self.stopped = f"writing {path} failed: {reason}"
@@ -49,7 +61,27 @@ class TensorFiles:
             return False
         self.bytes_written += size
         self.files_written += 1
+        self._saved[key] = (weakref.ref(tensor), path)
         return True
+
+    def _link(self, existing: str, path: str) -> bool:
+        try:
+            os.link(existing, path)
+        except OSError:
+            return False        # no hard links here: write the file
+        self.files_written += 1
+        self.linked += 1
+        return True
+
+
+def _exact_cpu_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor whose storage is exactly its elements (torch.save writes whole storages);
+    a CPU tensor that already is one is saved as it is, without a copy."""
+    t = tensor.detach()
+    if t.device.type == "cpu" and t.is_contiguous() and t.storage_offset() == 0 \
+            and t.untyped_storage().nbytes() == t.numel() * t.element_size():
+        return t
+    return t.to("cpu").contiguous().clone()
 
 
 def _stat_vector(t: torch.Tensor) -> tuple[torch.Tensor, str] | None:
@@ -82,7 +114,7 @@ class LeafMaker:
         stats = _stat_vector(t)
         if stats is not None:
             self._pending.append((leaf, *stats))
-        if data_name is not None and self.files is not None:
+        if data_name is not None and self.files is not None and t.device.type != "meta":
             file_name = data_name + ".pt"
             if self.files.save(t, file_name):
                 leaf["data_name"] = file_name

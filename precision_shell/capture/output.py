@@ -17,8 +17,9 @@ EDGE_RULE = ("edges: forward input leaf -> the output leaf that produced that te
              "parameter; null when the tensor was made before the capture or by an unrecorded call)")
 
 
-def _write_json(path: str, obj) -> None:
-    write_atomic(path, lambda f: (json.dump(obj, f, indent=1), f.write("\n")))
+def _write_json(path: str, obj, indent: int | None = 1) -> None:
+    # json.dumps without indent runs the C encoder: 10x faster on a large dump.json
+    write_atomic(path, lambda f: f.write(json.dumps(obj, indent=indent) + "\n"))
 
 
 def _frame_text(frame: tuple) -> str:
@@ -41,7 +42,7 @@ def write_rank_folder(rec, meta: dict) -> None:
     tensor_dir = rec.files.folder if rec.files is not None else None
     _write_json(os.path.join(rec.rank_dir, "dump.json"),
                 {"task": rec.mode, "level": rec.level, "framework": "pytorch",
-                 "dump_data_dir": tensor_dir, "data": rec.data})
+                 "dump_data_dir": tensor_dir, "data": rec.data}, indent=None)
     _write_json(os.path.join(rec.rank_dir, "stack.json"), grouped_stacks(rec.stacks))
     _write_json(os.path.join(rec.rank_dir, "construct.json"), rec.construct)
     _write_json(os.path.join(rec.rank_dir, META_FILE), {**meta, "edge_rule": EDGE_RULE,

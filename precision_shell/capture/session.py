@@ -147,6 +147,7 @@ class Capture:
                 "entries": len(rec.data),
                 "tensor_files": files.files_written if files else 0,
                 "tensor_bytes": files.bytes_written if files else 0,
+                "tensor_files_linked": files.linked if files else 0,
                 "tensors_stopped": files.stopped if files else None}
         try:
             write_rank_folder(rec, meta)
