@@ -5,9 +5,10 @@ msprobe's PrecisionDebugger (statistics L1, statistics mix, tensor mix) side by 
     python bench/capture_overhead.py [--steps 7] [--msprobe-python /work/venvs/msprobe/bin/python]
 
 Each configuration runs in its own process (msprobe's debugger can be set up once per process)
-and reports the median wall time of ``--steps`` steps after two warm-up steps; every captured
-step writes its files (to a temporary folder), as a real capture does. Ratios are against the
-uncaptured step measured in the same interpreter (msprobe's venv has its own torch 2.13.0).
+alternates captured and uncaptured steps (after two warm-up pairs) so that load from other
+processes hits both alike; it reports the median of each and their ratio. Every captured step
+writes its files (to a temporary folder), as a real capture does. msprobe runs in its own venv
+(torch 2.13.0 too).
 Not part of the test suite.
 """
 
@@ -23,8 +24,8 @@ import tempfile
 import time
 
 LAYERS, WIDTH, BATCH = 24, 512, 64
-PSHELL = ("uncaptured", "pshell statistics (mix)", "pshell tensor (mix)")
-MSPROBE = ("uncaptured", "msprobe statistics L1", "msprobe statistics mix", "msprobe tensor mix")
+PSHELL = ("pshell statistics mix", "pshell tensor mix")
+MSPROBE = ("msprobe statistics L1", "msprobe statistics mix", "msprobe tensor mix")
 
 
 def _model():
@@ -42,22 +43,27 @@ def _train_step(model, x) -> None:
     model(x).pow(2).mean().backward()
 
 
-def _time_steps(step, steps: int) -> float:
+def _alternate(captured, plain, steps: int) -> tuple[float, float]:
+    """Median ms of a captured and an uncaptured step, run alternately so that load from other
+    processes on a shared machine hits both alike."""
     for _ in range(2):
-        step()
-    walls = []
+        captured()
+        plain()
+    walls = {"captured": [], "plain": []}
     for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        walls.append(time.perf_counter() - start)
-    return statistics.median(walls) * 1000
+        for key, step in (("captured", captured), ("plain", plain)):
+            start = time.perf_counter()
+            step()
+            walls[key].append(time.perf_counter() - start)
+    return tuple(statistics.median(walls[k]) * 1000 for k in ("captured", "plain"))
 
 
-def measure(config: str, steps: int, folder: str) -> float:
-    """Median ms per step of one configuration, in this process."""
+def measure(config: str, steps: int, folder: str) -> tuple[float, float]:
+    """(captured, uncaptured) median ms per step of one configuration, in this process."""
     model, x = _model()
-    if config == "uncaptured":
-        return _time_steps(lambda: _train_step(model, x), steps)
+
+    def plain():
+        _train_step(model, x)
     if config.startswith("pshell"):
         from precision_shell.capture import capture
         mode = config.split()[1]
@@ -66,7 +72,7 @@ def measure(config: str, steps: int, folder: str) -> float:
         def captured():
             with capture(os.path.join(folder, str(next(counter))), model=model, mode=mode):
                 _train_step(model, x)
-        return _time_steps(captured, steps)
+        return _alternate(captured, plain, steps)
     from msprobe.pytorch import PrecisionDebugger
     _, task, level = config.split()
     per_task = {"scope": [], "list": [], "data_mode": ["all"]}
@@ -83,10 +89,10 @@ def measure(config: str, steps: int, folder: str) -> float:
         _train_step(model, x)
         debugger.stop()
         debugger.step()
-    return _time_steps(captured, steps)
+    return _alternate(captured, plain, steps)
 
 
-def _child(python: str, config: str, steps: int) -> float | None:
+def _child(python: str, config: str, steps: int) -> tuple[float, float] | None:
     done = subprocess.run([python, os.path.abspath(__file__), "--one", config, "--steps", str(steps)],
                           capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(
@@ -96,7 +102,8 @@ def _child(python: str, config: str, steps: int) -> float | None:
         print(f"warning: {config} with {python} failed: {done.stderr.strip().splitlines()[-1:]}",
               file=sys.stderr)
         return None
-    return json.loads(lines[-1])["ms"]
+    found = json.loads(lines[-1])
+    return found["captured"], found["uncaptured"]
 
 
 def main(argv=None) -> int:
@@ -107,22 +114,25 @@ def main(argv=None) -> int:
     opts = p.parse_args(argv)
     if opts.one:
         with tempfile.TemporaryDirectory() as folder:
-            print(json.dumps({"config": opts.one, "ms": measure(opts.one, opts.steps, folder)}))
+            captured, plain = measure(opts.one, opts.steps, folder)
+            print(json.dumps({"config": opts.one, "captured": captured, "uncaptured": plain}))
         return 0
     rows = []
     for python, configs in ((sys.executable, PSHELL), (opts.msprobe_python, MSPROBE)):
         if not os.path.exists(python):
-            print(f"warning: {python} missing: {configs[1].split()[0]} not measured", file=sys.stderr)
+            print(f"warning: {python} missing: {configs[0]} not measured", file=sys.stderr)
             continue
-        base = None
         for config in configs:
-            ms = _child(python, config, opts.steps)
-            base = ms if config == "uncaptured" else base
-            ratio = f"x{ms / base:.1f}" if ms is not None and base else "-"
-            rows.append((config if config != "uncaptured" else f"uncaptured ({os.path.basename(os.path.dirname(os.path.dirname(python))) or 'python'})",
-                         "-" if ms is None else f"{ms:.1f}", ratio))
-    print(f"| {LAYERS}-layer MLP, Linear {WIDTH}, batch {BATCH}, fwd+bwd, CPU, 1 thread | ms/step | vs uncaptured |")
-    print("|---|---:|---:|")
+            found = _child(python, config, opts.steps)
+            if found is None:
+                rows.append((config, "-", "-", "-"))
+                continue
+            captured, plain = found
+            rows.append((config, f"{plain:.1f}", f"{captured:.1f}", f"x{captured / plain:.1f}"))
+    print(f"{LAYERS}-layer MLP, Linear {WIDTH}, batch {BATCH}, fwd+bwd, CPU, 1 thread; "
+          f"median of {opts.steps} alternating steps")
+    print("| capture | uncaptured ms/step | captured ms/step | ratio |")
+    print("|---|---:|---:|---:|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
     return 0
