@@ -260,3 +260,38 @@ def test_same_tensor_saved_twice_is_one_file_linked_until_it_changes(tmp_path):
     assert load_pt_tensor(folder / "Tensor.__mul__.0.forward.input.0.pt").tolist() == [1.0] * 3
     assert load_pt_tensor(folder / "Tensor.__mul__.2.forward.input.0.pt").tolist() == [2.0] * 3
     assert _meta(Path(cap.written[0]))["tensor_files_linked"] == 3
+
+
+def test_in_place_ops_after_recorded_calls_work_and_gradients_are_unchanged(tmp_path):
+    """Outputs are never wrapped (a later in-place op on them is allowed) and inputs are not
+    tapped for calls that write them: the step computes what it computes without the capture."""
+    def step(capture_to=None):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(inplace=True),
+                                    torch.nn.Identity(), torch.nn.Linear(8, 2))
+        x = torch.randn(3, 4, requires_grad=True)
+
+        def run():
+            y = model(x)
+            y = torch.nn.functional.relu(y, inplace=True)    # in place on linear's output
+            y = y * 2
+            y.add_(1)                                         # in place on __mul__'s output
+            y.sum().backward()
+        if capture_to is None:
+            run()
+        else:
+            with capture(capture_to, model=model, mode="statistics") as cap:
+                run()
+            return model, x, Path(cap.written[0])
+        return model, x, None
+    plain, x_plain, _ = step()
+    captured, x_captured, rank_dir = step(tmp_path)
+    assert torch.equal(x_plain.grad, x_captured.grad)
+    for (name, p), q in zip(plain.named_parameters(), captured.parameters()):
+        assert torch.equal(p.grad, q.grad), name
+    data = json.loads((rank_dir / "dump.json").read_text())["data"]
+    # F.relu's backward input is the gradient of its own output: 2, from y * 2
+    relu_grad = data["Functional.relu.1.backward"]["input"][0]
+    assert (relu_grad["Max"], relu_grad["Min"]) == (2.0, 2.0)
+    assert {"Module.2.Identity.forward.0", "Module.0.Linear.backward.0",
+            "Functional.linear.0.backward", "Tensor.add_.0.forward"} <= set(data)

@@ -13,7 +13,13 @@ import inspect
 from torch.overrides import TorchFunctionMode
 
 from .naming import ApiNames, OperatorMarks, is_in_place
+from .backward import untap_outputs
 from .recorder import call_stack
+
+
+def writes_inputs(api: str, kwargs: dict) -> bool:
+    """``add_``, ``__iadd__``, ``out=...``, ``F.relu(x, inplace=True)``: never tap the inputs."""
+    return is_in_place(api) or "out" in kwargs or kwargs.get("inplace") is True
 
 
 def backward_parent(forward_name: str | None) -> str | None:
@@ -93,16 +99,16 @@ def _record(rec, api: str, func, args, kwargs):
     stack = call_stack()
     with rec.internal():
         in_args, in_kwargs = rec.input_leaves(name, *as_called(func, args, kwargs))
-        backward = None
-        if not (is_in_place(api) or "out" in kwargs):
-            backward = rec.backward_entry(f"{api}.{n}.backward", backward_parent(parent))
-        if backward is not None:
-            args, kwargs = rec.tap_inputs((tuple(args), kwargs), backward)
+        backward = rec.backward_entry(f"{api}.{n}.backward", backward_parent(parent))
+        pairs = []
+        if backward is not None and not writes_inputs(api, kwargs):
+            (args, kwargs), pairs = rec.tap_inputs((tuple(args), kwargs), backward)
     output = func(*args, **kwargs)
     with rec.internal():
+        output = untap_outputs(output, pairs)
         record = {"input_args": in_args, "input_kwargs": in_kwargs,
                   "output": rec.output_leaves(name, output, keep_existing=False)}
         if backward is not None:
-            output = rec.tap_outputs(output, backward)
+            rec.hook_outputs(output, backward)
         rec.add(name, record, parent, stack)
     return output

@@ -14,6 +14,7 @@ import torch
 from torch.nn.modules import module as nn_module
 
 from .api_mode import backward_parent
+from .backward import untap_outputs
 from .recorder import call_stack
 
 
@@ -74,14 +75,15 @@ class ModuleHooks:
         name = f"{key}.forward.{n}"
         parent = rec.module_stack[-1] if rec.module_stack else None
         stack = call_stack()
-        new_args = args
+        new_args, pairs = args, []
         with rec.internal():
             in_args, _ = rec.input_leaves(name, args, {})
             backward = rec.backward_entry(f"{key}.backward.{n}", backward_parent(parent))
             if backward is not None:
-                new_args = rec.tap_inputs(tuple(args), backward)
                 self._hook_grads(module, key)
-        self.calls.append((module, (name, parent, in_args, backward, stack)))
+                if not getattr(module, "inplace", False):   # nn.ReLU(inplace=True) writes its input
+                    new_args, pairs = rec.tap_inputs(tuple(args), backward)
+        self.calls.append((module, (name, parent, in_args, backward, stack, pairs)))
         rec.module_stack.append(name)
         return None if new_args is args else new_args
 
@@ -91,18 +93,18 @@ class ModuleHooks:
         _, call = self.calls.pop()
         if call is None:
             return None
-        name, parent, in_args, backward, stack = call
+        name, parent, in_args, backward, stack, pairs = call
         rec = self.session.recorder
         rec.module_stack.pop()
-        new_output = output
         with rec.internal():
+            new_output = untap_outputs(output, pairs)
             params = {pname: rec.leaves.value(p, f"{name}.parameters.{pname}")
                       for pname, p in module.named_parameters(recurse=False)}
             record = {"input_args": in_args, "input_kwargs": {},
-                      "output": rec.output_leaves(name, output, keep_existing=True),
+                      "output": rec.output_leaves(name, new_output, keep_existing=True),
                       "parameters": params}
             if backward is not None:
-                new_output = rec.tap_outputs(output, backward)
+                rec.hook_outputs(new_output, backward)
             rec.add(name, record, parent, stack)
         return None if new_output is output else new_output
 

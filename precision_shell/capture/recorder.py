@@ -108,30 +108,28 @@ class Recorder:
         if stack is not None:
             self.stacks[name] = stack
 
-    def tap_outputs(self, output, entry: BackwardEntry):
-        if not torch.is_grad_enabled():
-            return output
-        new, pairs = tap_tree(output, self._sink(entry.outputs_done))
-        self.alias(pairs)
-        return new
+    def hook_outputs(self, output, entry: BackwardEntry) -> None:
+        entry.hook_outputs(output, self._guarded)
 
     def tap_inputs(self, tree, entry: BackwardEntry):
-        """Tapped ``tree``; ``entry.expects_inputs`` says whether any input needs a gradient."""
-        new, pairs = tap_tree(tree, self._sink(entry.inputs_done))
+        """(tapped ``tree``, pairs); ``entry.expects_inputs`` says whether any input needs a
+        gradient."""
+        new, pairs = tap_tree(tree, self._guarded(entry.inputs_done))
         entry.expects_inputs = bool(pairs)
         self.alias(pairs)
-        return new
+        return new, pairs
 
-    def _sink(self, done):
-        def sink(grads):
+    def _guarded(self, done):
+        """``done`` run as our own work (autograd calls it during the user's backward)."""
+        def run(grads):
             with self.internal():
                 done(grads)
-        return sink
+        return run
 
     def write_backward(self, entry: BackwardEntry, grad_inputs) -> None:
         name = entry.name
         self.waiting.pop(name, None)
-        grads_out = entry.grad_outputs or ()
+        grads_out = entry.grad_outputs
         record = {"input": [self.leaves.value(g, f"{name}.input.{i}") for i, g in enumerate(grads_out)],
                   "output": [self.leaves.value(g, f"{name}.output.{i}")
                              for i, g in enumerate(grad_inputs)]}
@@ -145,7 +143,7 @@ class Recorder:
 
     def backward_entry(self, name: str, parent: str | None) -> BackwardEntry | None:
         """A backward collector for a call made with autograd on."""
-        return BackwardEntry(self, name, parent, expects_inputs=False) if torch.is_grad_enabled() else None
+        return BackwardEntry(self, name, parent) if torch.is_grad_enabled() else None
 
 
 def call_stack() -> tuple:
