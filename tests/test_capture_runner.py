@@ -295,3 +295,35 @@ def test_in_place_ops_after_recorded_calls_work_and_gradients_are_unchanged(tmp_
     assert (relu_grad["Max"], relu_grad["Min"]) == (2.0, 2.0)
     assert {"Module.2.Identity.forward.0", "Module.0.Linear.backward.0",
             "Functional.linear.0.backward", "Tensor.add_.0.forward"} <= set(data)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a CPU-only torch")
+def test_cuda_without_a_device_is_one_line(tmp_path, capsys):
+    script = _script(tmp_path, TRAIN)
+    rc = main(["--out", str(tmp_path / "run"), "--device", "cuda", "--autocast", "fp16", "--", str(script)])
+    err = capsys.readouterr().err
+    assert rc == 2 and not (tmp_path / "run").exists()
+    assert err.splitlines() == [f"error: --device cuda: this torch ({torch.__version__}) sees no CUDA device"]
+
+
+def test_module_level_records_modules_only_and_rank_comes_from_torch_distributed(tmp_path, monkeypatch):
+    import torch.distributed as dist
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 3)    # as process 3 of a job would see
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0,
+                            world_size=1)
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU())
+        with capture(tmp_path / "out", model=model, mode="statistics", level="module") as cap:
+            model(torch.randn(2, 4)).sum().backward()
+    finally:
+        dist.destroy_process_group()
+    rank_dir = Path(cap.written[0])
+    assert rank_dir == tmp_path / "out" / "step0" / "rank3"
+    names = _names(rank_dir)
+    assert names and all(n.startswith("Module.") for n in names)
+    assert json.loads((rank_dir / "dump.json").read_text())["level"] == "L0"
+    assert {"Module.0.Linear.forward.0", "Module.1.GELU.forward.0", "Module.1.GELU.backward.0",
+            "Module.0.Linear.parameters_grad.0"} <= set(names)
+    # modules only: the GELU's input comes straight from the Linear module's output
+    assert _meta(rank_dir)["edges"]["Module.1.GELU.forward.0.input.0"] == \
+        "Module.0.Linear.forward.0.output.0"

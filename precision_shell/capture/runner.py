@@ -58,6 +58,10 @@ def _run(opts, script: list[str]) -> int:
     import torch    # here, so --help and argument errors never pay for it
 
     from .session import CaptureError, capture
+    if opts.device == "cuda" and not torch.cuda.is_available():
+        print(f"error: --device cuda: this torch ({torch.__version__}) sees no CUDA device",
+              file=sys.stderr)
+        return 2
     autocast = (opts.device, getattr(torch, _AUTOCAST[opts.autocast])) if opts.autocast else None
     torch.manual_seed(opts.seed)
     saved_argv, saved_path = sys.argv, list(sys.path)
