@@ -12,8 +12,8 @@ import inspect
 
 from torch.overrides import TorchFunctionMode
 
-from .naming import ApiNames, OperatorMarks, is_in_place
 from .backward import untap_outputs
+from .naming import ApiNames, OperatorMarks, is_in_place
 from .recorder import call_stack
 
 

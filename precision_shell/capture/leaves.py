@@ -19,37 +19,59 @@ import torch
 _STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 
 
+class SameBytes:
+    """Values remembered per tensor contents within one step: a weight is linear's ``input.1``
+    and its module's ``parameters.weight``, a module's output is its last API's output. The key
+    is (storage address, offset, shape, stride, dtype, device, version); a hit counts only while
+    the tensor first seen is alive, so the address cannot be a freed tensor's reused memory."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple, tuple] = {}
+
+    @staticmethod
+    def _key(t: torch.Tensor) -> tuple | None:
+        try:
+            return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
+                    tuple(t.stride()), t.dtype, t.device, t._version)
+        except (RuntimeError, NotImplementedError):     # sparse, fake: no plain storage
+            return None
+
+    def get(self, t: torch.Tensor):
+        found = self._seen.get(self._key(t))
+        return found[1] if found is not None and found[0]() is not None else None
+
+    def put(self, t: torch.Tensor, value) -> None:
+        key = self._key(t)
+        if key is not None:
+            self._seen[key] = (weakref.ref(t), value)
+
+
 class TensorFiles:
-    """``dump_tensor_data/{data_name}`` writer with a byte budget."""
+    """``dump_tensor_data/{data_name}`` writer with a byte budget; the same bytes saved twice
+    in a step become a hard link (no bytes written)."""
 
     def __init__(self, folder: str, max_bytes: int | None) -> None:
         self.folder = folder
         self.max_bytes = max_bytes
         self.bytes_written = 0
         self.files_written = 0
-        self.stopped: str | None = None     # why tensors are no longer written
         self.linked = 0
-        # (storage address, offset, shape, stride, dtype, version) -> (weakref to the tensor,
-        # file): the same bytes saved again in this step (a weight as linear's input.1 and as
-        # its module's parameters.weight) become a hard link. The weakref must still be alive,
-        # so the address cannot belong to a freed tensor's reused memory.
-        self._saved: dict[tuple, tuple] = {}
+        self.stopped: str | None = None     # why tensors are no longer written
+        self._saved = SameBytes()
 
     def save(self, tensor: torch.Tensor, data_name: str) -> bool:
         if self.stopped:
             return False
+        path = os.path.join(self.folder, data_name)
+        earlier = self._saved.get(tensor)
+        if earlier is not None and self._link(earlier, path):
+            return True
         size = tensor.numel() * tensor.element_size()
         if self.max_bytes is not None and self.bytes_written + size > self.max_bytes:
             self.stopped = (f"--max-bytes {self.max_bytes} reached after {self.bytes_written} "
                             f"bytes in {self.files_written} files")
             return False
-        path = os.path.join(self.folder, data_name)
-        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
-               tuple(tensor.stride()), tensor.dtype, tensor.device, tensor._version)
-        earlier = self._saved.get(key)
         try:
-            if earlier is not None and earlier[0]() is not None and self._link(earlier[1], path):
-                return True
             torch.save(_exact_cpu_copy(tensor), path)
         except OSError as exc:
             reason = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
@@ -61,7 +83,7 @@ class TensorFiles:
             return False
         self.bytes_written += size
         self.files_written += 1
-        self._saved[key] = (weakref.ref(tensor), path)
+        self._saved.put(tensor, path)
         return True
 
     def _link(self, existing: str, path: str) -> bool:
@@ -105,13 +127,17 @@ class LeafMaker:
 
     def __init__(self, files: TensorFiles | None) -> None:
         self.files = files
+        self._stats = SameBytes()
         self._pending: list[tuple[dict, torch.Tensor, str]] = []
 
     def tensor(self, t: torch.Tensor, data_name: str | None) -> dict:
         leaf = {"type": "torch.Tensor", "dtype": str(t.dtype), "shape": list(t.shape),
                 "Max": None, "Min": None, "Mean": None, "Norm": None,
                 "requires_grad": bool(t.requires_grad)}
-        stats = _stat_vector(t)
+        stats = self._stats.get(t)
+        if stats is None:
+            stats = _stat_vector(t)
+            self._stats.put(t, stats)
         if stats is not None:
             self._pending.append((leaf, *stats))
         if data_name is not None and self.files is not None and t.device.type != "meta":

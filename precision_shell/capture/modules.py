@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import weakref
 
-import torch
 from torch.nn.modules import module as nn_module
 
 from .api_mode import backward_parent
