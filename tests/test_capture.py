@@ -250,3 +250,9 @@ def test_msprobe_compare_accepts_a_capture_pair(runs, tmp_path):
     rows = {r["NPU Name"]: r for r in csv.DictReader(result.open())}
     assert all(r["Bench Name"] == name for name, r in rows.items())
     assert float(rows["Functional.softmax.0.forward.output.0"]["Cosine"]) < 0.98
+
+
+def test_autocast_run_has_the_same_dataflow_graph_as_fp32(runs):
+    """The API level sits above autocast: the bf16 run's calls and edges are the fp32 run's."""
+    fp32, bf16 = _meta(runs["fp32"])["edges"], _meta(runs["bf16"])["edges"]
+    assert bf16 == fp32 and len(fp32) > 80
