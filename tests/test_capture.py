@@ -173,8 +173,8 @@ def test_statistics_are_float32_of_the_tensor_and_equal_across_modes(runs):
 
 def test_bf16_autocast_is_recorded_and_shows_the_designed_softmax_loss(runs):
     meta = _meta(runs["bf16"])
-    assert meta["settings"]["autocast"] == {"device": "cpu", "dtype": "torch.bfloat16"}
-    assert meta["settings"]["torch"] == torch.__version__ and meta["partial"] is False
+    assert meta["capture"]["autocast"] == {"device": "cpu", "dtype": "torch.bfloat16"}
+    assert meta["capture"]["torch"] == torch.__version__ and meta["partial"] is False
     golden, target = _entries(runs["fp32"]), _entries(runs["bf16"])
 
     def cosine(name, path):
@@ -188,11 +188,10 @@ def test_bf16_autocast_is_recorded_and_shows_the_designed_softmax_loss(runs):
 # --- dataflow edges ---------------------------------------------------------------------------
 
 def test_edges_follow_the_models_dataflow(runs):
-    edges = _meta(runs["fp32"])["edges"]
+    meta = _meta(runs["fp32"])
     expected = {
         "Functional.layer_norm.0.forward.input.0": "Functional.embedding.0.forward.output.0",
         "Functional.linear.0.forward.input.0": "Functional.layer_norm.0.forward.output.0",
-        "Functional.linear.0.forward.input.1": "param:attn.qkv.weight",
         "Tensor.split.0.forward.input.0": "Functional.linear.0.forward.output.0",
         "Tensor.reshape.2.forward.input.0": "Tensor.split.0.forward.output.2",
         "Torch.matmul.0.forward.input.0": "Tensor.transpose.0.forward.output.0",
@@ -203,31 +202,39 @@ def test_edges_follow_the_models_dataflow(runs):
         "Tensor.__add__.1.forward.input.0": "Functional.embedding.0.forward.output.0",
         "Tensor.__add__.1.forward.input.1": "Functional.linear.1.forward.output.0",
         "Functional.cross_entropy.0.forward.input.0": "Tensor.reshape.4.forward.output.0",
-        "Functional.embedding.0.forward.input.0": None,     # tokens: made before the capture
     }
-    assert {k: edges[k] for k in expected} == expected
+    assert {k: meta["edges"][k] for k in expected} == expected
+    assert meta["parameter_inputs"]["Functional.linear.0.forward.input.1"] == "attn.qkv.weight"
+    assert meta["parameter_inputs"]["Functional.layer_norm.2.forward.input.3"] == "ln_f.bias"
+    # tokens and targets were made before the capture
+    assert sorted(meta["external_inputs"]) == [
+        "Functional.embedding.0.forward.input.0", "Module.embed.Embedding.forward.0.input.0",
+        "Tensor.reshape.5.forward.input.0"]
+
+
+def test_pshells_framework_model_reads_the_edges_as_exact(runs):
+    from precision_shell.model.framework_run import FrameworkRun
+    run = FrameworkRun(read_msprobe_dump(runs["bf16"]["rank_dir"]).ranks[0])
+    assert run.warnings == []
+    assert len(run.edges) == len(_meta(runs["bf16"])["edges"]) and all(e.exact for e in run.edges)
+    assert [e.src_op for e in run.producers("Functional.softmax.0.forward")] == ["Tensor.__add__.0.forward"]
 
 
 def test_every_edge_joins_equal_tensors(runs):
     """Each input leaf holds the very tensor its producer output: same file contents."""
     run = runs["bf16"]
-    entries, edges = _entries(run), _meta(run)["edges"]
+    entries, meta = _entries(run), _meta(run)
     params = dict(run["model"].named_parameters())
-    outputs = {f"{e.name}.{leaf.path}": leaf for e in entries.values() for leaf in e.leaves}
-    linked = 0
-    for target, source in edges.items():
-        if source is None:
-            continue
-        got = load_leaf(outputs[target])
-        if source.startswith("param:"):
-            want = params[source[len("param:"):]].detach().numpy()
-        else:
-            want = load_leaf(outputs[source])
-        np.testing.assert_array_equal(got, want, err_msg=f"{target} <- {source}")
-        linked += 1
-    forward_inputs = [k for k, leaf in outputs.items() if ".forward" in k and ".input." in k
-                      and leaf.is_tensor]
-    assert linked == len(forward_inputs) - sum(1 for v in edges.values() if v is None) > 50
+    leaves = {f"{e.name}.{leaf.path}": leaf for e in entries.values() for leaf in e.leaves}
+    for target, source in meta["edges"].items():
+        np.testing.assert_array_equal(load_leaf(leaves[target]), load_leaf(leaves[source]),
+                                      err_msg=f"{target} <- {source}")
+    for target, name in meta["parameter_inputs"].items():
+        np.testing.assert_array_equal(load_leaf(leaves[target]), params[name].detach().numpy())
+    forward_inputs = {k for k, leaf in leaves.items() if ".forward" in k and ".input." in k
+                      and leaf.is_tensor}
+    linked = set(meta["edges"]) | set(meta["parameter_inputs"]) | set(meta["external_inputs"])
+    assert linked == forward_inputs and len(meta["edges"]) > 40
 
 
 # --- msprobe's own compare ----------------------------------------------------------------------
@@ -254,5 +261,6 @@ def test_msprobe_compare_accepts_a_capture_pair(runs, tmp_path):
 
 def test_autocast_run_has_the_same_dataflow_graph_as_fp32(runs):
     """The API level sits above autocast: the bf16 run's calls and edges are the fp32 run's."""
-    fp32, bf16 = _meta(runs["fp32"])["edges"], _meta(runs["bf16"])["edges"]
-    assert bf16 == fp32 and len(fp32) > 60
+    keys = ("edges", "parameter_inputs", "external_inputs")
+    fp32, bf16 = ({k: _meta(runs[r])[k] for k in keys} for r in ("fp32", "bf16"))
+    assert bf16 == fp32 and len(fp32["edges"]) > 40

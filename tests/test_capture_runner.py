@@ -75,7 +75,7 @@ def test_runner_captures_a_script_with_its_arguments(tmp_path, capsys):
             "Functional.gelu.0.forward", "Tensor.__add__.0.forward", "Tensor.pow.0.forward",
             "Tensor.mean.0.forward", "Module.fc1.Linear.parameters_grad.0"} <= set(names)
     assert not any(n.startswith("Module.Net") for n in names)
-    assert _meta(rank_dir)["settings"]["seed"] == 0
+    assert _meta(rank_dir)["capture"]["seed"] == 0
 
 
 def test_script_that_raises_keeps_a_partial_capture(tmp_path, capsys):
@@ -171,7 +171,7 @@ def test_pair_runs_fp32_and_bf16_and_prints_the_pshell_command(tmp_path):
     target, golden = tmp_path / "pair" / "bf16", tmp_path / "pair" / "fp32"
     assert done.stdout.splitlines()[-1] == f"pshell {target} --golden {golden}"
     assert _names(target / "step0/rank0") == _names(golden / "step0/rank0")
-    autocast = [_meta(d / "step0/rank0")["settings"]["autocast"] for d in (golden, target)]
+    autocast = [_meta(d / "step0/rank0")["capture"]["autocast"] for d in (golden, target)]
     assert autocast == [None, {"device": "cpu", "dtype": "torch.bfloat16"}]
     dtypes = [json.loads((d / "step0/rank0/dump.json").read_text())["data"]
               ["Functional.linear.0.forward"]["output"][0]["dtype"] for d in (golden, target)]

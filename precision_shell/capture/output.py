@@ -10,11 +10,26 @@ import os
 from ..atomic_write import write_atomic
 
 META_FILE = "pshell_meta.json"
-META_FORMAT = "pshell-capture/1"
+META_VERSION = 1       # "pshell_meta": 1, the key model/framework_run.py reads the sidecar by
+PARAMETER = "param:"   # recorder sources naming a model parameter, not an output leaf
 
 EDGE_RULE = ("edges: forward input leaf -> the output leaf that produced that tensor object "
-             "(views made by unrecorded calls resolved to their base; 'param:NAME' for a model "
-             "parameter; null when the tensor was made before the capture or by an unrecorded call)")
+             "(a view made by an unrecorded call, e.g. .T or detach, resolved to its base); "
+             "parameter_inputs: input leaf -> model parameter name; external_inputs: input "
+             "leaves made before the capture or by unrecorded calls")
+
+
+def split_edges(sources: dict[str, str | None]) -> dict:
+    """The recorder's input -> source map as the sidecar's three keys."""
+    edges, params, external = {}, {}, []
+    for dst, src in sources.items():
+        if src is None:
+            external.append(dst)
+        elif src.startswith(PARAMETER):
+            params[dst] = src[len(PARAMETER):]
+        else:
+            edges[dst] = src
+    return {"edges": edges, "parameter_inputs": params, "external_inputs": external}
 
 
 def _write_json(path: str, obj, indent: int | None = 1) -> None:
@@ -45,5 +60,5 @@ def write_rank_folder(rec, meta: dict) -> None:
                  "dump_data_dir": tensor_dir, "data": rec.data}, indent=None)
     _write_json(os.path.join(rec.rank_dir, "stack.json"), grouped_stacks(rec.stacks))
     _write_json(os.path.join(rec.rank_dir, "construct.json"), rec.construct)
-    _write_json(os.path.join(rec.rank_dir, META_FILE), {**meta, "edge_rule": EDGE_RULE,
-                                                         "edges": rec.edges})
+    _write_json(os.path.join(rec.rank_dir, META_FILE),
+                {"pshell_meta": META_VERSION, **meta, "edge_rule": EDGE_RULE, **split_edges(rec.edges)})

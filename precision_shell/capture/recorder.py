@@ -20,6 +20,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from .backward import BackwardEntry, tap_tree
 from .leaves import LeafMaker, TensorFiles
+from .output import PARAMETER
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -68,7 +69,7 @@ class Recorder:
             source = self._producers.get(t._base)
         if source is None:
             name = self.parameter_names.get(t)
-            source = f"param:{name}" if name else None
+            source = f"{PARAMETER}{name}" if name else None
         return source
 
     def produced(self, t: torch.Tensor, leaf_name: str, keep_existing: bool = False) -> None:

@@ -16,7 +16,7 @@ from .api_mode import ApiMode
 from .eager import EagerWatch
 from .modules import ModuleHooks
 from .naming import OperatorMarks
-from .output import META_FORMAT, write_rank_folder
+from .output import write_rank_folder
 from .recorder import Recorder
 
 _LEVELS = {"api": "L1", "L1": "L1", "module": "L0", "L0": "L0", "mix": "mix"}
@@ -141,9 +141,9 @@ class Capture:
         if self.modules is not None:
             self.modules.finish()
         files = rec.files
-        meta = {"format": META_FORMAT, "step": self.step_number, "rank": self.rank,
+        meta = {"capture": self.settings, "step": self.step_number, "rank": self.rank,
                 "partial": self.partial_reason is not None, "error": self.partial_reason,
-                "settings": self.settings, "not_eager": list(self.eager.notes),
+                "not_eager": list(self.eager.notes),
                 "entries": len(rec.data),
                 "tensor_files": files.files_written if files else 0,
                 "tensor_bytes": files.bytes_written if files else 0,
