@@ -264,3 +264,20 @@ def test_autocast_run_has_the_same_dataflow_graph_as_fp32(runs):
     keys = ("edges", "parameter_inputs", "external_inputs")
     fp32, bf16 = ({k: _meta(runs[r])[k] for k in keys} for r in ("fp32", "bf16"))
     assert bf16 == fp32 and len(fp32["edges"]) > 40
+
+
+def test_first_divergence_of_the_capture_pair_is_the_designed_softmax(runs):
+    """pshell's framework compare and root-cause walk over the capture's exact edges name the
+    designed root (framework sample README: the +300 logit shift rounds in bf16)."""
+    from precision_shell.analysis.framework_compare import compare_pairs
+    from precision_shell.analysis.framework_pairing import pair_dumps
+    from precision_shell.analysis.framework_root_cause import find_framework_suspects
+    from precision_shell.model.framework_run import FrameworkRun
+    target = read_msprobe_dump(runs["bf16"]["rank_dir"]).ranks[0]
+    golden = read_msprobe_dump(runs["fp32"]["rank_dir"]).ranks[0]
+    truth = json.loads((FRAMEWORK / "truth.json").read_text())["precision_loss"]
+    results = list(compare_pairs(pair_dumps(target, golden), "tensor"))
+    suspects = find_framework_suspects(FrameworkRun(target), results, truth["cosine_threshold"])
+    first = [s for s in suspects if s.first]
+    assert [s.op for s in first] == [truth["root"]] == ["Functional.softmax.0.forward"]
+    assert {"Torch.matmul.1.forward", "Functional.linear.1.forward"} <= set(first[0].downstream)
