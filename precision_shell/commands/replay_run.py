@@ -112,6 +112,11 @@ def _profiles(args: Any) -> tuple[list, dict[str, str]]:
     return out, named
 
 
+def default_profiles() -> list:
+    """The profiles ``replay`` tries without ``--profile``: the built-in set and the config's."""
+    return _profiles(None)[0]
+
+
 def _num(value: float | None, fmt: str = "{:.6g}") -> str:
     return "-" if value is None else fmt.format(value)
 
@@ -204,7 +209,7 @@ def verdict_text(v: Verdict) -> str:
 def add_root_verdicts(session: Session, table: Table, roots: list[str]) -> None:
     """``vcs --replay``: replay every root with the default profiles; a ``verdict`` column (and
     JSON key: null for propagated ops) and one note per root that could not be replayed."""
-    profiles, _ = _profiles(None)
+    profiles = default_profiles()
     done = session.results.setdefault(REPLAYED, {})
     texts: dict[str, str] = {}
     for name in roots:
