@@ -64,6 +64,8 @@ class OverflowFinding:
     outputs: list[TensorOverflow] = field(default_factory=list)
     order: int = 0
     role: str = ""
+    rank: str = ""            # the dump set's device and step folder names
+    step: str = ""
 
     @property
     def source(self) -> str:
@@ -82,13 +84,17 @@ class OverflowFinding:
         self.role = "producer" if outputs_bad and not inputs_bad else "propagated"
 
     def to_json(self) -> dict:
-        return {"order": self.order, "op": self.op, "type": self.type, "source": self.source,
+        return {"order": self.order, "rank": _level(self.rank), "step": _level(self.step), "op": self.op, "type": self.type, "source": self.source,
                 "status": self.status_words, "role": self.role, "timestamp": self.timestamp,
                 "outputs": [t.to_json() for t in self.outputs],
                 "inputs": [t.to_json() for t in self.inputs],
                 "dump": str(self.dump_path) if self.dump_path else None,
                 "records": [{"unit": r.unit, "task_id": r.task_id, "stream_id": r.stream_id,
                              "status": r.status, "file": r.path} for r in self.records]}
+
+
+def _level(text: str) -> int | str | None:
+    return int(text) if text.isdigit() else (text or None)
 
 
 @dataclass
@@ -329,14 +335,49 @@ def _record_targets(opdebug: DumpFile, index: DumpIndex, problems: list[str], un
     return pairs
 
 
-def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> OverflowScan:
+_SCAN_TASK_FILES = 2048   # dump files per value-scan task on an executor
+
+
+def scan_value_batch(files: list[DumpFile]) -> tuple[list[tuple], list[tuple[str, str]]]:
+    """One value-scan task (an executor's worker runs it): for each file of ``files`` that has a
+    nan, inf or fp16-saturated value, ``(position, header op name, tensor stats)``; and
+    ``(path, reason)`` for each file it could not read. Compact: stats, never tensors."""
+    found, errors = [], []
+    for pos, (f, data, unclear) in enumerate(_batched(files)):
+        if not unclear:
+            continue
+        try:
+            header, tensors = _file_overflows(f, data)
+        except FormatError as exc:
+            errors.append((exc.path or str(f.path), exc.reason))
+            continue
+        if tensors is not None and any(t.bad for t in tensors):
+            found.append((pos, header.op_name, tensors))
+    return found, errors
+
+
+def _value_tasks(files: list[DumpFile], size: int):
+    for start in range(0, len(files), size):
+        yield start, (files[start:start + size],)
+
+
+def scan_overflow(session, *, values: bool = True, opdebug: bool = True, dump_set=None,
+                  dumps: DumpIndex | None = None, executor=None) -> OverflowScan:
+    """The overflow scan of one dump set (default: the active one). Opdebug records come from
+    that set's own folder and from the overflow-mode dump of its device and step only
+    (``Session.overflow_opdebug``). ``executor``: run the value scan's batches there."""
+    from precision_shell.analysis.executors import run_tasks
+
+    if dumps is None:
+        dump_set, dumps = session.active, session.dumps
     graph = session.graph
     problems: list[str] = []
     unreadable = UnreadableFiles()
     findings: dict[str, OverflowFinding] = {}
+    rank, step = (dump_set.device, dump_set.step) if dump_set is not None else ("", "")
 
-    def op_identity(f: DumpFile, header: DumpHeader | None) -> tuple[str, str, int]:
-        name = header.op_name if header is not None and header.op_name else f.op_key
+    def op_identity(f: DumpFile, op_name: str) -> tuple[str, str, int]:
+        name = op_name or f.op_key
         op = graph.ops.get(name) if graph is not None else None
         if op is None and graph is not None:
             found = [o for o in graph.ops.values() if o.name.replace("/", "_").replace(".", "_") == f.op_key]
@@ -345,16 +386,24 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> Over
             return op.name, op.type, op.order
         return name, f.name.op_type, 1 << 30
 
-    def finding_for(f: DumpFile, header: DumpHeader) -> OverflowFinding:
-        name, op_type, order = op_identity(f, header)
+    def finding_for(f: DumpFile, op_name: str) -> OverflowFinding:
+        name, op_type, order = op_identity(f, op_name)
         if name not in findings:
-            findings[name] = OverflowFinding(name, op_type, f.name.timestamp, order, f.path)
+            findings[name] = OverflowFinding(name, op_type, f.name.timestamp, order, f.path,
+                                             rank=rank, step=step)
         return findings[name]
+
+    def add_values(f: DumpFile, op_name: str, tensors: list[TensorOverflow]) -> None:
+        finding = finding_for(f, op_name)
+        # the normal dump run orders the list; keep its tensors and timestamp
+        finding.timestamp, finding.dump_path = f.name.timestamp, f.path
+        finding.inputs = [t for t in tensors if t.kind == "input"]
+        finding.outputs = [t for t in tensors if t.kind == "output"]
 
     opdebug_files = 0
     if opdebug:
-        sources = [(f, session.overflow_dumps) for f in session.overflow_dumps.opdebug]
-        sources += [(f, session.dumps) for f in session.dumps.opdebug]
+        sources = [(f, session.overflow_dumps) for f in session.overflow_opdebug(dump_set)]
+        sources += [(f, dumps) for f in dumps.opdebug]
         opdebug_files = len(sources)
         for dbg, index in sources:
             for rec, dump in _record_targets(dbg, index, problems, unreadable):
@@ -362,7 +411,7 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> Over
                     continue
                 try:
                     header = index.header(dump)
-                    finding = finding_for(dump, header)
+                    finding = finding_for(dump, header.op_name)
                     if not finding.outputs and not finding.inputs:
                         tensors = tensor_overflows(header)
                         finding.inputs = [t for t in tensors if t.kind == "input"]
@@ -375,32 +424,48 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> Over
     scanned = 0
     cancelled = False
     if values:
-        files = session.dumps.op_files
-        try:
-            with session.progress("scanning values", len(files)) as bar:
-                for f, data, unclear in _batched(files):
-                    scanned += 1
-                    bar.advance()
-                    if not unclear:
-                        continue
-                    try:
-                        header, tensors = _file_overflows(f, data)
-                    except FormatError as exc:
-                        unreadable.add(exc)
-                        continue
-                    if tensors is None or not any(t.bad for t in tensors):
-                        continue
-                    finding = finding_for(f, header)
-                    # the normal dump run orders the list; keep its tensors and timestamp
-                    finding.timestamp, finding.dump_path = f.name.timestamp, f.path
-                    finding.inputs = [t for t in tensors if t.kind == "input"]
-                    finding.outputs = [t for t in tensors if t.kind == "output"]
-        except KeyboardInterrupt:
-            cancelled = True
+        files = dumps.op_files
+        with session.progress("scanning values", len(files)) as bar:
+            if executor is None:
+                try:
+                    for f, data, unclear in _batched(files):
+                        scanned += 1
+                        bar.advance()
+                        if not unclear:
+                            continue
+                        try:
+                            header, tensors = _file_overflows(f, data)
+                        except FormatError as exc:
+                            unreadable.add(exc)
+                            continue
+                        if tensors is not None and any(t.bad for t in tensors):
+                            add_values(f, header.op_name, tensors)
+                except KeyboardInterrupt:
+                    cancelled = True
+            else:
+                def on_result(start: int, value: tuple) -> None:
+                    nonlocal scanned
+                    found, errors = value
+                    for path, reason in errors:
+                        unreadable.add(FormatError(path, reason))
+                    for pos, op_name, tensors in found:
+                        add_values(files[start + pos], op_name, tensors)
+                    done = min(_SCAN_TASK_FILES, len(files) - start)
+                    scanned += done
+                    bar.advance(done)
+
+                def on_error(start: int, exc: BaseException) -> None:
+                    batch = files[start:start + _SCAN_TASK_FILES]
+                    for f in batch:
+                        unreadable.add(FormatError(f.path, f"value scan task lost ({type(exc).__name__}: "
+                                                           f"{str(exc).splitlines()[0] if str(exc) else ''})"))
+
+                window = 3 * max(1, getattr(executor, "_max_workers", 1))
+                cancelled = run_tasks(executor, scan_value_batch, _value_tasks(files, _SCAN_TASK_FILES),
+                                      on_result, on_error, window)
 
     ordered = sorted(findings.values(), key=lambda x: (x.timestamp, x.graph_order, x.op))
     for pos, finding in enumerate(ordered, 1):
         finding.order = pos
         finding.decide_role()
     return OverflowScan(ordered, problems, scanned, opdebug_files, values, cancelled, unreadable.tally)
-
