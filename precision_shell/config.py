@@ -14,6 +14,7 @@ Layout::
     output =
     editing_mode = emacs
     color = on
+    scheduler =
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("output", _parse_output, "output folder (empty or 'default': precision_data/temp/pshell)"),
     ConfigKey("editing_mode", _parse_editing_mode, "line editing keys: emacs or vi"),
     ConfigKey("color", _parse_bool, "colour on a terminal (on/off; NO_COLOR always wins)"),
+    ConfigKey("scheduler", _parse_output,
+              "Dask scheduler ADDRESS for vc/ac work (empty or 'default': this machine's processes)"),
 )}
 
 
@@ -134,6 +137,7 @@ class Config:
     output: str = ""
     editing_mode: str = "emacs"
     color: bool = True
+    scheduler: str = ""
     path: Path | None = None
     warnings: list[str] = field(default_factory=list)   # bad lines skipped while loading
     # The output folder workspace discovery chose, kept so `config set output default` can go back.
@@ -170,9 +174,10 @@ class Config:
         it on its own instead, so the shell still starts)."""
         if session is None:
             return
-        keys = list(KEYS) if keys is None else keys
         settings = session.settings
-        for name in ("threshold", "limit", "min_coverage", "pager", "color"):
+        if keys is None:   # start-up: --scheduler given on the command line wins over the file
+            keys = [k for k in KEYS if k != "scheduler" or not getattr(settings, "scheduler", "")]
+        for name in ("threshold", "limit", "min_coverage", "pager", "color", "scheduler"):
             if name in keys:
                 setattr(settings, name, getattr(self, name))
         workspace = getattr(session, "workspace", None)

@@ -32,6 +32,7 @@ class Settings:
     color: bool = True
     pager: bool = True
     min_coverage: float = 90.0   # % of tensors with a counterpart a gated compare must compare
+    scheduler: str = ""          # Dask scheduler address (--scheduler); "": local processes
 
 
 @dataclass

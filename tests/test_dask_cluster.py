@@ -1,0 +1,111 @@
+"""The compare and scan engines on a real Dask cluster on loopback (issue 15): the same rows as
+the local pool, the cluster really did the work, a dying worker, an unreachable scheduler."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from precision_shell.samples.writer import SampleOptions, write_workspace  # noqa: E402
+from tests.conftest import json_docs, run_cli  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One 2-worker cluster for the module (a start costs ~2 s)."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as lc, distributed.Client(lc) as client:
+        yield lc, client
+
+
+@pytest.fixture(scope="module")
+def multi_ws(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dask_ws")
+    return root, write_workspace(root, SampleOptions(seed=0), multi=(4, 2))
+
+
+def _tasks_done(client) -> int:
+    return len(client.get_task_stream())
+
+
+def _json(capsys, *argv):
+    rc, out, err = run_cli(capsys, *argv, "--format", "json")
+    return rc, json_docs(out)[-1], err
+
+
+def test_same_rows_with_and_without_the_cluster(capsys, cluster, multi_ws):
+    lc, client = cluster
+    root, manifest = multi_ws
+    truth = manifest["scale_out"]
+    for command in ("vcs --ranks all", "ac --ranks all --steps all -l 0"):
+        rc_local, local, _ = _json(capsys, root, "-c", command)
+        client.get_task_stream(start=time.time())   # nothing before now counts
+        before = time.time()
+        with distributed.get_task_stream(client=client, plot=False) as stream:
+            rc_dask, remote, err = _json(capsys, root, "--scheduler", lc.scheduler_address, "-c", command)
+        assert rc_local == rc_dask, err
+        strip = lambda rows: [{k: v for k, v in r.items() if k not in ("dump",)} for r in rows]  # noqa: E731
+        assert strip(remote) == strip(local)
+        assert len(stream.data) > 0, f"{command}: the cluster ran no task after {before}"
+        if command.startswith("vcs"):
+            by_rank = {str(r["rank"]): r for r in remote}
+            assert {k: v["first_divergence"] for k, v in by_rank.items()} == truth["first_divergence_step0"]
+            assert [r["rank"] for r in remote if r["odd"]] == [truth["odd_rank"]["rank"]]
+            others = {r["roots"] for r in remote if not r["odd"]}
+            assert len(others) == 1 and by_rank[str(truth["odd_rank"]["rank"])]["roots"] == others.pop() + 1
+        else:
+            first = truth["overflow"]["first"]
+            assert (remote[0]["step"], remote[0]["rank"], remote[0]["op"]) == (first["step"], first["rank"], first["op"])
+
+
+def test_unreachable_scheduler_is_one_line_and_fast(capsys, sample_ws):
+    root, _ = sample_ws
+    start = time.perf_counter()
+    rc, out, err = run_cli(capsys, root, "--scheduler", "tcp://127.0.0.1:9", "-c", "vc")
+    assert rc == 1
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "scheduler tcp://127.0.0.1:9: cannot connect" in lines[0]
+    assert time.perf_counter() - start < 15
+
+
+def test_a_file_a_worker_cannot_read_is_a_per_file_error(capsys, cluster, tmp_path):
+    lc, _ = cluster
+    write_workspace(tmp_path, SampleOptions(seed=0), multi=(3, 1))
+    leaf = next(p for p in (tmp_path / "precision_data/npu/debug_0/dump").rglob("*") if p.is_dir()
+                and p.parts[-4] == "1" and any(p.iterdir()))
+    victim = next(p for p in sorted(leaf.iterdir()) if ".fc1_MatMul." in p.name)
+    victim.write_bytes(b"")   # what a worker sees when the shared filesystem lost the file's data
+    rc, rows, err = _json(capsys, tmp_path, "--scheduler", lc.scheduler_address, "-c", "vcs --ranks all")
+    assert victim.name in err or str(victim) in err
+    assert {r["rank"] for r in rows} == {0, 1, 2}
+
+
+def test_a_missing_step_and_a_missing_rank_name_themselves(capsys, multi_ws):
+    root, _ = multi_ws
+    rc, out, err = run_cli(capsys, root, "-c", "vcs --ranks 0,9")
+    assert rc == 1 and "no rank 9 in the dump tree" in err
+    rc, out, err = run_cli(capsys, root, "-c", "ac --steps 0,5")
+    assert rc == 1 and "no step 5 in the dump tree" in err
+
+
+def test_a_worker_dying_mid_run_costs_nothing_or_is_reported(capsys, tmp_path):
+    root = tmp_path / "ws"
+    write_workspace(root, SampleOptions(seed=0), multi=(8, 1))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as lc, distributed.Client(lc) as client:
+        pids = list(client.run(os.getpid).values())
+        import threading
+
+        def kill_one():
+            time.sleep(0.3)
+            os.kill(pids[0], 9)
+
+        threading.Thread(target=kill_one, daemon=True).start()
+        rc, rows, err = _json(capsys, root, "--scheduler", lc.scheduler_address, "-c", "vcs --ranks all")
+    assert {r["rank"] for r in rows} == set(range(8))
+    complete = all(r["compared"] == rows[0]["compared"] for r in rows)
+    assert complete or "lost" in err or "died" in err
