@@ -37,3 +37,45 @@ def test_opdebug_records_belong_to_their_own_device_and_step(capsys, multi_ws):
             assert hardware == [], (entry, hardware)
             assert rows == []   # the clean loss scale: no value finding either
         assert all((r["rank"], r["step"]) == (entry["rank"], entry["step"]) for r in rows)
+
+
+def test_a_rank_dumped_from_another_graph_is_named(capsys, tmp_path):
+    manifest = write_workspace(tmp_path, SampleOptions(seed=0), multi=(3, 1))
+    entry = next(e for e in manifest["scale_out"]["sets"] if e["rank"] == 1)
+    leaf = tmp_path / entry["npu_dump_dir"]
+    files = sorted(p for p in leaf.iterdir() if p.is_file())
+    for i, p in enumerate(files):   # another model: none of its op names is in the loaded graph
+        fields = p.name.split(".")
+        fields[1] = f"other_model_op_{i}"
+        p.rename(p.with_name(".".join(fields)))
+    rc, out, err = run_cli(capsys, tmp_path, "-c", "vcs --ranks all", "--format", "json")
+    rows = json_docs(out)[-1]
+    assert f"rank 1 step 0: only 0 of {len(files)} dumped ops are in the loaded graph" in err
+    assert [r["rank"] for r in rows] == [0, 1, 2]
+
+
+def test_default_sample_has_no_scale_out_entry(sample_ws):
+    _, manifest = sample_ws
+    assert "scale_out" not in manifest and manifest["overflow"]["op"] == "loss_scale/Mul"
+
+
+def test_timeline_grid_and_next_in_the_terminal(capsys, multi_ws):
+    root, manifest = multi_ws
+    truth = manifest["scale_out"]["overflow"]
+    rc, out, err = run_cli(capsys, root, "-c", "ac --ranks all --steps all; next; vcs --ranks all; next")
+    assert rc == 0, err
+    first = truth["first"]
+    assert f"first overflow: step {first['step']}, rank {first['rank']}, {first['op']} (opdebug)" in out
+    lines = out.splitlines()
+    grid = lines.index("overflowing ops, step x rank:")
+    ranks = lines[grid + 1].split()[1:]
+    assert ranks == [str(r) for r in range(manifest["scale_out"]["ranks"])]
+    for step in range(manifest["scale_out"]["steps"]):
+        counts = lines[grid + 2 + step].split()
+        assert counts[0] == str(step)
+        hot = [ranks[i] for i, c in enumerate(counts[1:]) if c != "0"]
+        assert hot == ([str(truth["rank"])] if step in truth["steps"] else [])
+    assert f"[1/" in out and f"{first['op']} (Mul)" in out
+    odd = manifest["scale_out"]["odd_rank"]
+    assert f"odd rank out: rank {odd['rank']} (step 0: first divergence {odd['op']}" in out
+    assert "rank 0 step 0" in out   # the merged list's first op panel names its set
