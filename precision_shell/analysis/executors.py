@@ -15,6 +15,7 @@ This is the only module that imports dask/distributed, and only when a scheduler
 
 from __future__ import annotations
 
+import atexit
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import Any, Callable, Iterable
 
@@ -41,6 +42,7 @@ def dask_client(address: str):
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CommandError(f"scheduler {address}: cannot connect ({reason})") from None
     _CLIENTS[address] = client
+    atexit.register(client.close)   # not left to reconnect to a scheduler that is gone
     return client
 
 

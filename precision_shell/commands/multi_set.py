@@ -105,23 +105,33 @@ def compare_sets(session: Session, selection: Selection, jobs: int | None) -> tu
     from precision_shell.commands.compare_run import coverage_report, run_vc
     from precision_shell.model.dump_index import scan_dump_dir
 
-    executor = session_executor(session)
+    from precision_shell.analysis.compare import INLINE_BELOW_BYTES, _pool, default_workers
+
+    listed = [(s, scan_dump_dir(s.path, cache=session.cache)) for s in selection.sets]
+    executor, own_pool = session_executor(session), None
+    workers = jobs or default_workers()
+    if executor is None and workers > 1 and sum(d.total_bytes for _, d in listed) >= INLINE_BELOW_BYTES:
+        # one pool for every set: its start (~0.1 s per worker) is paid once, not per set
+        executor = own_pool = _pool(workers)
     done, warnings = [], list(selection.missing)
-    for dump_set in selection.sets:
-        dumps = scan_dump_dir(dump_set.path, cache=session.cache)
-        problem = graph_mismatch(session, dump_set, dumps)
-        if problem:
-            warnings.append(problem)
-        try:
-            result = run_vc(session, jobs=jobs, executor=executor, dump_set=dump_set, dumps=dumps)
-        except CommandError as exc:
-            warnings.append(f"rank {dump_set.device} step {dump_set.step}: {exc}")
-            continue
-        done.append(SetResult(dump_set, result))
-        where = f"rank {dump_set.device} step {dump_set.step}"
-        warnings += [f"{where}: {w}" for w in coverage_report(session, result).warnings + result.problems]
-        if result.cancelled:
-            break
+    try:
+        for dump_set, dumps in listed:
+            problem = graph_mismatch(session, dump_set, dumps)
+            if problem:
+                warnings.append(problem)
+            where = f"rank {dump_set.device} step {dump_set.step}"
+            try:
+                result = run_vc(session, jobs=jobs, executor=executor, dump_set=dump_set, dumps=dumps)
+            except CommandError as exc:
+                warnings.append(f"{where}: {exc}")
+                continue
+            done.append(SetResult(dump_set, result))
+            warnings += [f"{where}: {w}" for w in coverage_report(session, result).warnings + result.problems]
+            if result.cancelled:
+                break
+    finally:
+        if own_pool is not None:
+            own_pool.shutdown(wait=True, cancel_futures=True)
     if not done:
         raise CommandError("nothing compared: " + "; ".join(warnings))
     merged = _merge_csvs(done[0].result.csv_path.with_name(
@@ -157,12 +167,13 @@ class RankLine:
     roots: int
     failing: int
     compared: int
+    csv: str
     odd: bool = False
 
     def to_json(self) -> dict:
         return {"rank": _level(self.rank), "step": _level(self.step), "first_divergence": self.first,
                 "roots": self.roots, "failing_ops": self.failing, "compared": self.compared,
-                "odd": self.odd}
+                "odd": self.odd, "csv": self.csv}
 
 
 def rank_table(session: Session, done: list[SetResult], criteria, merged: Path,
@@ -178,7 +189,7 @@ def rank_table(session: Session, done: list[SetResult], criteria, merged: Path,
         first = next((s.op for s in suspects if s.first), None)
         roots = sum(1 for s in suspects if s.role == "root")
         lines.append(RankLine(item.dump_set.device, item.dump_set.step, first, roots, len(suspects),
-                              item.result.count_done()[1]))
+                              item.result.count_done()[1], str(item.result.csv_path)))
         merged_list += [(item.dump_set, s) for s in suspects]
     odd_names = []
     for step in {line.step for line in lines}:
