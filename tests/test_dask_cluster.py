@@ -149,3 +149,46 @@ def test_a_rank_folder_gone_from_the_workers_view_is_reported_per_file(capsys, c
     by_rank = {r["rank"]: r for r in rows}
     assert by_rank[1]["compared"] == 0 and by_rank[0]["compared"] == by_rank[2]["compared"] > 0
     assert "rank 1 step 0: compared 0 of" in err and str(leaf) in err
+
+
+class _InterruptAfter:
+    """A progress bar whose second advance is Ctrl-C (the REPL's bar sees KeyboardInterrupt)."""
+
+    def __init__(self, label, total):
+        self.count = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def advance(self, n=1):
+        self.count += 1
+        if self.count == 2:
+            raise KeyboardInterrupt
+
+
+def test_ctrl_c_cancels_the_cluster_futures_and_keeps_finished_rows(cluster, tmp_path):
+    from precision_shell.commands.compare_run import run_vc
+    from precision_shell.model.session import Session
+
+    lc, client = cluster
+    write_workspace(tmp_path, SampleOptions(seed=0, scale_mb=8))
+    session = Session.open(tmp_path)
+    session.settings.scheduler = lc.scheduler_address
+    full = run_vc(session)
+    session.progress = _InterruptAfter
+    partial = run_vc(session)
+    compared_full, compared_partial = full.count_done()[1], partial.count_done()[1]
+    assert partial.cancelled and 0 < compared_partial < compared_full   # a finished task's rows kept
+    assert any("interrupted" in p for p in partial.problems)
+    # every finished row is the full run's row
+    full_rows = {r.tensor: r.metrics.cosine for r in full.iter_done()}
+    assert all(full_rows[r.tensor] == r.metrics.cosine or r.metrics.cosine != r.metrics.cosine
+               for r in partial.iter_done())
+    # nothing of the cancelled run is left on the cluster
+    deadline = time.time() + 10
+    while any(client.processing().values()) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(client.processing().values())
