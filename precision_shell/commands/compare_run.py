@@ -62,12 +62,31 @@ def _other_run(session: Session, run: str) -> tuple[DumpIndex, str]:
     return scan_dump_dir(chosen.path), chosen.label
 
 
+@dataclass
+class PreparedCompare:
+    """A planned ``vc``: what ``finish_vc`` runs (possibly in another thread)."""
+
+    plan: Any
+    path: Path
+    workers: int
+    executor: Any
+
+
 def run_vc(session: Session, *, npu: str | None = None, golden: str | None = None,
            against: str | None = None, jobs: int | None = None, executor: Any = None,
            dump_set: Any = None, dumps: DumpIndex | None = None) -> CompareResult:
     """Plan, run, keep (``session.results["compare"]``) and write the CSV of a whole-network compare.
     ``dump_set``/``dumps``: one set of a ``--ranks``/``--steps`` selection instead of the active
     one (its CSV is named by rank and step; the session's result stays the active set's)."""
+    prepared = prepare_vc(session, npu=npu, golden=golden, against=against, jobs=jobs,
+                          executor=executor, dump_set=dump_set, dumps=dumps)
+    return finish_vc(session, prepared, session.progress, keep=dump_set is None)
+
+
+def prepare_vc(session: Session, *, npu: str | None = None, golden: str | None = None,
+               against: str | None = None, jobs: int | None = None, executor: Any = None,
+               dump_set: Any = None, dumps: DumpIndex | None = None) -> PreparedCompare:
+    """The plan of a ``vc``, its CSV's place (checked) and its executor; nothing runs yet."""
     if jobs is not None and jobs < 1:
         raise UsageError("-j must be 1 or more")
     if dump_set is not None:
@@ -112,10 +131,16 @@ def run_vc(session: Session, *, npu: str | None = None, golden: str | None = Non
         executor = EXECUTOR_FACTORY(workers)
     if executor is not None and jobs is None:
         workers = getattr(executor, "_max_workers", workers)
-    result = run_compare(plan, progress=session.progress, workers=workers, executor=executor)
-    write_vendor_csv(path, result)
-    result.csv_path = path
-    if dump_set is not None:
+    return PreparedCompare(plan, path, workers, executor)
+
+
+def finish_vc(session: Session, prepared: PreparedCompare, progress: Any, keep: bool = True) -> CompareResult:
+    """Run a prepared ``vc`` and write its CSV; ``keep``: it becomes the session's compare."""
+    result = run_compare(prepared.plan, progress=progress, workers=prepared.workers,
+                         executor=prepared.executor)
+    write_vendor_csv(prepared.path, result)
+    result.csv_path = prepared.path
+    if not keep:
         return result
     session.results["compare"] = result
     session.results.pop("vcs", None)   # suspects of an older compare no longer apply

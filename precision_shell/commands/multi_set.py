@@ -10,7 +10,9 @@ its step folder (formats.md §5).
 from __future__ import annotations
 
 import csv
+import threading
 from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,12 +102,38 @@ class SetResult:
     result: Any                  # CompareResult
 
 
-def compare_sets(session: Session, selection: Selection, jobs: int | None) -> tuple[list[SetResult], Path, list[str]]:
-    """``vc`` of each set (one vendor CSV each) and the merged CSV with Rank and Step columns."""
-    from precision_shell.commands.compare_run import coverage_report, run_vc
-    from precision_shell.model.dump_index import scan_dump_dir
+_SETS_IN_FLIGHT = 2   # sets compared at once: the next one's tasks fill the last one's idle tail
 
+
+class _StopAwareBar:
+    """The progress of one set compared in a runner thread: Ctrl-C reaches only the main thread,
+    which sets ``stop``; the set's engine then sees a KeyboardInterrupt at its next step and
+    cancels its futures, keeping its finished rows (as a Ctrl-C of one ``vc``)."""
+
+    def __init__(self, stop: threading.Event):
+        self.stop = stop
+
+    def __call__(self, label: str, total: int) -> "_StopAwareBar":
+        return self
+
+    def __enter__(self) -> "_StopAwareBar":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+    def advance(self, n: int = 1) -> None:
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+
+
+def compare_sets(session: Session, selection: Selection, jobs: int | None) -> tuple[list[SetResult], Path, list[str]]:
+    """``vc`` of each set (one vendor CSV each) and the merged CSV with Rank and Step columns.
+    Sets are planned one after the other here and run ``_SETS_IN_FLIGHT`` at a time on one
+    executor, so the cluster (or pool) has the next set's tasks while a set finishes."""
     from precision_shell.analysis.compare import INLINE_BELOW_BYTES, _pool, default_workers
+    from precision_shell.commands.compare_run import coverage_report, finish_vc, prepare_vc
+    from precision_shell.model.dump_index import scan_dump_dir
 
     listed = [(s, scan_dump_dir(s.path, cache=session.cache)) for s in selection.sets]
     executor, own_pool = session_executor(session), None
@@ -113,25 +141,54 @@ def compare_sets(session: Session, selection: Selection, jobs: int | None) -> tu
     if executor is None and workers > 1 and sum(d.total_bytes for _, d in listed) >= INLINE_BELOW_BYTES:
         # one pool for every set: its start (~0.1 s per worker) is paid once, not per set
         executor = own_pool = _pool(workers)
-    done, warnings = [], list(selection.missing)
-    try:
-        for dump_set, dumps in listed:
-            problem = graph_mismatch(session, dump_set, dumps)
-            if problem:
-                warnings.append(problem)
+    results: dict[int, SetResult] = {}
+    warnings = list(selection.missing)
+    stop = threading.Event()
+    running: dict[Future, tuple[int, DumpSet]] = {}
+    runners = ThreadPoolExecutor(max_workers=_SETS_IN_FLIGHT, thread_name_prefix="pshell-set")
+
+    def collect(done) -> None:
+        for fut in done:
+            pos, dump_set = running.pop(fut)
             where = f"rank {dump_set.device} step {dump_set.step}"
             try:
-                result = run_vc(session, jobs=jobs, executor=executor, dump_set=dump_set, dumps=dumps)
+                result = fut.result()
             except CommandError as exc:
                 warnings.append(f"{where}: {exc}")
                 continue
-            done.append(SetResult(dump_set, result))
-            warnings += [f"{where}: {w}" for w in coverage_report(session, result).warnings + result.problems]
-            if result.cancelled:
-                break
+            results[pos] = SetResult(dump_set, result)
+            warnings.extend(f"{where}: {w}" for w in coverage_report(session, result).warnings + result.problems)
+            bar.advance(1)
+
+    try:
+        with session.progress("comparing dump sets", len(listed)) as bar:
+            try:
+                for pos, (dump_set, dumps) in enumerate(listed):
+                    problem = graph_mismatch(session, dump_set, dumps)
+                    if problem:
+                        warnings.append(problem)
+                    try:
+                        prepared = prepare_vc(session, jobs=jobs, executor=executor, dump_set=dump_set, dumps=dumps)
+                    except CommandError as exc:
+                        warnings.append(f"rank {dump_set.device} step {dump_set.step}: {exc}")
+                        continue
+                    while len(running) >= _SETS_IN_FLIGHT:
+                        collect(wait(running, return_when=FIRST_COMPLETED)[0])
+                    running[runners.submit(finish_vc, session, prepared, _StopAwareBar(stop), False)] = (pos, dump_set)
+                while running:
+                    collect(wait(running, return_when=FIRST_COMPLETED)[0])
+            except KeyboardInterrupt:
+                stop.set()
+                collect(wait(running)[0])
     finally:
+        runners.shutdown(wait=True)
         if own_pool is not None:
             own_pool.shutdown(wait=True, cancel_futures=True)
+    done = [results[pos] for pos in sorted(results)]
+    if stop.is_set():
+        compared = {id(item.dump_set) for item in done}
+        warnings += [f"rank {s.device} step {s.step}: not compared (interrupted)"
+                     for s, _ in listed if id(s) not in compared]
     if not done:
         raise CommandError("nothing compared: " + "; ".join(warnings))
     merged = _merge_csvs(done[0].result.csv_path.with_name(
@@ -211,7 +268,8 @@ def rank_table(session: Session, done: list[SetResult], criteria, merged: Path,
                  title=f"{len(lines)} dump sets, threshold {criteria.threshold:g}",
                  json_rows=[line.to_json() for line in lines], notes=notes,
                  highlight={i for i, line in enumerate(lines) if line.odd},
-                 findings=sum(line.failing for line in lines), warnings=warnings)
+                 findings=sum(line.failing for line in lines), warnings=warnings,
+                 interrupted=any(item.result.cancelled for item in done))
 
 
 # ------------------------------------------------------------------------------------------------
