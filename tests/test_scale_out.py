@@ -79,3 +79,38 @@ def test_timeline_grid_and_next_in_the_terminal(capsys, multi_ws):
     odd = manifest["scale_out"]["odd_rank"]
     assert f"odd rank out: rank {odd['rank']} (step 0: first divergence {odd['op']}" in out
     assert "rank 0 step 0" in out   # the merged list's first op panel names its set
+
+
+def test_ctrl_c_during_a_multi_set_compare_keeps_what_finished(multi_ws, tmp_path):
+    from precision_shell.commands.multi_set import compare_sets, select_sets
+    from precision_shell.model.session import Session
+
+    root, manifest = multi_ws
+    session = Session.open(root, output=tmp_path / "out")
+    selection = select_sets(session, "all", "all")
+
+    class CtrlCAfterFirstSet:
+        def __init__(self, label, total):
+            self.label = label
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def advance(self, n=1):
+            if self.label == "comparing dump sets":
+                raise KeyboardInterrupt
+
+    session.progress = CtrlCAfterFirstSet
+    done, merged, warnings = compare_sets(session, selection, jobs=1)
+    total = len(manifest["scale_out"]["sets"])
+    assert 1 <= len(done) < total
+    not_started = [w for w in warnings if w.endswith("not compared (interrupted)")]
+    assert len(done) + len(not_started) == total
+    # the merged CSV holds the rows of the sets that finished, each with its rank and step
+    lines = merged.read_text().splitlines()
+    assert lines[0].startswith("Rank,Step,Index")
+    assert {tuple(line.split(",")[:2]) for line in lines[1:]} == \
+        {(d.dump_set.device, d.dump_set.step) for d in done if d.result.count_done()[0]}

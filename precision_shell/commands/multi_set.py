@@ -20,6 +20,7 @@ from typing import Any
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.results import Table
 from precision_shell.errors import CommandError, UsageError
+from precision_shell.formats.dump_names import escape_op_name
 from precision_shell.model.findings import FindingCursor
 from precision_shell.model.session import Session
 from precision_shell.model.workspace import DumpSet, _natural
@@ -85,7 +86,7 @@ def graph_mismatch(session: Session, dump_set: DumpSet, dumps) -> str | None:
     keys = set(dumps.by_key)
     if graph is None or not keys:
         return None
-    known = {name.replace("/", "_").replace(".", "_") for name in graph.ops}
+    known = {escape_op_name(name) for name in graph.ops}
     matched = len(keys & known)
     if matched * 2 < len(keys):
         return (f"rank {dump_set.device} step {dump_set.step}: only {matched} of {len(keys)} dumped "
@@ -147,7 +148,7 @@ def compare_sets(session: Session, selection: Selection, jobs: int | None) -> tu
     running: dict[Future, tuple[int, DumpSet]] = {}
     runners = ThreadPoolExecutor(max_workers=_SETS_IN_FLIGHT, thread_name_prefix="pshell-set")
 
-    def collect(done) -> None:
+    def collect(done, advance: bool = True) -> None:
         for fut in done:
             pos, dump_set = running.pop(fut)
             where = f"rank {dump_set.device} step {dump_set.step}"
@@ -158,7 +159,8 @@ def compare_sets(session: Session, selection: Selection, jobs: int | None) -> tu
                 continue
             results[pos] = SetResult(dump_set, result)
             warnings.extend(f"{where}: {w}" for w in coverage_report(session, result).warnings + result.problems)
-            bar.advance(1)
+            if advance:
+                bar.advance(1)
 
     try:
         with session.progress("comparing dump sets", len(listed)) as bar:
@@ -179,7 +181,7 @@ def compare_sets(session: Session, selection: Selection, jobs: int | None) -> tu
                     collect(wait(running, return_when=FIRST_COMPLETED)[0])
             except KeyboardInterrupt:
                 stop.set()
-                collect(wait(running)[0])
+                collect(wait(running)[0], advance=False)
     finally:
         runners.shutdown(wait=True)
         if own_pool is not None:
