@@ -266,7 +266,7 @@ def rank_table(session: Session, done: list[SetResult], criteria, merged: Path,
              "◀ odd rank out" if line.odd else ""] for line in lines]
     notes = [f"odd rank out: {', '.join(odd_names)}" if odd_names else "every rank diverges first at the same op",
              f"merged CSV: {merged}", "`next` steps through the failing ops of every rank"]
-    return Table(["rank", "step", "first divergence", "roots", "failing", "compared", ""], rows,
+    return Table(["rank", "step", "first divergence", "roots", "failing", "compared", "odd"], rows,
                  title=f"{len(lines)} dump sets, threshold {criteria.threshold:g}",
                  json_rows=[line.to_json() for line in lines], notes=notes,
                  highlight={i for i, line in enumerate(lines) if line.odd},
