@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     for message in session.load_errors:
         frontend.error(message)
     frontend.failed = bool(session.load_errors)
+    frontend.show_warnings()
     try:
         for line in lines:
             frontend.run_line(line)

@@ -38,9 +38,17 @@ class Frontend:
     fail_on_findings: bool = False   # CI gate: findings exit 3; a command that could not judge, 1
     interrupted: bool = False   # a command stopped early on Ctrl-C and returned partial results
     quit: bool = False
+    warned: int = 0  # session.load_warnings already shown
 
     def error(self, message: str) -> None:
         print(f"error: {message}", file=self.err, flush=True)
+
+    def show_warnings(self) -> None:
+        """The session's new load warnings (problems that lose nothing: no failed exit)."""
+        warnings = getattr(self.session, "load_warnings", [])
+        for message in warnings[self.warned:]:
+            print(f"warning: {message}", file=self.err, flush=True)
+        self.warned = len(warnings)
 
     def run_line(self, line: str) -> list[Outcome]:
         """Run every statement of ``line``; stop early only on quit."""
@@ -69,6 +77,7 @@ class Frontend:
             self.error(f"internal error in `{statement.text}`: {type(exc).__name__}: {exc}{where}")
             self.failed = True
             return Outcome(statement, error=PshellError(str(exc)))
+        self.show_warnings()  # e.g. a cache entry the command ignored
         try:
             if outcome.error is not None:
                 self._record_error(outcome.error)

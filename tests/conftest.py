@@ -36,3 +36,13 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 
 def json_docs(out: str) -> list:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def cache_round_trip(kind, value, key=("key",)):
+    """``value`` as a start-up cache entry of ``kind`` would give it back (bytes and all)."""
+    from precision_shell.model.load_cache import LoadCache
+
+    cache = LoadCache(None)
+    copy = cache.value_of(kind, LoadCache.entry(kind, key, value), key, "round trip")
+    assert cache.warnings == []
+    return copy

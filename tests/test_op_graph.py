@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 import random
 
 import pytest
@@ -10,7 +9,10 @@ from google.protobuf import text_format
 
 from precision_shell.formats.graph_text import parse_graph_text
 from precision_shell.formats.protoload import ge_ir_pb
+from precision_shell.model.graph_cache import GRAPH
+from precision_shell.model.op_attrs import LazyAttrs
 from precision_shell.model.op_graph import OpGraph
+from tests.conftest import cache_round_trip
 
 pb = ge_ir_pb()
 
@@ -175,11 +177,14 @@ def test_networkx_view_and_consumers(graph):
         graph.consumers("nope")
 
 
-def test_pickles_without_the_protobuf_messages(graph):
-    """The start-up cache pickles the graph: attrs travel as serialized bytes, still lazy."""
-    copy = pickle.loads(pickle.dumps(graph))
+def test_cache_copy_keeps_the_attrs_serialized_and_lazy(graph):
+    """The start-up cache keeps a parsed graph's attrs as serialized bytes, decoded when shown."""
+    copy = cache_round_trip(GRAPH, graph)
     assert list(copy.ops) == list(graph.ops)
+    details = copy.ops["fc1/MatMul"].lazy[0]
+    assert isinstance(details.attrs, LazyAttrs) and isinstance(details.attrs._source, bytes)
     assert dict(copy.ops["fc1/MatMul"].attrs) == dict(graph.ops["fc1/MatMul"].attrs)
+    assert copy.ops["fc1/MatMul"].outputs == graph.ops["fc1/MatMul"].outputs
     assert copy.consumers("fc1/MatMul")[1][0].key == "trans" and copy.warnings == graph.warnings
 
 

@@ -25,7 +25,8 @@ from precision_shell.formats.nano_dump import encode_nano_dump
 from precision_shell.formats.opdebug import encode_opdebug_new, encode_opdebug_old, read_opdebug
 from precision_shell.formats.protoload import dump_data_pb
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,
+               suppress_health_check=[HealthCheck.too_slow])
 _counter = itertools.count()
 
 

@@ -7,6 +7,7 @@ from precision_shell.commands import (  # noqa: F401  (importing registers the c
     basic, compare_cmd, config_cmd, decode, export, fusion_cmd, info, inspect_cmd, overflow_cmd, stepping,
     tensor_cmd,
 )
+from precision_shell.commands import report_cmd  # noqa: F401  (report: one HTML file of the session)
 from precision_shell.commands.registry import REGISTRY
 
 __all__ = ["REGISTRY"]

@@ -436,24 +436,35 @@ def _export_suspects(fmt: str) -> Callable[[Session, Path], int]:
     return export
 
 
-def _export_fusion_switch(session: Session, path: Path) -> int:
-    suspects = _suspects(session)
+def fusion_switch_text(suspects: list[Suspect]) -> tuple[str, int]:
+    """The fusion switch config turning off the passes behind the fused roots, and how many."""
     config, _unknown = fusion_switch_config(suspects)
     count = sum(len(v) for v in config["Switch"].values())
     if not count:
         roots = [s.op for s in suspects if s.role == "root"]
         raise CommandError("no fused root op in the suspect list, so no fusion pass to switch off"
                            + (f" (roots: {', '.join(roots)})" if roots else ""))
-    write_atomic(path, lambda fh: fh.write(json.dumps(config, indent=4) + "\n"))
-    return count
+    return json.dumps(config, indent=4) + "\n", count
 
 
-def _export_keep_fp32(session: Session, path: Path) -> int:
-    names = keep_fp32_names(_suspects(session))
+def keep_fp32_text(suspects: list[Suspect]) -> tuple[str, int]:
+    """The keep-fp32 list: one framework op name of a root per line, and how many."""
+    names = keep_fp32_names(suspects)
     if not names:
         raise CommandError("no root op in the suspect list: nothing to keep in fp32")
-    write_atomic(path, lambda fh: fh.write("".join(n + "\n" for n in names)))
-    return len(names)
+    return "".join(n + "\n" for n in names), len(names)
+
+
+def _write_text(make: Callable[[list[Suspect]], tuple[str, int]]) -> Callable[[Session, Path], int]:
+    def export(session: Session, path: Path) -> int:
+        text, count = make(_suspects(session))
+        write_atomic(path, lambda fh: fh.write(text))
+        return count
+    return export
+
+
+_export_fusion_switch = _write_text(fusion_switch_text)
+_export_keep_fp32 = _write_text(keep_fp32_text)
 
 
 def _export_compare(fmt: str) -> Callable[[Session, Path], int]:

@@ -7,6 +7,7 @@ files are written atomically into the output folder (or where ``-o`` says).
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -22,21 +23,23 @@ EXPORTERS: dict[tuple[str, str], Callable[[Session, Path], int]] = {}
 FORMATS = ("csv", "json", "fusion-switch", "keep-fp32")
 
 
-def write_rows(path: Path, rows: list[dict], fmt: str) -> int:
+def rows_text(rows: list[dict], fmt: str) -> str:
     """Rows (dicts with the same keys) as CSV or a JSON array; nested values JSON-encoded in CSV."""
     if fmt == "json":
-        write_atomic(path, lambda fh: fh.write(to_json_text(rows) + "\n"))
-        return len(rows)
-    headers = list(rows[0]) if rows else []
+        return to_json_text(rows) + "\n"
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(list(rows[0]) if rows else [])
+    for row in rows:
+        writer.writerow([json.dumps(v) if isinstance(v, (list, dict)) else
+                         ("" if v is None else v) for v in row.values()])
+    return out.getvalue()
 
-    def write(fh):
-        writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(headers)
-        for row in rows:
-            writer.writerow([json.dumps(v) if isinstance(v, (list, dict)) else
-                             ("" if v is None else v) for v in row.values()])
 
-    write_atomic(path, write)
+def write_rows(path: Path, rows: list[dict], fmt: str) -> int:
+    """:func:`rows_text` written to ``path``; the number of rows."""
+    text = rows_text(rows, fmt)
+    write_atomic(path, lambda fh: fh.write(text))
     return len(rows)
 
 

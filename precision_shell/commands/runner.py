@@ -170,6 +170,8 @@ def execute(session: Any, statement: Statement, registry: Registry = REGISTRY) -
         args = cmd.parse(argv)
         if cmd.needs_session and session is None:
             raise PshellError(f"{cmd.name}: no workspace loaded")
+        if isinstance(getattr(session, "history", None), list):
+            session.history.append(statement.text or " ".join(statement.argv))
         try:
             outcome.result = cmd.handler(session, args)
         finally:

@@ -9,7 +9,6 @@ everything about dump files from this one module.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +23,8 @@ from .dump_header import (  # noqa: F401  (re-exported)
     read_dump_header, read_small_file,
 )
 from .layout import PLAIN_LAYOUTS, restore_layout
+from .quoting import clipped, shown
+from .shapes import check_dims
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,13 @@ class DumpTensor:
 # ----------------------------------------------------------------------------------------------
 # reading tensor bytes
 
-def _count_and_shape(entry: TensorEntry, itemsize: int) -> tuple[int, tuple[int, ...]]:
+def _count_and_shape(header: DumpHeader, entry: TensorEntry, itemsize: int) -> tuple[int, tuple[int, ...]]:
     if entry.dtype == DT_UNDEFINED and entry.size:
         return entry.size, (entry.size,)          # raw bytes, whatever the header's shape says
     if not entry.shape and entry.size:
         count = entry.size // itemsize            # no shape: the whole segment as 1-D
         return count, (count,)
-    return math.prod(entry.shape), entry.shape
+    return check_dims(entry.shape, header.path, f"{entry.label} shape"), entry.shape
 
 
 def read_raw_bytes(header: DumpHeader, entry: TensorEntry, nbytes: int | None = None) -> bytes:
@@ -74,10 +75,10 @@ def read_device_array(header: DumpHeader, entry: TensorEntry, data: bytes | None
     copy and no file access, with the same checks and errors as reading from the file.
     """
     dtype = numpy_dtype(entry.dtype, header.path)
-    count, shape = _count_and_shape(entry, dtype.itemsize)
+    count, shape = _count_and_shape(header, entry, dtype.itemsize)
     need = count * dtype.itemsize
     if need > entry.size:
-        raise FormatError(header.path, f"{entry.label} shape {list(entry.shape)} of {entry.dtype_name} needs "
+        raise FormatError(header.path, f"{entry.label} shape {shown(list(entry.shape))} of {entry.dtype_name} needs "
                                        f"{need} bytes but its size is {entry.size}")
     try:
         if count == 0:
@@ -96,7 +97,7 @@ def read_device_array(header: DumpHeader, entry: TensorEntry, data: bytes | None
             arr = arr != 0  # any non-zero byte is true; a raw view would make invalid numpy bools
         return arr.reshape(shape)
     except (ValueError, OverflowError, MemoryError) as e:
-        raise FormatError(header.path, f"{entry.label} shape {list(entry.shape)} cannot be decoded: {e}") from None
+        raise FormatError(header.path, f"{entry.label} shape {shown(list(entry.shape))} cannot be decoded: {clipped(e)}") from None
 
 
 def _from_file(header: DumpHeader, entry: TensorEntry, raw_dtype: np.dtype, count: int) -> np.ndarray:
@@ -127,7 +128,7 @@ def v2_tensor_layout(data: bytes) -> tuple[int, TensorLayout] | None:
     if file_size < _LEN.size:
         return None
     (header_len,) = _LEN.unpack_from(data)
-    if header_len > file_size - _LEN.size:
+    if header_len == 0 or header_len > file_size - _LEN.size:
         return None
     header = memoryview(data)[_LEN.size:_LEN.size + header_len]
     if nano_dump.is_nano_header(header):
@@ -186,9 +187,14 @@ def to_logical(header: DumpHeader, entry: TensorEntry, arr: np.ndarray, *,
     shape; ``fallback_shape`` (e.g. the graph's origin_shape) serves when the dump has none."""
     fmt = entry.format_name
     original = entry.original_shape or fallback_shape
+    if original is not None:  # checked before anything is shaped or allocated by it
+        count = check_dims(original, header.path, f"{entry.label} original shape")
     if fmt in PLAIN_LAYOUTS or entry.dtype == DT_UNDEFINED:
-        if original is not None and math.prod(original) == arr.size:
-            return arr.reshape(original)
+        if original is not None and count == arr.size:
+            try:
+                return arr.reshape(original)
+            except ValueError as e:  # more dims than numpy holds
+                raise FormatError(header.path, f"{entry.label} original shape {shown(list(original))}: {clipped(e)}") from None
         return arr
     return restore_layout(arr, fmt, original, target_format=target_format,
                           sub_format=entry.sub_format, path=header.path)

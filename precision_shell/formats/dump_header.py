@@ -27,7 +27,9 @@ from ..errors import FormatError
 from . import nano_dump
 from .dtypes import DT_UNDEFINED, FORMAT_ND, dtype_name, format_name
 from .dump_names import parse_dump_name
+from .input_files import open_regular
 from .protoload import dump_data_pb
+from .quoting import clipped
 
 _LEN = struct.Struct("<Q")
 # protobuf refuses messages over 2 GiB, so a v1 (inline) file cannot be larger.
@@ -124,7 +126,7 @@ def read_dump(path: str | os.PathLike, whole_below: int = 1 << 20) -> tuple[Dump
     it). Larger files: the header only, as :func:`read_dump_header`, and ``None``."""
     path = os.fspath(path)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(path)
     except OSError as e:
         raise open_error(path, e) from None
     try:
@@ -145,7 +147,7 @@ def read_small_file(path: str, size: int) -> bytes | None:
     A regular file's read returns less than asked only at its end, so asking one byte more than
     ``size`` proves the size without an ``fstat``, and the buffer is exactly the file. Raises
     OSError."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO (the listing drops them) cannot block
     try:
         data = os.read(fd, size + 1)
     finally:
@@ -198,6 +200,9 @@ def _parse(path: str, file_size: int, source: _FdSource | _BufferSource) -> Dump
     if len(head) != _LEN.size:
         raise FormatError(path, "file shrank while being read")
     (header_len,) = _LEN.unpack(head)
+    if header_len == 0:
+        # an empty DumpData decodes fine and lists no tensors: the op would vanish unreported
+        return _try_v1(source, path, file_size, FormatError(path, "header length 0"))
     if header_len > file_size - _LEN.size:
         v2_error = FormatError(path, f"header length {header_len} is larger than the file "
                                      f"({file_size} bytes)")
@@ -210,7 +215,7 @@ def _parse(path: str, file_size: int, source: _FdSource | _BufferSource) -> Dump
     try:
         msg = _dump_data_class().FromString(header)
     except Exception as e:  # upb raises DecodeError; any failure means a corrupt header
-        return _try_v1(source, path, file_size, FormatError(path, f"corrupt protobuf header: {e}"))
+        return _try_v1(source, path, file_size, FormatError(path, f"corrupt protobuf header: {clipped(e)}"))
     try:
         return _v2_header(path, msg, header_len, file_size)
     except FormatError as v2_error:
@@ -255,7 +260,7 @@ def _nano_header(path: str, header: bytes, file_size: int) -> DumpHeader:
     try:
         nano = nano_dump.parse_nano_header(header)
     except nano_dump.NanoFormatError as e:
-        raise FormatError(path, f"corrupt nano dump header: {e}") from None
+        raise FormatError(path, f"corrupt nano dump header: {clipped(e)}") from None
     offset = _LEN.size + len(header)
     groups = []
     for kind, descs in (("input", nano.inputs), ("output", nano.outputs)):

@@ -22,12 +22,13 @@ import re
 from typing import Iterable, NamedTuple
 
 from ..errors import FormatError
+from .quoting import clipped
 
 _ESCAPED_CHARS = str.maketrans({".": "_", "/": "_", "\\": "_", " ": "_"})
 
 
-# NamedTuples, not dataclasses: a workspace has 10^5 of them and the start-up cache unpickles
-# tuples several times faster.
+# NamedTuples, not dataclasses: a workspace has 10^5 of them, and tuples are the cheapest Python
+# objects to make.
 class DumpName(NamedTuple):
     op_type: str
     op_name: str                 # escaped, as on disk
@@ -58,8 +59,9 @@ def escape_op_name(name: str) -> str:
 
 # One match decides whether a name is a dump: the start-up scan tests 10^5 names and parses them
 # only when an op is looked up. [0-9], not \d: \d also matches non-ASCII digits (e.g. "²"), which
-# are not numbers in a dump name.
-_DUMP_NAME = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+(?:\.[0-9]+){2,}\Z")
+# are not numbers in a dump name. At most 30 digits a field: a real name from mapping.csv is not
+# bounded by the file system, and int() refuses more than 4300 digits.
+_DUMP_NAME = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+(?:\.[0-9]{1,30}){2,}\Z")
 # {op}.{idx}.{ts}.npy, else {op}.{idx}.npy: the shortest op wins, so two trailing numbers are
 # read as (index, timestamp), as in the field rules; an empty op is rejected after the match.
 _GOLDEN_NAME = re.compile(r"([.A-Za-z0-9_-]*?)\.([0-9]+)(?:\.([0-9]+))?\.npy\Z")
@@ -158,7 +160,7 @@ def read_mapping_csv(path: str | os.PathLike) -> dict[str, str]:
     except UnicodeDecodeError:
         raise FormatError(path, "mapping file is not UTF-8 text") from None
     except csv.Error as e:
-        raise FormatError(path, f"malformed mapping file: {e}") from None
+        raise FormatError(path, f"malformed mapping file: {clipped(e)}") from None
     except OSError as e:
         raise FormatError(path, f"cannot read: {e.strerror or e}") from None
     mapping: dict[str, str] = {}

@@ -17,15 +17,18 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..errors import FormatError
+from .input_files import read_regular
+from .quoting import JSON_LONG_NUMBER, JSON_TOO_DEEP, shown
 
 __all__ = ["FusionGraphStats", "FusionPass", "read_fusion_result"]
 
 _KINDS = (("graph_fusion", "graph"), ("ub_fusion", "ub"))
 _ID_KEYS = ("session_and_graph_id", "graphId")
 _ID_PREFIX = "session_and_graph_id_"
+_MAX_COUNT = 2**63 - 1  # FE writes int64 counters
+_MAX_ARRAY_NESTING = 16  # shape 3 nests arrays one level; more is not a fusion report
 
 
 @dataclass
@@ -53,13 +56,13 @@ def _count(value, where: str, optional: bool = False) -> int | None:
             return None
         raise _Bad(f"{where} is missing")
     if isinstance(value, bool):
-        raise _Bad(f"{where} is not a count: {value!r}")
+        raise _Bad(f"{where} is not a count: {shown(value)}")
     try:
         number = int(value) if isinstance(value, (int, str)) else None
-    except ValueError:
+    except ValueError:  # not digits, or more digits than Python converts
         number = None
-    if number is None or number < 0:
-        raise _Bad(f"{where} is not a count: {value!r}")
+    if number is None or not 0 <= number <= _MAX_COUNT:
+        raise _Bad(f"{where} is not a count: {shown(value)}")
     return number
 
 
@@ -70,9 +73,9 @@ def _stats(obj: dict, graph_id: str) -> FusionGraphStats:
         if passes is None:
             continue
         if not isinstance(passes, dict):
-            raise _Bad(f"graph {graph_id or '?'}: {key} is not an object")
+            raise _Bad(f"graph {shown(graph_id or '?')}: {key} is not an object")
         for name, counts in passes.items():
-            where = f"graph {graph_id or '?'} {key} {name}"
+            where = f"graph {shown(graph_id or '?')} {key} {shown(name)}"
             if not isinstance(counts, dict):
                 raise _Bad(f"{where}: expected an object with match_times/effect_times")
             stats.passes.append(FusionPass(
@@ -90,10 +93,12 @@ def _graph_id(obj: dict, fallback: str = "") -> str:
     return fallback
 
 
-def _collect(value, out: list[FusionGraphStats]) -> None:
+def _collect(value, out: list[FusionGraphStats], depth: int = 0) -> None:
     if isinstance(value, list):  # shape 3 (and lists nested in it)
+        if depth >= _MAX_ARRAY_NESTING:
+            raise _Bad(f"arrays nested more than {_MAX_ARRAY_NESTING} deep")
         for item in value:
-            _collect(item, out)
+            _collect(item, out, depth + 1)
         return
     if not isinstance(value, dict):
         raise _Bad(f"expected a JSON object or array, got {type(value).__name__}")
@@ -105,13 +110,13 @@ def _collect(value, out: list[FusionGraphStats]) -> None:
             fallback = key[len(_ID_PREFIX):] if key.startswith(_ID_PREFIX) else key
             out.append(_stats(inner, _graph_id(inner, fallback)))
         elif key not in _ID_KEYS:
-            raise _Bad(f"unexpected key {key!r}: no graph_fusion/ub_fusion below it")
+            raise _Bad(f"unexpected key {shown(key)}: no graph_fusion/ub_fusion below it")
 
 
 def read_fusion_result(path: str | os.PathLike) -> list[FusionGraphStats]:
     """All graphs' pass statistics in file order; FormatError for anything unreadable."""
     try:
-        text = Path(path).read_bytes().decode("utf-8-sig")
+        text = read_regular(path).decode("utf-8-sig")
     except OSError as exc:
         raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -128,6 +133,10 @@ def read_fusion_result(path: str | os.PathLike) -> list[FusionGraphStats]:
             value, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise FormatError(path, f"not JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        except RecursionError:  # the C decoder recurses per level: a bound, not a crash
+            raise FormatError(path, JSON_TOO_DEEP) from None
+        except ValueError:  # json's int(): a number of more than 4300 digits
+            raise FormatError(path, JSON_LONG_NUMBER) from None
         try:
             _collect(value, out)
         except _Bad as exc:

@@ -21,6 +21,9 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from ..errors import FormatError
+from .input_files import open_regular
+from .quoting import clipped, shown
+from .shapes import check_dims
 
 
 @dataclass
@@ -98,7 +101,7 @@ def _read_header(f, path: str) -> tuple[tuple[int, ...], bool, np.dtype]:
     except Exception as e:
         # numpy parses the header dict with tokenize/ast, so garbage can surface as ValueError,
         # EOFError, SyntaxError, tokenize.TokenError, UnicodeDecodeError, ...: all mean "not npy"
-        raise FormatError(path, f"not a valid .npy file: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        raise FormatError(path, f"not a valid .npy file: {clipped(e)}") from None
 
 
 def read_npy_header(path: str | os.PathLike) -> NpyHeader:
@@ -121,7 +124,7 @@ def read_npy(path: str | os.PathLike, whole_below: int = 1 << 20) -> tuple[NpyHe
     path = os.fspath(path)
     blob = None
     try:
-        with open(path, "rb", buffering=0) as f:
+        with os.fdopen(open_regular(path), "rb", buffering=0) as f:
             file_size = os.fstat(f.fileno()).st_size
             if file_size == 0:
                 raise FormatError(path, "empty file")
@@ -141,13 +144,12 @@ def read_npy(path: str | os.PathLike, whole_below: int = 1 << 20) -> tuple[NpyHe
 
 
 def _checked(path: str, shape, fortran, dtype: np.dtype, offset: int, file_size: int) -> NpyHeader:
-    if any(int(d) < 0 for d in shape):
-        raise FormatError(path, f"negative dimension in shape {list(shape)}")
+    check_dims(shape, path, "shape")
     if dtype.hasobject:
         raise FormatError(path, "object arrays are not supported (they need pickle)")
     header = NpyHeader(path, tuple(int(d) for d in shape), dtype, bool(fortran), offset)
     if offset + header.nbytes > file_size:
-        raise FormatError(path, f"truncated: shape {list(header.shape)} of {dtype} needs {header.nbytes} bytes "
+        raise FormatError(path, f"truncated: shape {shown(list(header.shape))} of {dtype} needs {header.nbytes} bytes "
                                 f"after the header, the file has {file_size - offset}")
     return header
 
@@ -183,4 +185,4 @@ def load_npy(path: str | os.PathLike, mmap: bool = True) -> np.ndarray:
     except OSError as e:
         raise _open_error(header.path, e) from None
     except (ValueError, OverflowError, MemoryError) as e:
-        raise FormatError(header.path, f"cannot load: {e}") from None
+        raise FormatError(header.path, f"cannot load: {clipped(e)}") from None

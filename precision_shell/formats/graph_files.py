@@ -20,6 +20,8 @@ import re
 from pathlib import Path
 
 from ..errors import FormatError
+from .input_files import cannot_list, read_regular
+from .quoting import clipped
 
 __all__ = ["find_graph_files", "load_graph_file"]
 
@@ -32,16 +34,20 @@ _TIERS = (
 _GRAPH_JSON_SNIFF = re.compile(rb'^\s*[\[{][\s\S]{0,4096}?"(graph|op)"\s*:')
 
 
-def _walk(root: Path) -> list[Path]:
-    """Every file below root, following directory symlinks once (no loops)."""
+def _walk(root: Path, warnings: list[str]) -> list[Path]:
+    """Every file below root, following directory symlinks once (no loops). Folders that cannot
+    be listed and folders named like graph files are named in ``warnings``."""
     files, seen = [], set()
-    for folder, dirs, names in os.walk(root, followlinks=True):
+    for folder, dirs, names in os.walk(root, followlinks=True,
+                                       onerror=lambda exc: warnings.append(cannot_list(exc.filename, exc))):
         real = os.path.realpath(folder)
         if real in seen:
             dirs[:] = []
             continue
         seen.add(real)
         dirs.sort()
+        warnings.extend(f"{Path(folder, d)}: is a directory, not a graph file"
+                        for d in dirs if any(p.match(d) for p in _TIERS))
         files.extend(Path(folder, name) for name in sorted(names))
     return files
 
@@ -50,28 +56,32 @@ def _counter_key(path: Path, counter: str | None) -> tuple:
     return (int(counter) if counter is not None else -1, str(path))
 
 
-def _looks_like_graph_json(path: Path) -> bool:
+def _looks_like_graph_json(path: Path, warnings: list[str]) -> bool:
     try:
         with path.open("rb") as handle:
             head = handle.read(8192)
-    except OSError:
+    except OSError as exc:
+        warnings.append(f"{path}: cannot read ({exc.strerror or exc})")
         return False
     return _GRAPH_JSON_SNIFF.match(head) is not None
 
 
-def find_graph_files(root: str | os.PathLike) -> list[Path]:
-    """Graph files to load for a run, oldest compile first (see the module doc for the rule)."""
+def find_graph_files(root: str | os.PathLike, warnings: list[str] | None = None) -> list[Path]:
+    """Graph files to load for a run, oldest compile first (see the module doc for the rule).
+    What stops a graph from being found (an unreadable folder, a folder named like a graph
+    file) is added to ``warnings``, one line each."""
+    warnings = [] if warnings is None else warnings
     root = Path(root)
     if root.is_file():
         return [root]
     if not root.is_dir():
         return []
-    files = _walk(root)
+    files = _walk(root, warnings)
     for pattern in _TIERS:
         found = [(m.group(1), f) for f in files if (m := pattern.match(f.name))]
         if found:
             return [f for counter, f in sorted(found, key=lambda cf: _counter_key(cf[1], cf[0]))]
-    return [f for f in files if f.suffix == ".json" and _looks_like_graph_json(f)]
+    return [f for f in files if f.suffix == ".json" and _looks_like_graph_json(f, warnings)]
 
 
 def load_graph_file(path: str | os.PathLike):
@@ -89,9 +99,9 @@ def load_graph_file(path: str | os.PathLike):
         return parse_graph_json(path)
     if suffix == ".pb":
         try:
-            return ge_ir_pb().ModelDef.FromString(path.read_bytes())
+            return ge_ir_pb().ModelDef.FromString(read_regular(path))
         except OSError as exc:
             raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
         except DecodeError as exc:
-            raise FormatError(path, f"not a binary ModelDef: {exc}") from None
+            raise FormatError(path, f"not a binary ModelDef: {clipped(exc)}") from None
     return parse_graph_text(path)

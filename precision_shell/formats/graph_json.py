@@ -24,15 +24,16 @@ import json
 import math
 import os
 import struct
-from pathlib import Path
 
 from google.protobuf import descriptor as _desc
 from google.protobuf import text_encoding
 from google.protobuf.message import DecodeError
 
 from ..errors import FormatError
+from .input_files import read_regular
 from .proto_wire import VARINT as _VARINT, WireField, varint as _varint, wire_field
 from .protoload import ge_ir_pb
+from .quoting import JSON_LONG_NUMBER, JSON_TOO_DEEP, shown
 
 __all__ = ["parse_graph_json"]
 
@@ -64,20 +65,16 @@ def _table(message_desc: _desc.Descriptor) -> dict[str, WireField]:
     return table
 
 
-def _shown(value) -> str:
-    return json.dumps(value)[:40]
-
-
 def _as_int(value, bounds: tuple[int, int]) -> int:
     if type(value) is not int:
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise _JsonShapeError(f"expected an integer, got {_shown(value)}")
+            raise _JsonShapeError(f"expected an integer, got {shown(value)}")
         try:
             value = int(value)
         except ValueError:
-            raise _JsonShapeError(f"expected an integer, got {_shown(value)}") from None
+            raise _JsonShapeError(f"expected an integer, got {shown(value)}") from None
     if not bounds[0] <= value <= bounds[1]:
-        raise _JsonShapeError(f"integer {value} out of range")
+        raise _JsonShapeError(f"integer {shown(value)} out of range")
     return value
 
 
@@ -85,11 +82,11 @@ def _as_float(value) -> float:
     if value is None:  # nlohmann::json writes NaN and +-inf as null
         return math.nan
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _JsonShapeError(f"expected a number, got {_shown(value)}")
+        raise _JsonShapeError(f"expected a number, got {shown(value)}")
     try:
         return float(value)  # "%g" strings: "0.5", "1e-05", "inf", "nan"
     except ValueError:
-        raise _JsonShapeError(f"expected a number, got {_shown(value)}") from None
+        raise _JsonShapeError(f"expected a number, got {shown(value)}") from None
 
 
 def _scalar(value, f: WireField, repeated: bool) -> bytes:
@@ -100,7 +97,7 @@ def _scalar(value, f: WireField, repeated: bool) -> bytes:
         return _VARINT[value]  # the common small int
     if kind == _FD.TYPE_STRING or kind == _FD.TYPE_BYTES:
         if type(value) is not str:
-            raise _JsonShapeError(f"expected a string, got {_shown(value)}")
+            raise _JsonShapeError(f"expected a string, got {shown(value)}")
         raw = value.encode("utf-8", "surrogateescape")
         if kind == _FD.TYPE_BYTES and not repeated and "\\" in value:
             try:  # newer GE C-escapes singular bytes; older GE wrote them raw (then keep them)
@@ -117,7 +114,7 @@ def _scalar(value, f: WireField, repeated: bool) -> bytes:
         if isinstance(value, str) and not value.lstrip("-").isdigit():
             enum_value = f.desc.enum_type.values_by_name.get(value)
             if enum_value is None:
-                raise _JsonShapeError(f"enum {f.desc.enum_type.full_name} has no value {value!r}")
+                raise _JsonShapeError(f"enum {f.desc.enum_type.full_name} has no value {shown(value)}")
             return _varint(enum_value.number)
         return _varint(_as_int(value, f.bounds))
     if kind == _FD.TYPE_BOOL:
@@ -125,7 +122,7 @@ def _scalar(value, f: WireField, repeated: bool) -> bytes:
             return b"\x01"
         if value is False or value in ("false", 0):
             return b"\x00"
-        raise _JsonShapeError(f"expected true or false, got {_shown(value)}")
+        raise _JsonShapeError(f"expected true or false, got {shown(value)}")
     if kind == _FD.TYPE_FLOAT:
         number = _as_float(value)
         try:
@@ -182,7 +179,7 @@ def _message(obj, table: dict[str, WireField]) -> bytes:
 def parse_graph_json(path: str | os.PathLike):
     """Parse an atc ``--mode=5`` graph JSON into a ``ge.proto.ModelDef``; FormatError if bad."""
     try:
-        text = Path(path).read_bytes()
+        text = read_regular(path)
     except OSError as exc:
         raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
     if not text.strip():
@@ -193,6 +190,10 @@ def parse_graph_json(path: str | os.PathLike):
         raise FormatError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise FormatError(path, f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:  # the C decoder recurses per level: a bound, not a crash
+        raise FormatError(path, JSON_TOO_DEEP) from None
+    except ValueError:  # json's int(): a number of more than 4300 digits
+        raise FormatError(path, JSON_LONG_NUMBER) from None
     if isinstance(tree, dict) and "op" in tree and "graph" not in tree:
         tree = {"graph": [tree]}  # a bare GraphDef
     if not isinstance(tree, dict) or not isinstance(tree.get("graph"), list):

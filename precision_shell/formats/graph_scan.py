@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from ..errors import FormatError
 from .protoload import ge_ir_pb
+from .quoting import clipped
 from .text_wire import TextError, Translator, line_of, text_to_wire
 
 __all__ = ["OpTextReader", "ScannedGraph", "ScannedOp", "scan_graph_text"]
@@ -110,7 +111,8 @@ class OpTextReader:
 
     Holds the file's bytes (read again if dropped) and a :class:`Translator` shared by all ops, so
     each op after the first costs ~0.1 ms. The file must still be what was scanned: a changed
-    size or mtime is an error, not a silently wrong op.
+    size or mtime is an error, not a silently wrong op. The start-up cache keeps a reader as
+    its ``path`` and ``stamp`` (size, mtime in ns) and makes it again with this constructor.
     """
 
     def __init__(self, path: str, stamp: tuple[int, int], data: bytes | None = None):
@@ -120,10 +122,6 @@ class OpTextReader:
         self.decoded = 0  # ops decoded in this process (the caller counts)
         self._reads = 0  # spans read one by one (see _span)
         self.before_bulk = None  # the caller's hook once many ops were decoded one by one
-
-    def __getstate__(self) -> dict:  # pickled in the start-up cache without the file's bytes
-        return {"path": self.path, "stamp": self.stamp, "_data": None, "_translate": None, "memo": {},
-                "decoded": 0, "_reads": 0, "before_bulk": None}
 
     def _check_stamp(self, fd: int) -> None:
         st = os.fstat(fd)
@@ -179,7 +177,7 @@ class OpTextReader:
                 line = line_of(data, start + exc.offset)
             raise FormatError(self.path, f"line {line}: {exc.reason}") from None
         except Exception as exc:  # upb's DecodeError: nesting too deep
-            raise FormatError(self.path, f"cannot build op at byte {start}: {exc}") from None
+            raise FormatError(self.path, f"cannot build op at byte {start}: {clipped(exc)}") from None
 
 
 def _value(s_value: bytes | None, list_lines: bytes | None) -> tuple[str, tuple[str, ...]] | None:

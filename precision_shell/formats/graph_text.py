@@ -18,13 +18,14 @@ extension / Any field names.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from ..errors import FormatError
+from .input_files import read_regular
 from .protoload import ge_ir_pb
+from .quoting import clipped
 from .text_wire import CHUNK, TextError, line_of, text_to_wire
 
 __all__ = ["parse_graph_text", "parse_graph_text_reference"]
@@ -34,7 +35,7 @@ _CHUNK = CHUNK  # read at each parse, so it can be lowered (tests cut files into
 
 def _read(path: str | os.PathLike) -> bytes:
     try:
-        data = Path(path).read_bytes()
+        data = read_regular(path)
     except OSError as exc:
         raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
     if not data.strip():
@@ -67,7 +68,7 @@ def parse_graph_text(path: str | os.PathLike):
     try:
         return model_cls.FromString(wire)
     except DecodeError as exc:  # e.g. nesting deeper than upb's limit
-        raise FormatError(path, f"cannot build the model: {exc}") from None
+        raise FormatError(path, f"cannot build the model: {clipped(exc)}") from None
 
 
 def parse_graph_text_reference(path: str | os.PathLike):

@@ -17,6 +17,8 @@ import numpy as np
 
 from ..errors import FormatError
 from .dtypes import normalize_format
+from .quoting import clipped, shown
+from .shapes import check_dims
 
 # Formats whose bytes are already in logical order: restoring is a reshape.
 PLAIN_LAYOUTS = frozenset({
@@ -49,8 +51,8 @@ def restore_layout(arr: np.ndarray, device_format: str | int, original_shape: Se
     fmt = normalize_format(device_format)
     target = normalize_format(target_format) if target_format else None
     shape = tuple(int(d) for d in original_shape) if original_shape is not None else None
-    if shape is not None and any(d < 0 for d in shape):
-        raise FormatError(path, f"logical shape {list(shape)} has a negative dim")
+    if shape is not None:
+        check_dims(shape, path, "logical shape")
     try:
         if fmt in PLAIN_LAYOUTS:
             return _reshape_only(arr, fmt, shape, path)
@@ -70,12 +72,12 @@ def restore_layout(arr: np.ndarray, device_format: str | int, original_shape: Se
     except (ValueError, IndexError, OverflowError, MemoryError) as e:
         # The explicit checks below should catch every inconsistent shape; this is the safety
         # net that keeps a numpy error from reaching the user as a traceback.
-        raise FormatError(path, f"cannot restore {fmt} shape {list(arr.shape)} to {_show(shape)}: {e}") from None
+        raise FormatError(path, f"cannot restore {fmt} shape {list(arr.shape)} to {_show(shape)}: {clipped(e)}") from None
     raise FormatError(path, f"no converter from {fmt} to logical layout")
 
 
 def _show(shape: tuple[int, ...] | None) -> str:
-    return "its padded shape" if shape is None else str(list(shape))
+    return "its padded shape" if shape is None else shown(list(shape))
 
 
 def _cannot_hold(path, fmt: str, arr: np.ndarray, shape, why: str) -> FormatError:

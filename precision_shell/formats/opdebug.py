@@ -115,6 +115,9 @@ def _decode_new(buf: bytes, path) -> dict:
     if len(buf) < _ACC_HEADER.size:
         raise FormatError(path, f"Opdebug record has {len(buf)} bytes, shorter than its {_ACC_HEADER.size}-byte header")
     magic, version, valid, acc_code, rsv, data_len = _ACC_HEADER.unpack_from(buf)
+    if data_len > len(buf) - _ACC_HEADER.size:
+        raise FormatError(path, f"Opdebug record data_len {data_len} is beyond the record "
+                                f"({len(buf) - _ACC_HEADER.size} bytes after its header)")
     acc_type = ACC_TYPES.get(acc_code)
     if acc_type is None:
         raise FormatError(path, f"Opdebug record has unknown accelerator type {acc_code}")
@@ -131,7 +134,7 @@ def _decode_new(buf: bytes, path) -> dict:
             data[name] = list(words[i:i + STATUS_WORDS_V1])
         else:
             data[name] = _display(name, words[i])
-    # valid != 1 and a data_len that disagrees are only logged by the vendor tool; kept in the JSON.
+    # valid != 1 and a shorter data_len are only logged by the vendor tool; kept in the JSON.
     return {"magic": hex(magic), "version": version,
             "acc_list": {"valid": valid, "acc_type": acc_type, "rsv": rsv, "data_len": data_len, "data": data}}
 

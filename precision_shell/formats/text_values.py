@@ -16,9 +16,9 @@ from google.protobuf import text_encoding, text_format
 
 from .proto_wire import (BOOL, BYTES, ENUM, FLOAT, INT, PACKED, SINT, STRING, VARINT as _VARINT,
                          WireField, varint as _varint)
+from .quoting import clipped, shown
 
-__all__ = ["ATOM", "STR", "WS", "TextError", "check_unknown_value", "encode_scalar", "list_items",
-           "show"]
+__all__ = ["ATOM", "STR", "WS", "TextError", "check_unknown_value", "encode_scalar", "list_items"]
 
 # ---- tokens (possessive quantifiers: no catastrophic backtracking) -------------------------------
 WS = rb"(?:[ \t\r\n\f\v]++|\#[^\n]*+)*+"  # whitespace and '#' comments, as text_format skips them
@@ -46,11 +46,6 @@ _EXPECTS = {INT: "an integer", SINT: "an integer", PACKED: "an integer", BOOL: "
 
 
 # ---- scalar values ------------------------------------------------------------------------------
-def show(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace")
-    return repr(text if len(text) <= 40 else text[:40] + "...")
-
-
 def _unquote(first: bytes, more: bytes | None) -> bytes:
     """Bytes of a string literal, or of adjacent literals ("a" 'b' concatenate)."""
     out = []
@@ -62,7 +57,7 @@ def _unquote(first: bytes, more: bytes | None) -> bytes:
                     warnings.simplefilter("ignore", DeprecationWarning)
                     body = text_encoding.CUnescape(body.decode("utf-8"))
             except ValueError as exc:
-                raise TextError(f"bad escape in string {show(piece)}: {exc}") from None
+                raise TextError(f"bad escape in string {shown(piece)}: {clipped(exc)}") from None
         out.append(body)
     return b"".join(out)
 
@@ -84,7 +79,7 @@ def encode_scalar(f: WireField, atom: bytes | None, first: bytes | None,
     kind, name = f.kind, f.desc.name
     if kind in (STRING, BYTES):
         if first is None:
-            raise TextError(f"field {name!r} expects a string, got {show(atom or b'')}")
+            raise TextError(f"field {name!r} expects a string, got {shown(atom or b'')}")
         body = _unquote(first, more)
         if kind == STRING and not body.isascii():
             try:
@@ -96,7 +91,7 @@ def encode_scalar(f: WireField, atom: bytes | None, first: bytes | None,
         raise TextError(f"field {name!r} expects {_EXPECTS[kind]}, got a string")
     if kind == BOOL:
         if atom not in _BOOLS:
-            raise TextError(f"field {name!r} expects true or false, got {show(atom)}")
+            raise TextError(f"field {name!r} expects true or false, got {shown(atom)}")
         return b"\x01" if _BOOLS[atom] else b"\x00", _BOOLS[atom]
     if kind == ENUM:
         number = f.enum_names.get(atom)
@@ -105,7 +100,7 @@ def encode_scalar(f: WireField, atom: bytes | None, first: bytes | None,
                 number = text_format.ParseEnum(f.desc, atom.decode("utf-8"))
             except ValueError:
                 raise TextError(f"enum {f.desc.enum_type.full_name} has no value named "
-                                f"{show(atom)}") from None
+                                f"{shown(atom)}") from None
             if not f.form[0] <= number <= f.form[1]:
                 raise TextError(f"enum value {number} out of range")
         return _varint(number), number != 0
@@ -113,7 +108,7 @@ def encode_scalar(f: WireField, atom: bytes | None, first: bytes | None,
         try:
             value = text_format.ParseFloat(atom.decode("utf-8"))
         except ValueError:
-            raise TextError(f"field {name!r} expects a number, got {show(atom)}") from None
+            raise TextError(f"field {name!r} expects a number, got {shown(atom)}") from None
         try:
             return struct.pack(f.form, value), value != 0.0
         except OverflowError:  # finite double beyond float32: C's cast (and upb) give +-inf
@@ -121,10 +116,10 @@ def encode_scalar(f: WireField, atom: bytes | None, first: bytes | None,
     try:
         value = _parse_int(atom)
     except ValueError:
-        raise TextError(f"field {name!r} expects an integer, got {show(atom)}") from None
+        raise TextError(f"field {name!r} expects an integer, got {shown(atom)}") from None
     low, high = f.form[1] if kind == PACKED else f.form
     if not low <= value <= high:
-        raise TextError(f"integer {value} out of range for field {name!r}")
+        raise TextError(f"integer {shown(value)} out of range for field {name!r}")
     if kind == PACKED:
         return struct.pack(f.form[0], value), value != 0
     if kind == SINT:  # zigzag
@@ -143,7 +138,7 @@ def check_unknown_value(atom: bytes | None, first: bytes | None, more: bytes | N
             except ValueError:
                 text_format.ParseFloat(atom.decode("utf-8"))
     except ValueError:
-        raise TextError(f"invalid value {show(first or atom)}") from None
+        raise TextError(f"invalid value {shown(first or atom)}") from None
 
 
 def list_items(listed: bytes) -> list[tuple[bytes | None, bytes | None]]:

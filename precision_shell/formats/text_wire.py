@@ -26,8 +26,8 @@ from google.protobuf import descriptor as _desc
 
 from .proto_wire import (BYTES, DUP_NONE, DUP_NONDEFAULT, DUP_PRESENCE, MSG, STRING,
                          VARINT as _VARINT, WireField, varint as _varint, wire_field)
-from .text_values import (ATOM, STR, WS, TextError, check_unknown_value, encode_scalar, list_items,
-                          show)
+from .quoting import shown
+from .text_values import ATOM, STR, WS, TextError, check_unknown_value, encode_scalar, list_items
 
 __all__ = ["CHUNK", "TextError", "Translator", "line_of", "text_to_wire"]
 
@@ -325,12 +325,12 @@ def _syntax_reason(data: bytes, offset: int) -> str:
     m = _NAME_AHEAD.match(data, at)
     after = data[m.end() if m else at:][:30].split(b"\n", 1)[0]
     if m is None:
-        return f"syntax error: unexpected {show(after)}"
+        return f"syntax error: unexpected {shown(after)}"
     if m.group(2) is None:
-        return f"syntax error: expected ':' or '{{' after {show(m.group(1))}"
+        return f"syntax error: expected ':' or '{{' after {shown(m.group(1))}"
     if after[:1] in (b'"', b"'"):
-        return f"syntax error: string not closed on its line: {show(after)}"
-    return f"syntax error: bad value for {show(m.group(1))}: {show(after)}"
+        return f"syntax error: string not closed on its line: {shown(after)}"
+    return f"syntax error: bad value for {shown(m.group(1))}: {shown(after)}"
 
 
 def line_of(data: bytes, offset: int) -> int:

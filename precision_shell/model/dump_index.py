@@ -20,6 +20,8 @@ from precision_shell.errors import FormatError
 from precision_shell.formats.dump_names import (
     DumpName, dump_names_in, escape_op_name, parse_dump_name, parse_dump_names, read_mapping_csv,
 )
+from precision_shell.formats.quoting import shown
+from precision_shell.model.cache_codec import need, strings
 from precision_shell.model.folder_listing import Listing, list_tree
 from precision_shell.model.load_cache import LoadCache
 
@@ -218,6 +220,8 @@ def _select_dumps(names: list[str], folder: Path, warnings: list[str]) -> tuple[
         elif parse_dump_name(real) is not None:
             hashed[filename] = real
             accepted.append(filename)
+        else:
+            warnings.append(f"{folder / filename}: mapping.csv names it {shown(real)}, not a dump file name")
     if hashed:
         opdebug = [n for n in accepted if hashed.get(n, n).startswith("Opdebug.")]
     else:
@@ -226,6 +230,14 @@ def _select_dumps(names: list[str], folder: Path, warnings: list[str]) -> tuple[
 
 
 _MAPPINGS: dict[Path, tuple[int, dict[str, str]]] = {}  # mapping.csv -> (mtime, rows), read once
+
+
+def _read_dump_summary(value, names: list[str]) -> tuple[dict[str, str], list[str]]:
+    """A cached summary of :func:`_select_dumps` (JSON: [hashed, opdebug]), checked."""
+    need(type(value) is list and len(value) == 2 and type(value[0]) is dict, "summary: not [hashed, opdebug]")
+    hashed, opdebug = value
+    strings(list(hashed.values()), "summary: real names")
+    return hashed, strings(opdebug, "summary: opdebug")
 
 
 def _mapping(folder: Path, warnings: list[str]) -> dict[str, str]:
@@ -252,5 +264,5 @@ def _mapping_key(folder: Path) -> tuple:
 
 def scan_dump_dir(folder: Path, recursive: bool = False, cache: LoadCache | None = None) -> DumpIndex:
     """Index the dump files in ``folder`` (and below it when ``recursive``)."""
-    return DumpIndex.from_listing(list_tree(Path(folder), _select_dumps, kind="dumps", recursive=recursive,
-                                            cache=cache, extra_key=_mapping_key))
+    return DumpIndex.from_listing(list_tree(Path(folder), _select_dumps, kind="dumps", read_summary=_read_dump_summary,
+                                            recursive=recursive, cache=cache, extra_key=_mapping_key))

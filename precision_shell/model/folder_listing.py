@@ -7,8 +7,8 @@ Used for dump folders (tens of thousands of files) and golden folders, so start-
 * sizes cost a stat per file (about 5 µs in the kernel: 0.7 s for 150k files, more than the whole
   rest of the scan), so they are read on first use (``FolderFiles.sizes``) and then added to the
   folder's cache entry, where the next start finds them.
-* the cache entry holds the names as one ``\\0``-joined string: it pickles and unpickles at memory
-  speed, where a list of 10^5 strings takes tens of milliseconds.
+* the cache entry (plain JSON, see cache_codec.py) holds the names as one ``\\0``-joined string
+  and the sizes packed (cache_codec.packed): one value each to decode and check, not 10^5.
 
 Paths are kept as a shared folder ``Path`` plus a file name: a ``Path`` per file costs more than
 the listing itself.
@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import stat
 import sys
 import threading
 from array import array
@@ -28,12 +29,16 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, Callable
 
+from precision_shell.formats.input_files import NOT_REGULAR, cannot_list
+from precision_shell.model.cache_codec import CacheKind, fields, need, packed, strings, unpacked
 from precision_shell.model.load_cache import LoadCache, folder_key
 
 # select(file names, folder, warnings) -> (accepted names in the given order, summary): which
 # names are files of this kind, and what the index needs from them before parsing any (counts,
-# names to treat specially). Both must pickle.
+# names to treat specially). The summary must be JSON-able.
 NameSelector = Callable[[list[str], Path, list[str]], tuple[list[str], Any]]
+# read_summary(JSON of a summary, the folder's names) -> the summary; EntryError if it is not one
+SummaryReader = Callable[[Any, list[str]], Any]
 
 _SEPARATOR = "\0"  # the one character no file name can hold
 
@@ -60,14 +65,14 @@ class FolderFiles:
         self.subdirs = subdirs
         self.warnings = warnings
         self._sizes = sizes
-        self._cache_entry: tuple[LoadCache, str, tuple] | None = None  # where sizes are added
+        self._cache_entry: tuple[LoadCache, CacheKind, tuple] | None = None  # where sizes are added
         self._lock = threading.Lock()  # the REPL's completion warm-up thread may ask too
 
     @property
     def has_sizes(self) -> bool:
         return self._sizes is not None
 
-    def keep_sizes_in(self, cache: LoadCache, kind: str, key: tuple) -> None:
+    def keep_sizes_in(self, cache: LoadCache, kind: CacheKind, key: tuple) -> None:
         """Sizes read later are added to this cache entry (the listing itself is already there)."""
         self._cache_entry = (cache, kind, key)
 
@@ -82,7 +87,7 @@ class FolderFiles:
                     warnings += problems
                 elif self._cache_entry is not None:
                     cache, kind, key = self._cache_entry
-                    cache.store(kind, key, self.cache_value())
+                    cache.store(kind, key, self)
             return self._sizes
 
     def size_of(self, i: int, warnings: list[str]) -> int:
@@ -96,18 +101,33 @@ class FolderFiles:
             warnings.append(f"{self.folder / self.names[i]}: cannot stat ({exc.strerror})")
             return 0
 
-    def cache_value(self) -> tuple:
-        sizes = None if self._sizes is None else self._sizes.tobytes()
-        return (_SEPARATOR.join(self.names), sizes, self.summary, self.subdirs, self.warnings)
+    def cache_value(self) -> dict:
+        """What the folder's cache entry holds (plain data; :func:`_listing_parts` reads it)."""
+        sizes = None if self._sizes is None else packed(self._sizes)
+        return {"names": _SEPARATOR.join(self.names), "sizes": sizes, "summary": self.summary,
+                "subdirs": self.subdirs, "warnings": self.warnings}
 
-    @classmethod
-    def from_cache_value(cls, folder: Path, value: tuple) -> "FolderFiles":
-        joined, size_bytes, summary, subdirs, warnings = value
-        sizes = None
-        if size_bytes is not None:
-            sizes = array("q")
-            sizes.frombytes(size_bytes)
-        return cls(folder, joined.split(_SEPARATOR) if joined else [], summary, subdirs, warnings, sizes)
+
+_ENTRY = ("names", "sizes", "summary", "subdirs", "warnings")
+
+
+def _listing_parts(read_summary: SummaryReader, value: Any, key: tuple) -> tuple:
+    """(names, summary, subdirs, warnings, sizes) of a :meth:`FolderFiles.cache_value`, checked."""
+    joined, size_text, summary, subdirs, warnings = fields(value, "listing", _ENTRY)
+    need(type(joined) is str and "/" not in joined, "names: not a string of file names")
+    names = joined.split(_SEPARATOR) if joined else []
+    need({"", ".", ".."}.isdisjoint(names), "names: an empty name, '.' or '..'")
+    sizes = None
+    if size_text is not None:
+        sizes = array("q", unpacked(size_text, "sizes", len(names)))
+    strings(subdirs, "subdirs")
+    need(all(subdirs) and not any(_SEPARATOR in d or "/" in d or d in (".", "..") for d in subdirs),
+         "subdirs: not folder names")
+    return names, read_summary(summary, names), subdirs, strings(warnings, "warnings"), sizes
+
+
+def listing_kind(name: str, read_summary: SummaryReader) -> CacheKind:
+    return CacheKind(name, FolderFiles.cache_value, functools.partial(_listing_parts, read_summary))
 
 
 def _stat_sizes(folder: Path, names: list[str]) -> tuple[array, list[str]]:
@@ -153,43 +173,68 @@ class Listing:
         return self.folders[k], position - starts[k]
 
 
-def _scan_one(folder: Path, select: NameSelector) -> tuple[list[str], Any, list[str], list[str]]:
-    """(accepted names, summary, subfolders, warnings) of one folder, from its directory entries
-    only (plus a stat for each accepted symbolic link, which may point nowhere)."""
+def _scan_one(folder: Path, select: NameSelector) -> tuple[list[str], Any, list[str], list[str], bool]:
+    """(accepted names, summary, subfolders, warnings, whether the folder could be listed) of
+    one folder, from its directory entries only (plus a stat for each accepted symbolic link,
+    which may point nowhere). Subfolders named like accepted files, and links back to a folder
+    above, are named in the warnings (the links are not followed)."""
     try:
         with os.scandir(folder) as it:
             entries = list(it)
     except OSError as exc:
-        warnings = [f"{folder}: cannot list folder ({exc.strerror})"]
-        return *select([], folder, warnings), [], warnings
-    names, subdirs, links, warnings = [], [], {}, []
+        warnings = [cannot_list(folder, exc)]
+        return *select([], folder, warnings), [], warnings, False
+    names, subdirs, links, special, warnings = [], [], {}, [], []
     for entry in entries:
         try:
             if entry.is_dir():
-                subdirs.append(entry.name)
+                if not (entry.is_symlink() and _loops_back(folder, entry.path, warnings)):
+                    subdirs.append(entry.name)
                 continue
-            names.append(entry.name)
             if entry.is_symlink():
                 links[entry.name] = entry
+            elif not entry.is_file():  # a FIFO would block the read forever, a device stream
+                special.append(entry.name)
+                continue
+            names.append(entry.name)
         except OSError as exc:
             warnings.append(f"{entry.path}: cannot stat ({exc.strerror})")
     accepted, summary = select(names, folder, warnings)
+    # folders and special files where a file of this kind is expected: named, not silently skipped
+    if subdirs:
+        warnings += [f"{folder / name}: is a directory, not a file" for name in select(subdirs, folder, [])[0]]
+    if special:
+        warnings += [f"{folder / name}: {NOT_REGULAR}" for name in select(special, folder, [])[0]]
     if links:  # a dangling link is reported and left out, as a file that cannot be read
         broken = set()
         for name in links.keys() & set(accepted):
             try:
-                links[name].stat()
+                if not stat.S_ISREG(links[name].stat().st_mode):
+                    warnings.append(f"{links[name].path}: {NOT_REGULAR}")
+                    broken.add(name)
             except OSError as exc:
                 warnings.append(f"{links[name].path}: cannot stat ({exc.strerror})")
                 broken.add(name)
         if broken:
             accepted, summary = select([n for n in names if n not in broken], folder, [])
-    return accepted, summary, sorted(subdirs), warnings
+    return accepted, summary, sorted(subdirs), warnings, True
 
 
-def list_tree(root: Path, select: NameSelector, *, kind: str, recursive: bool,
+def _loops_back(folder: Path, link: str, warnings: list[str]) -> bool:
+    """Whether the folder link ``link`` in ``folder`` points to ``folder`` or a folder above it
+    (then listing below it would never end); says so in ``warnings``."""
+    target, here = os.path.realpath(link), os.path.realpath(folder)
+    if here == target or here.startswith(target.rstrip(os.sep) + os.sep):
+        warnings.append(f"{link}: symbolic link loop (points to {target}, a folder above it); not followed")
+        return True
+    return False
+
+
+def list_tree(root: Path, select: NameSelector, *, kind: str, read_summary: SummaryReader, recursive: bool,
               cache: LoadCache | None = None, extra_key: Callable[[Path], tuple] = lambda p: ()) -> Listing:
+    """``kind`` names the folders' cache entries; ``read_summary`` checks a cached summary."""
     listing = Listing()
+    entry_kind = listing_kind(kind, read_summary)
     stack = [root]
     while stack:
         folder = stack.pop()
@@ -198,19 +243,20 @@ def list_tree(root: Path, select: NameSelector, *, kind: str, recursive: bool,
         if cache is not None:
             try:
                 key = (_module_stamp(select.__module__),) + folder_key(folder) + extra_key(folder)
-                cached = cache.load(kind, key)
+                cached = cache.load(entry_kind, key)
                 if cached is not None:
-                    files = FolderFiles.from_cache_value(folder, cached)
+                    files = FolderFiles(folder, *cached)
             except OSError:
                 key = None
-            except (TypeError, ValueError, AttributeError):  # an entry of another shape: read the folder
-                files = None
         if files is None:
-            files = FolderFiles(folder, *_scan_one(folder, select))
-            if key is not None:
-                cache.store(kind, key, files.cache_value())
+            *scanned, listed = _scan_one(folder, select)
+            files = FolderFiles(folder, *scanned)
+            if not listed:
+                key = None  # not cached: an unreadable folder is read again next time
+            elif key is not None:
+                cache.store(entry_kind, key, files)
         if key is not None:
-            files.keep_sizes_in(cache, kind, key)
+            files.keep_sizes_in(cache, entry_kind, key)
         listing.folders.append(files)
         listing.warnings += files.warnings
         if recursive:

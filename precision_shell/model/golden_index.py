@@ -17,6 +17,7 @@ from typing import NamedTuple
 from precision_shell.formats.dump_names import (
     GoldenName, escape_op_name, golden_keys_in, parse_golden_name, parse_golden_names,
 )
+from precision_shell.model.cache_codec import ints, need
 from precision_shell.model.folder_listing import Listing, list_tree
 from precision_shell.model.load_cache import LoadCache
 
@@ -194,8 +195,19 @@ def _select_goldens(names: list[str], folder: Path, warnings: list[str]) -> tupl
     return accepted, (distinct, shadowed)
 
 
+def _read_golden_summary(value, names: list[str]) -> tuple[int, list[int]]:
+    """A cached summary of :func:`_select_goldens` (JSON: [distinct, shadowed]), checked."""
+    need(type(value) is list and len(value) == 2, "summary: not [distinct, shadowed]")
+    distinct, shadowed = value
+    ints([distinct], "summary: distinct", 1, 0, len(names) + 1)
+    ints(shadowed, "summary: shadowed", len(names) - distinct, 0, len(names))
+    need(all(map(int.__lt__, shadowed, shadowed[1:])), "summary: shadowed not in order")
+    return distinct, shadowed
+
+
 def scan_golden_dir(folder: Path | None, cache: LoadCache | None = None) -> GoldenIndex:
     if folder is None:
         return GoldenIndex(None, [])
     return GoldenIndex.from_listing(folder, list_tree(Path(folder), _select_goldens, kind="golden",
+                                                      read_summary=_read_golden_summary,
                                                       recursive=True, cache=cache))

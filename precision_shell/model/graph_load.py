@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import FormatError
 from ..formats.graph_files import load_graph_file
 from ..formats.graph_scan import scan_graph_text
+from ..formats.input_files import open_regular
 from .op_graph import OpGraph, _graphdef_records, _scanned_records
 
 __all__ = ["load_op_graph"]
@@ -21,7 +22,7 @@ __all__ = ["load_op_graph"]
 
 def _read_text(path: Path) -> tuple[bytes, tuple[int, int]]:
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(open_regular(path), "rb") as handle:
             st = os.fstat(handle.fileno())
             return handle.read(), (st.st_size, st.st_mtime_ns)
     except OSError as exc:

@@ -1,35 +1,45 @@
 """Start-up cache: the parsed op graph and folder listings, kept in the output folder.
 
 A second start on a big workspace should take well under a second (product.md §8): parsing a
-20k-op graph text and listing 50k dump files takes seconds, unpickling their result does not.
-Every entry is keyed by what it was made from (paths, sizes, mtimes, the pshell version), so
-changed inputs miss the cache and are read again. The cache is an optimisation only: any problem
-reading or writing it is ignored and the workspace is read from the files.
+20k-op graph text and listing 50k dump files takes seconds, reading back their result does not.
+Every entry is keyed by what it was made from (paths, sizes, mtimes) and by the pshell version
+and code that made it, so changed inputs miss the cache and are read again. The cache is an
+optimisation only: any problem reading or writing it never stops pshell.
+
+Entries are plain data (JSON, see cache_codec.py): the output folder can be shared, so a file
+planted there must not be able to run code. Each entry records its format, the pshell version
+and code stamp, its kind and the key it was made from, and every field is checked when read; an
+entry that is damaged, truncated or not what pshell writes is ignored with one warning line
+(``cache entry ignored: <file>: <reason>``, in ``warnings``) and rebuilt from the files.
 """
 
 from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import os
-import pickle
 from pathlib import Path
 from typing import Any
 
 from precision_shell import __version__
 from precision_shell.atomic_write import write_atomic
 from precision_shell.errors import FormatError
+from precision_shell.formats.input_files import open_regular
+from precision_shell.model.cache_codec import CacheKind, EntryError, fields, need
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 1: pickled entries (never read: a different file name)
+MAX_ENTRY_BYTES = 1 << 30  # a 50k-op graph is ~10 MB; anything near this is not ours
+_FIELDS = ("format", "pshell", "kind", "key", "value")
 
 
 def _code_stamp() -> str:
-    """The cached objects are instances of these modules' classes: any edit to them (not only a
-    version bump) must invalidate old entries."""
+    """The entries are made and read by these modules: any edit to them (not only a version
+    bump) must invalidate old entries."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha1()
-    for rel in ("op_graph.py", "op_node.py", "op_attrs.py", "folder_listing.py", "../formats/dump_names.py",
-                "../formats/graph_scan.py"):
+    for rel in ("load_cache.py", "cache_codec.py", "graph_cache.py", "op_graph.py", "op_node.py",
+                "op_attrs.py", "folder_listing.py", "../formats/dump_names.py", "../formats/graph_scan.py"):
         try:
             digest.update((here / rel).read_bytes())
         except OSError:
@@ -38,6 +48,18 @@ def _code_stamp() -> str:
 
 
 _CODE_STAMP = _code_stamp()
+_MADE_BY = [__version__, _CODE_STAMP]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+_VERSION_DIGEST = _digest(repr((CACHE_FORMAT, _MADE_BY)))
+
+
+def _prefix(kind: CacheKind, key: tuple) -> str:
+    return f"{kind.name}-{_digest(repr((kind.name, key)))}-"
 
 
 def file_key(path: Path) -> tuple:
@@ -50,56 +72,93 @@ def folder_key(path: Path) -> tuple:
     return (str(path.resolve()), path.stat().st_mtime_ns)
 
 
-class LoadCache:
-    def __init__(self, folder: Path | None):
-        self.folder = folder
+def _plain(key: tuple) -> Any:
+    """The key as it reads back from JSON (tuples become lists)."""
+    return json.loads(json.dumps(key))
 
-    def _file(self, kind: str, key: tuple) -> Path | None:
+
+class LoadCache:
+    """``warnings``: where ignored entries are reported (the session's load warnings)."""
+
+    def __init__(self, folder: Path | None, warnings: list[str] | None = None):
+        self.folder = folder
+        self.warnings = warnings if warnings is not None else []
+        self._warned: set[str] = set()
+
+    def _file(self, kind: CacheKind, key: tuple) -> Path | None:
+        """``{kind}-{digest of the key}-{digest of the version}.json``: an entry of another pshell
+        version is another file, never read (nor warned about), and replaced when this version
+        stores the same key."""
         if self.folder is None:
             return None
-        digest = hashlib.sha1(repr((kind, key)).encode()).hexdigest()[:20]
-        return self.folder / f"{kind}-{digest}.pkl"
+        return self.folder / f"{_prefix(kind, key)}{_VERSION_DIGEST}.json"
 
-    def load(self, kind: str, key: tuple) -> Any | None:
+    def ignored(self, where: object, reason: str) -> None:
+        """Report an entry that was not used (once per file)."""
+        where = str(where)
+        if where not in self._warned:
+            self._warned.add(where)
+            self.warnings.append(f"cache entry ignored: {where}: {reason[:200]}")
+
+    def load(self, kind: CacheKind, key: tuple) -> Any | None:
+        """The value stored for ``key``, or None (no entry; a bad one is reported and ignored)."""
         path = self._file(kind, key)
-        if path is None or not path.exists():
+        if path is None:
             return None
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError:
+            with os.fdopen(open_regular(path), "rb") as fh:  # a planted FIFO must not hang start-up
+                data = fh.read(MAX_ENTRY_BYTES + 1)
+        except FileNotFoundError:
             return None
-        return self.value_of(data, key)
+        except OSError as exc:
+            self.ignored(path, f"cannot read ({exc.strerror or exc})")
+            return None
+        return self.value_of(kind, data, key, path)
 
-    @staticmethod
-    def value_of(data: bytes, key: tuple) -> Any | None:
-        """The value of an entry's bytes (:meth:`entry`), or None if stale or damaged."""
+    def value_of(self, kind: CacheKind, data: bytes, key: tuple, where: object) -> Any | None:
+        """The value of an entry's bytes (:meth:`entry`), or None, reported, if it is not a valid
+        entry of ``kind`` made from ``key`` by this pshell."""
         gc_was_enabled = gc.isenabled()
-        gc.disable()  # unpickling 100k+ small objects: cyclic GC passes would double the time
+        gc.disable()  # decoding makes 10^5 small objects: cyclic GC passes would double the time
         try:
-            fmt, version, stored_key, value = pickle.loads(data)
-        except Exception:  # a stale or damaged cache is never an error: read the files instead
-            return None
+            return self._decode(kind, data, key)
+        except EntryError as exc:
+            self.ignored(where, str(exc))
+        except RecursionError:
+            self.ignored(where, "nested too deeply")
+        except Exception as exc:  # whatever a damaged entry does to a decoder: never an error
+            self.ignored(where, f"{type(exc).__name__}: {exc}")
         finally:
             if gc_was_enabled:
                 gc.enable()
-        if (fmt, version, stored_key) != (CACHE_FORMAT, (__version__, _CODE_STAMP), key):
-            return None
-        return value
+        return None
 
     @staticmethod
-    def entry(key: tuple, value: Any) -> bytes:
-        """The bytes of a cache entry (what :meth:`store_entry` writes and :meth:`value_of` reads)."""
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
+    def _decode(kind: CacheKind, data: bytes, key: tuple) -> Any:
+        need(len(data) <= MAX_ENTRY_BYTES, "too large")
         try:
-            return pickle.dumps((CACHE_FORMAT, (__version__, _CODE_STAMP), key, value),
-                                protocol=pickle.HIGHEST_PROTOCOL)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise EntryError("not UTF-8") from None
+        try:
+            entry = json.loads(text)
+        except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
+            raise EntryError(f"not JSON ({exc})") from None
+        fmt, made_by, stored_kind, stored_key, value = fields(entry, "entry", _FIELDS)
+        need(fmt == CACHE_FORMAT and type(fmt) is int, f"format {fmt!r}, expected {CACHE_FORMAT}")
+        need(made_by == _MADE_BY, f"made by pshell {made_by!r}, this is {_MADE_BY!r}")
+        need(stored_kind == kind.name, f"kind {stored_kind!r}, expected {kind.name!r}")
+        need(stored_key == _plain(key), "made from other files (key differs)")
+        return kind.decode(value, key)
 
-    def store_entry(self, kind: str, key: tuple, data: bytes) -> None:
+    @staticmethod
+    def entry(kind: CacheKind, key: tuple, value: Any) -> bytes:
+        """The bytes of a cache entry (what :meth:`store_entry` writes and :meth:`value_of` reads);
+        ASCII: file names that are not UTF-8 travel as \\udcxx escapes."""
+        return json.dumps({"format": CACHE_FORMAT, "pshell": _MADE_BY, "kind": kind.name, "key": key,
+                           "value": kind.encode(value)}, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+    def store_entry(self, kind: CacheKind, key: tuple, data: bytes) -> None:
         """Write entry bytes made by :meth:`entry` (atomically; a failed write is no error)."""
         path = self._file(kind, key)
         if path is None:
@@ -107,12 +166,15 @@ class LoadCache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, lambda fh: fh.write(data), binary=True)
+            for old in path.parent.glob(f"{_prefix(kind, key)}*.json"):  # other versions' entries
+                if old != path:
+                    old.unlink(missing_ok=True)
         except (OSError, FormatError):
             pass  # read-only output folder, full disk: start-up just stays uncached
 
-    def store(self, kind: str, key: tuple, value: Any, *, background: bool = False) -> None:
+    def store(self, kind: CacheKind, key: tuple, value: Any, *, background: bool = False) -> None:
         """Write an entry. ``background``: in a detached child process (POSIX), so the first
-        start does not wait the second or so that pickling a 50k-op graph takes."""
+        start does not wait the second or so that encoding a 50k-op graph takes."""
         path = self._file(kind, key)
         if path is None:
             return
@@ -121,7 +183,7 @@ class LoadCache:
             return
         self._write(kind, key, value)
 
-    def _store_detached(self, kind: str, key: tuple, value: Any) -> None:
+    def _store_detached(self, kind: CacheKind, key: tuple, value: Any) -> None:
         # Double fork: the grandchild writes, the child exits at once and is reaped here, so no
         # zombie is left behind in a long REPL session. Copy-on-write makes the fork cheap.
         try:
@@ -141,9 +203,9 @@ class LoadCache:
                 os._exit(0)
         os.waitpid(pid, 0)
 
-    def _write(self, kind: str, key: tuple, value: Any) -> None:
+    def _write(self, kind: CacheKind, key: tuple, value: Any) -> None:
         try:
-            data = self.entry(key, value)
-        except Exception:
-            return  # not picklable: stay uncached
+            data = self.entry(kind, key, value)
+        except (ValueError, TypeError, KeyError, OverflowError):
+            return  # a value its kind cannot encode (see the encoders): stay uncached
         self.store_entry(kind, key, data)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from ..formats.proto_wire import varint
 from ..formats.protoload import ge_ir_pb
 
 # GE attribute names that mean something to pshell (formats.md §3.5).
@@ -183,19 +184,32 @@ class LazyAttrs(Mapping):
     def __repr__(self) -> str:
         return repr(self._values())
 
-    def __reduce__(self):
-        """Pickled (start-up cache) as the serialized attrs, still undecoded: decoding every
-        op's attrs would cost seconds; only displayed ops ever need them."""
-        if self._decoded is not None:
-            return dict, (self._decoded,)
+    def serialized(self) -> bytes:
+        """The attrs as a serialized ``NamedAttrs``, still undecoded (the start-up cache keeps them
+        so: decoding every op's attrs would cost seconds; only displayed ops ever need them).
+        ValueError once decoded (the message is gone): such a graph is not cached."""
         if isinstance(self._source, bytes):
-            return LazyAttrs, (self._source,)
-        if callable(self._source):
-            self._map()
+            return self._source
+        if self._decoded is not None:
+            raise ValueError("attrs already decoded")
         holder = _named_attrs_class()()
-        for key in self._source:
-            holder.attr[key].CopyFrom(self._source[key])
-        return LazyAttrs, (holder.SerializeToString(),)
+        source = self._map()
+        for key in source:
+            holder.attr[key].CopyFrom(source[key])
+        return holder.SerializeToString()
+
+
+def valid_serialized_attrs(blobs: list[bytes]) -> bool:
+    """Whether every blob parses as a ``NamedAttrs`` (what :meth:`LazyAttrs.serialized` gives):
+    checked in one C-speed parse of them all, as the ``na`` items of one ``ListValue``."""
+    wrapped = b"".join(b"%c%s%s" % (_NA_TAG, varint(len(b)), b) for b in blobs)
+    try:
+        return len(ge_ir_pb().AttrDef.ListValue.FromString(wrapped).na) == len(blobs)
+    except Exception:  # upb's DecodeError, nesting too deep
+        return False
+
+
+_NA_TAG = 11 << 3 | 2  # ListValue.na: field 11, length-delimited
 
 
 def string_list(value: object) -> list[str]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 
 from ..formats.graph_scan import ScannedGraph, special_attrs
+from ..formats.quoting import shown
 from .op_attrs import TensorDesc
 from .op_edges import EdgeView
 from .op_map import OpMap
@@ -91,7 +92,9 @@ class OpGraph:
 
     def __init__(self) -> None:
         self._ops: dict[str, OpNode] = {}  # while building: keys in order (placeholders)
-        self._rows: list = []  # one row per op (see "start-up cache" below)
+        self._row_list: list = []  # one row per op (see "start-up cache" below)
+        self._row_maker: Callable[[], list] | None = None  # rows from the cache: made on first use
+        self._rows_lock = threading.Lock()
         self._map: OpMap | None = None
         self._pass_lists: dict[tuple, list[str]] = {}
         self._map_lock = threading.Lock()  # the REPL's completion warm-up thread uses ``ops`` too
@@ -134,7 +137,7 @@ class OpGraph:
             for graph_name, rows in pending:
                 local = {record[0]: key for key, _, record in rows}
                 out += [self._row(graph_name, key, order, record, local, names) for key, order, record in rows]
-        self._rows, self._ops = out, {}  # nodes are made when first asked for (OpMap)
+        self._row_list, self._ops = out, {}  # nodes are made when first asked for (OpMap)
         return self
 
     def _add_graph(self, graph_name: str, source: str, records: Iterable[OpRecord]) -> tuple[str, list]:
@@ -169,7 +172,7 @@ class OpGraph:
         control: list[str] = []
         for raw in raw_inputs:
             name_, colon, index = raw.rpartition(":")
-            if colon and index.isdigit() and index.isascii():  # the usual "producer:N", fast
+            if colon and index.isdigit() and index.isascii() and len(index) <= 18:  # "producer:N", fast
                 producer = local.get(name_)
                 if producer is None and names.get(name_) == name_:
                     producer = name_
@@ -193,14 +196,14 @@ class OpGraph:
                         control.append(producer)
                     continue
                 if parsed[1] < 0:
-                    self.warnings.append(f"op {key!r}: cannot read input {raw!r}")
+                    self.warnings.append(f"op {key!r}: cannot read input {shown(raw)}")
                     producer = None
                 elif producer is None:
                     self.warnings.append(f"op {key!r}: input {len(inputs)} from missing op {parsed[0]!r}")
                 else:
                     out = parsed[1]
             elif raw:
-                self.warnings.append(f"op {key!r}: cannot read input {raw!r}")
+                self.warnings.append(f"op {key!r}: cannot read input {shown(raw)}")
             inputs.append((producer, out, raw))
         return (name, op_type, graph_name, order, key, inputs, control or _NO_CONTROL,
                 list(original) if original is not None else None, self._passes_list(passes), kernel,
@@ -295,27 +298,32 @@ class OpGraph:
             if row is not None and lazy[0] is None and lazy[1] is not None:
                 lazy[0] = OpDetails(*row, None)  # OpNode.attrs reads the attrs when asked
 
-    # ---- start-up cache -------------------------------------------------------------------
+    # ---- start-up cache ---------------------------------------------------------------------
     # One row of plain values per op: (name, type, graph, order, key, [(producer, output, raw)],
     # control keys, original names or None, passes, kernel, engine, source), where source is the
-    # detail holder [details, reader, start, end] in memory and, pickled, (reader index, start,
-    # end) or the decoded OpDetails. Rows unpickle ~3x faster than nodes.
-    def __getstate__(self) -> dict:
-        readers = {id(r): i for i, r in enumerate(self.readers)}
+    # detail holder [details, reader, start, end] built in this process or, from the cache,
+    # (reader index, start, end) or the decoded OpDetails (OpMap makes the holder). graph_cache.py
+    # keeps them as plain data.
+    @property
+    def _rows(self) -> list:
+        if self._row_maker is not None:
+            with self._rows_lock:  # the REPL's completion warm-up thread may ask first
+                if self._row_maker is not None:
+                    self._row_list, self._row_maker = self._row_maker(), None
+        return self._row_list
 
-        def packed(lazy):
-            if type(lazy) is not list:
-                return lazy  # already packed (rows loaded from the cache, never used)
-            return (readers[id(lazy[1])], lazy[2], lazy[3]) if lazy[1] is not None else lazy[0]
+    def cache_state(self) -> tuple[list[GraphSummary], list[str], list, list]:
+        """(graph summaries, warnings, readers, rows): what the start-up cache keeps."""
+        return self.graphs, self.warnings, self.readers, self._rows
 
-        rows = [row[:11] + (packed(row[11]),) for row in self._rows]
-        return {"graphs": self.graphs, "warnings": self.warnings, "readers": self.readers, "rows": rows}
-
-    def __setstate__(self, state: dict) -> None:
-        """Start-up reads only the summaries and warnings; nodes are made when asked for."""
-        self.__init__()
-        self.graphs, self.warnings, self.readers = state["graphs"], state["warnings"], state["readers"]
-        self._rows = state["rows"]
+    @classmethod
+    def from_cache_state(cls, graphs: list[GraphSummary], warnings: list[str], readers: list,
+                         make_rows: Callable[[], list]) -> "OpGraph":
+        """The graph :meth:`cache_state` described. Start-up (``info``, the prompt) reads only
+        the summaries and warnings, so the rows are made when first needed."""
+        self = cls()
+        self.graphs, self.warnings, self.readers, self._row_maker = graphs, warnings, readers, make_rows
+        return self
 
     # ---- queries -------------------------------------------------------------------------------
     def find(self, text: str) -> list[OpNode]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from precision_shell.errors import CommandError, FormatError, PshellError
 from precision_shell.model.dump_index import DumpFile, DumpIndex, scan_dump_dir
+from precision_shell.model.graph_cache import GRAPH, GRAPH_DETAILS
 from precision_shell.model.golden_index import GoldenIndex, scan_golden_dir
 from precision_shell.model.load_cache import LoadCache, file_key
 from precision_shell.model.output_guard import (
@@ -40,6 +41,8 @@ class Session:
     workspace: Workspace
     settings: Settings = field(default_factory=Settings)
     load_errors: list[str] = field(default_factory=list)
+    # problems that lose nothing (an ignored start-up cache entry): shown, but no batch failure
+    load_warnings: list[str] = field(default_factory=list)
     graph: Any = None                      # OpGraph, or None when no graph could be loaded
     active: DumpSet | None = None
     dumps: DumpIndex = field(default_factory=lambda: DumpIndex([]))
@@ -48,6 +51,9 @@ class Session:
     fusion: list = field(default_factory=list)
     # Results of analyses, kept so that `next`/`export` and later commands can use them.
     results: dict[str, Any] = field(default_factory=dict)
+    # Statements run in this process, in order (kept across `use`): what `report` lists as the
+    # commands that produced it.
+    history: list[str] = field(default_factory=list)
     # progress(label, total) -> context manager with .advance(n); the REPL swaps in a real bar
     progress: Any = silent_progress
     cache: LoadCache = field(default_factory=lambda: LoadCache(None))
@@ -82,13 +88,17 @@ class Session:
         try:
             job = self._guard(self._start_graph)  # a first start loads it in a child meanwhile
             self._guard(self.use)
-            self.golden = self._guard(scan_golden_dir, self.workspace.golden_dir, self.cache) or self.golden
+            golden = self._guard(scan_golden_dir, self.workspace.golden_dir, self.cache)
+            if golden is not None:  # not `or`: an empty index (no tensors) is falsy but carries warnings
+                self.golden = golden
             self._guard(self._load_overflow)
             self._guard(self._load_fusion)
             if job is not None:
                 # while the child still works: file sizes (a stat each; `info` shows totals)
                 self._guard(lambda: (self.dumps.total_bytes, self.golden.total_bytes))
                 self._guard(self._finish_graph, job)
+            # folders that could not be listed, goldens skipped: said at start-up, not found empty
+            self.load_errors += self.workspace.warnings + self.golden.warnings + self.overflow_dumps.warnings
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -100,7 +110,7 @@ class Session:
             self.check_writable_location(folder, folder=True)
         except CommandError:
             return LoadCache(None)  # an output folder inside the inputs: never write there
-        return LoadCache(folder)
+        return LoadCache(folder, self.load_warnings)
 
     def _start_graph(self):
         """The graph from the cache, else a GraphJob loading it (see _finish_graph)."""
@@ -110,7 +120,7 @@ class Session:
         if not files:
             return None
         key = tuple(file_key(p) for p in files)
-        graph = self.cache.load("graph", key)
+        graph = self.cache.load(GRAPH, key)
         if graph is not None:
             self._set_graph(graph, key, [])
             return None
@@ -119,7 +129,7 @@ class Session:
     def _finish_graph(self, job) -> None:
         graph, errors, store = job.result()
         if graph is not None and store:  # a graph with load errors is not cached
-            self.cache.store("graph", job.key, graph, background=True)
+            self.cache.store(GRAPH, job.key, graph, background=True)
         self._set_graph(graph, job.key, errors)
 
     def _set_graph(self, graph, key: tuple, errors: list[str]) -> None:
@@ -139,7 +149,7 @@ class Session:
     def _load_graph_details(self) -> None:
         for reader in self.graph.readers:
             reader.before_bulk = None
-        rows = self.cache.load("graph_details", self._graph_key)
+        rows = self.cache.load(GRAPH_DETAILS, self._graph_key)
         if rows is not None:
             self.graph.set_detail_rows(rows)
 
@@ -154,7 +164,7 @@ class Session:
         for reader in graph.readers:
             reader.decoded = 0
             reader.release()  # the file's text and the parser's line cache: 100s of MB
-        self.cache.store("graph_details", self._graph_key, graph.detail_rows(), background=True)
+        self.cache.store(GRAPH_DETAILS, self._graph_key, graph.detail_rows(), background=True)
 
     def _load_overflow(self) -> None:
         files: list[DumpFile] = []

@@ -13,10 +13,10 @@ from typing import Callable
 
 import numpy as np
 
-from precision_shell.errors import CommandError
+from precision_shell.errors import CommandError, UsageError
 
-_NPU_REF = re.compile(r"^(?P<op>.+):(?P<io>output|input):(?P<idx>\d+)$")
-_INT = re.compile(r"^[+-]?\d+$")
+_NPU_REF = re.compile(r"^(?P<op>.+):(?P<io>output|input):(?P<idx>\d{1,18})$")
+_INT = re.compile(r"^[+-]?\d{1,30}$")  # more digits than any index: a typo, not an index
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,10 @@ def parse_slice(text: str) -> tuple:
             parts = [p.strip() for p in item.split(":")]
             if len(parts) > 3 or any(p and not _INT.match(p) for p in parts):
                 raise CommandError(f"bad slice {item!r} in {text!r}: use start:stop:step with integers")
-            key.append(slice(*(int(p) if p else None for p in parts)))
+            bounds = [int(p) if p else None for p in parts]
+            if len(bounds) == 3 and bounds[2] == 0:
+                raise UsageError(f"bad slice {item!r} in {text!r}: the step cannot be 0")
+            key.append(slice(*bounds))
         elif _INT.match(item):
             key.append(int(item))
         else:
@@ -103,7 +106,7 @@ def apply_slice(array: np.ndarray, slice_text: str, label: str) -> np.ndarray:
         return array
     try:
         return array[key]
-    except IndexError as exc:
+    except (IndexError, ValueError) as exc:  # out of range, or an index too large for numpy
         raise CommandError(f"{label}{slice_text}: {exc} (shape {tuple(array.shape)})") from None
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_names import parse_dump_name
+from precision_shell.formats.input_files import NOT_REGULAR, cannot_list
 
 _DIGIT_DIR = re.compile(r"[0-9]")
 _LEVELS = ("time", "device", "model", "model_id", "step")
@@ -56,6 +58,9 @@ class Workspace:
     compare_csvs: list[Path] = field(default_factory=list)
     output_dir: Path = Path("pshell_out")
     missing: list[str] = field(default_factory=list)
+    # folders that could not be listed, graph paths that are folders: one line each, shown at
+    # start-up, so an unreadable folder is not taken for an empty one
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def runs(self) -> list[str]:
@@ -77,32 +82,44 @@ def _natural(text: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
 
 
-def _has_dump_files(path: Path) -> bool:
+def _scan_folder(folder: Path, warnings: list[str]) -> tuple[bool, list[Path]]:
+    """(whether ``folder`` directly holds dump files, its subfolders, linked ones first); a
+    folder that cannot be listed adds a line to ``warnings``."""
+    has_dumps, linked, subdirs = False, [], []
     try:
-        with os.scandir(path) as it:
+        with os.scandir(folder) as it:
             for entry in it:
-                if entry.is_file() and (parse_dump_name(entry.name) or entry.name.isdigit()):
-                    return True
-    except OSError:
-        return False
-    return False
+                try:
+                    if entry.is_dir():
+                        (linked if entry.is_symlink() else subdirs).append(Path(entry.path))
+                    elif not has_dumps and (parse_dump_name(entry.name) or entry.name.isdigit()):
+                        has_dumps = entry.is_file()
+                except OSError:  # the entry vanished or cannot be stat'ed: the index reports it
+                    continue
+    except OSError as exc:
+        warnings.append(cannot_list(folder, exc))
+    # links first: popped last, so a folder reached both ways is labelled by its real path
+    return has_dumps, linked + subdirs
 
 
-def find_dump_leaves(root: Path, max_depth: int = 8) -> list[Path]:
-    """Every folder under ``root`` (itself included) that directly holds dump files."""
+def find_dump_leaves(root: Path, max_depth: int = 8, warnings: list[str] | None = None) -> list[Path]:
+    """Every folder under ``root`` (itself included) that directly holds dump files; folders
+    that cannot be listed are named in ``warnings``."""
+    warnings = [] if warnings is None else warnings
     leaves: list[Path] = []
-    stack = [(root, 0)]
+    stack, seen = [(root, 0)], set()
     while stack:
         folder, depth = stack.pop()
-        if _has_dump_files(folder):
+        real = os.path.realpath(folder)
+        if real in seen:  # a link to a folder listed already (or above it): one dump set, not two
+            warnings.append(f"{folder}: symbolic link to {real}, a folder listed already; not followed")
+            continue
+        seen.add(real)
+        has_dumps, subdirs = _scan_folder(folder, warnings)
+        if has_dumps:
             leaves.append(folder)
-        if depth >= max_depth:
-            continue
-        try:
-            subdirs = [Path(e.path) for e in os.scandir(folder) if e.is_dir()]
-        except OSError:
-            continue
-        stack.extend((d, depth + 1) for d in subdirs)
+        if depth < max_depth:
+            stack.extend((d, depth + 1) for d in subdirs)
     return sorted(leaves)
 
 
@@ -115,10 +132,10 @@ def level_labels(dump_root: Path, folder: Path) -> dict[str, str]:
     return dict(zip(_LEVELS, rel)) if len(rel) == len(_LEVELS) else {}
 
 
-def dump_sets_under(dump_root: Path, run: str) -> list[DumpSet]:
+def dump_sets_under(dump_root: Path, run: str, warnings: list[str] | None = None) -> list[DumpSet]:
     """Label each leaf below ``dump_root`` by the vendor levels time/device/model/model_id/step."""
     sets = []
-    for leaf in find_dump_leaves(dump_root):
+    for leaf in find_dump_leaves(dump_root, warnings=warnings):
         rel = leaf.relative_to(dump_root).parts
         labels = dict(zip(_LEVELS, rel)) if len(rel) == len(_LEVELS) else {}
         if not labels and rel:
@@ -132,8 +149,22 @@ def dump_sets_under(dump_root: Path, run: str) -> list[DumpSet]:
     return sets
 
 
-def _first_existing(*paths: Path) -> Path | None:
-    return next((p for p in paths if p.exists()), None)
+def _exists(path: Path, warnings: list[str], folder: bool = False) -> bool:
+    """``path.exists()`` (``is_dir()`` with ``folder``), except that a path that cannot be
+    looked at (a parent folder without search permission) is named in ``warnings`` instead of
+    being taken for absent."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        warnings.append(f"{path}: cannot access ({exc.strerror or exc})")
+        return False
+    return stat.S_ISDIR(st.st_mode) or not folder
+
+
+def _first_existing(warnings: list[str], *paths: Path) -> Path | None:
+    return next((p for p in paths if _exists(p, warnings)), None)
 
 
 def _check_dir(path: str | os.PathLike, what: str) -> Path:
@@ -142,9 +173,36 @@ def _check_dir(path: str | os.PathLike, what: str) -> Path:
         raise FormatError(p, f"{what} does not exist")
     if not p.is_dir():
         raise FormatError(p, f"{what} is not a directory")
-    if not os.access(p, os.R_OK | os.X_OK):
-        raise FormatError(p, f"{what} is not readable")
+    try:
+        os.scandir(p).close()
+    except OSError as exc:
+        raise FormatError(p, f"{what}: cannot list folder ({exc.strerror or exc})") from None
     return p
+
+
+def _check_file(path: str | os.PathLike, what: str) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        raise FormatError(p, f"is a directory, not a {what}")
+    if not p.exists():
+        raise FormatError(p, f"{what} does not exist")
+    if not p.is_file():
+        raise FormatError(p, f"{what} is {NOT_REGULAR}")
+    return p
+
+
+def _runs(pd: Path, warnings: list[str]) -> list[Path]:
+    """The ``npu/debug_*`` run folders, in natural order."""
+    npu = pd / "npu"
+    try:
+        with os.scandir(npu) as it:
+            names = [e.name for e in it if e.name.startswith("debug_")]
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        warnings.append(cannot_list(npu, exc))
+        return []
+    return sorted((npu / n for n in names), key=lambda p: _natural(p.name))
 
 
 def discover(path: str | os.PathLike | None = None, *, npu: str | None = None,
@@ -161,48 +219,44 @@ def discover(path: str | os.PathLike | None = None, *, npu: str | None = None,
     else:
         pd = None  # a raw NPU dump folder
     ws = Workspace(root=root, precision_data=pd)
+    runs = _runs(pd, ws.warnings) if pd is not None else []
 
     if npu:
         npu_dir = _check_dir(npu, "NPU dump folder")
-        ws.dump_sets = dump_sets_under(npu_dir, "npu")
+        ws.dump_sets = dump_sets_under(npu_dir, "npu", ws.warnings)
     elif pd is not None:
-        for run_dir in sorted((pd / "npu").glob("debug_*"), key=lambda p: _natural(p.name)):
-            if (run_dir / "dump").is_dir():
-                ws.dump_sets += dump_sets_under(run_dir / "dump", run_dir.name)
+        for run_dir in runs:
+            if _exists(run_dir / "dump", ws.warnings, folder=True):
+                ws.dump_sets += dump_sets_under(run_dir / "dump", run_dir.name, ws.warnings)
     else:
-        ws.dump_sets = dump_sets_under(root, "npu")
+        ws.dump_sets = dump_sets_under(root, "npu", ws.warnings)
 
+    dump_problems = list(ws.warnings)
     if graph:
-        g = Path(graph)
-        if not g.is_file():
-            raise FormatError(g, "graph file does not exist")
-        ws.graph_files = [g]
+        ws.graph_files = [_check_file(graph, "graph file")]
     elif pd is not None:
-        for run_dir in sorted((pd / "npu").glob("debug_*"), key=lambda p: _natural(p.name)):
-            if (run_dir / "graph").is_dir():
-                ws.graph_files += find_graph_files(run_dir / "graph")
+        for run_dir in runs:
+            if _exists(run_dir / "graph", ws.warnings, folder=True):
+                ws.graph_files += find_graph_files(run_dir / "graph", ws.warnings)
                 break  # one run's graphs describe the model; debug_1 is usually the same model
 
     if overflow:
         ws.overflow_dirs = [_check_dir(overflow, "overflow folder")]
-    elif pd is not None and (pd / "overflow").is_dir():
+    elif pd is not None and _exists(pd / "overflow", ws.warnings, folder=True):
         ws.overflow_dirs = [pd / "overflow"]
 
     if golden:
         ws.golden_dir = _check_dir(golden, "golden folder")
     elif pd is not None:
-        ws.golden_dir = _first_existing(pd / "tf" / "dump")
+        ws.golden_dir = _first_existing(ws.warnings, pd / "tf" / "dump")
 
     if fusion:
-        f = Path(fusion)
-        if not f.is_file():
-            raise FormatError(f, "fusion result file does not exist")
-        ws.fusion_file = f
+        ws.fusion_file = _check_file(fusion, "fusion result file")
     else:
         candidates = [root / "fusion_result.json"]
         if pd is not None:
             candidates.insert(0, pd / "fusion" / "fusion_result.json")
-        ws.fusion_file = _first_existing(*candidates)
+        ws.fusion_file = _first_existing(ws.warnings, *candidates)
 
     if pd is not None:
         ws.compare_csvs = sorted((pd / "temp" / "vector_compare").glob("*/result_*.csv"))
@@ -218,14 +272,18 @@ def discover(path: str | os.PathLike | None = None, *, npu: str | None = None,
         if ws.output_dir.resolve().is_relative_to(root.resolve()):
             ws.output_dir = root.resolve().parent / f"{root.resolve().name}_pshell"
 
-    ws.missing = _missing_parts(ws)
+    ws.missing = _missing_parts(ws, dump_problems)
     return ws
 
 
-def _missing_parts(ws: Workspace) -> list[str]:
+def _missing_parts(ws: Workspace, dump_problems: list[str]) -> list[str]:
     """What is absent, each with how to produce it (shown once at start-up)."""
     missing = []
-    if not ws.dump_sets:
+    if not ws.dump_sets and dump_problems:
+        n = len(dump_problems)
+        missing.append(f"npu dumps: none in the folders that could be listed ({n} problem{'s' * (n != 1)}, "
+                       f"first: {dump_problems[0]})")
+    elif not ws.dump_sets:
         missing.append("npu dumps: none found (enable dump_mode=all in the NPU run, or pass --npu DIR)")
     if not ws.graph_files:
         missing.append("graph: no ge_proto_*_Build.txt (set DUMP_GE_GRAPH=2 DUMP_GRAPH_LEVEL=3, or pass --graph FILE)")

@@ -176,6 +176,7 @@ def run_repl(session: Any, opts: Any, log_path: Path | None, *, input: Any = Non
     print(banner_text(session, frontend.style), file=out, flush=True)
     for warning in warnings:
         print(f"warning: {warning}", file=err, flush=True)
+    frontend.show_warnings()
 
     prompt = make_prompt_session(session, config, history, color_now(), input, output)
     if output is None:  # a real terminal: long analyses draw a progress bar
