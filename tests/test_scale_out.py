@@ -114,3 +114,14 @@ def test_ctrl_c_during_a_multi_set_compare_keeps_what_finished(multi_ws, tmp_pat
     assert lines[0].startswith("Rank,Step,Index")
     assert {tuple(line.split(",")[:2]) for line in lines[1:]} == \
         {(d.dump_set.device, d.dump_set.step) for d in done if d.result.count_done()[0]}
+
+
+def test_a_dump_folder_without_levels_keeps_every_opdebug_record(capsys, sample_ws, tmp_path):
+    """``--npu LEAF``: the active set has no device/step folder names, so the overflow-mode
+    dump's records all apply to it (as before the per-device matching)."""
+    root, manifest = sample_ws
+    rc, out, err = run_cli(capsys, root, "--npu", root / manifest["paths"]["npu_dump_dir"],
+                           "-o", tmp_path / "out", "-c", "ac -l 0", "--format", "json")
+    rows = json_docs(out)[-1]
+    hardware = [r for r in rows if r["source"] == "opdebug"]
+    assert [r["op"] for r in hardware] == [manifest["overflow"]["op"]], err

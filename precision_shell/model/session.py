@@ -179,8 +179,9 @@ class Session:
         """The overflow-mode Opdebug files recorded for ``dump_set``: those whose folder is at
         the same device and step (formats.md §5 levels; the model's name carries the build time
         of its own run, so it is not compared). Files in folders without those levels belong to
-        no device in particular and count for every set."""
-        if dump_set is None:
+        no device in particular and count for every set, as every file counts for a set whose
+        own folder has no device and step levels (``--npu LEAF``)."""
+        if dump_set is None or not (dump_set.device or dump_set.step):
             return list(self.overflow_dumps.opdebug)
         found = []
         for f in self.overflow_dumps.opdebug:
