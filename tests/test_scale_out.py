@@ -37,6 +37,9 @@ def test_opdebug_records_belong_to_their_own_device_and_step(capsys, multi_ws):
             assert hardware == [], (entry, hardware)
             assert rows == []   # the clean loss scale: no value finding either
         assert all((r["rank"], r["step"]) == (entry["rank"], entry["step"]) for r in rows)
+    rc, out, err = run_cli(capsys, root, "-c", "ac")
+    n = len(truth["steps"])
+    assert f"{n} Opdebug file{'s' * (n != 1)} of other devices or steps not counted here" in out
 
 
 def test_a_rank_dumped_from_another_graph_is_named(capsys, tmp_path):

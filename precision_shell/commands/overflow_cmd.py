@@ -105,7 +105,12 @@ def overflow(session: Session, args) -> Table:
     limit = 0 if args.all else args.limit
     if limit < 0:
         raise CommandError("-l must be 0 (all) or a positive number")
-    return scan_table(scan, limit)
+    table = scan_table(scan, limit)
+    elsewhere = len(session.overflow_dumps.opdebug) - len(session.overflow_opdebug(session.active))
+    if elsewhere:   # records of other devices/steps are not this set's, but not hidden either
+        table.notes.append(f"{elsewhere} Opdebug file{'s' * (elsewhere != 1)} of other devices or steps "
+                           f"not counted here: `ac --ranks all --steps all` scans them all")
+    return table
 
 
 def overflow_panel(session: Session, finding: OverflowFinding, position: str) -> Sections:
