@@ -89,3 +89,30 @@ def test_run_tasks_ctrl_c_cancels_the_rest_and_keeps_finished():
     assert stopped
     assert len(got) >= 2 and all(got[k] == k + 1 for k in got)
     assert len(submitted) < 50   # the rest was never submitted
+
+
+def test_only_the_executors_module_imports_dask_and_only_when_asked(tmp_path):
+    import ast
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import precision_shell
+
+    package = Path(precision_shell.__file__).parent
+    importers = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n.split(".")[0] in ("dask", "distributed") for n in names):
+                importers.append(path.relative_to(package).as_posix())
+    assert sorted(set(importers)) == ["analysis/executors.py"]
+    # and a session that never asks for a scheduler never loads it
+    code = ("import sys; from precision_shell.cli import main; "
+            f"main([{str(tmp_path)!r}, '-c', 'help']); "
+            "print('LOADED' if 'distributed' in sys.modules or 'dask' in sys.modules else 'NOT')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(package.parent)}).stdout
+    assert out.strip().endswith("NOT")
