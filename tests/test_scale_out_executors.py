@@ -116,3 +116,15 @@ def test_only_the_executors_module_imports_dask_and_only_when_asked(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(package.parent)}).stdout
     assert out.strip().endswith("NOT")
+
+
+def test_config_set_scheduler_sends_the_next_compare_there(capsys, sample_ws, tmp_path):
+    from tests.conftest import run_cli
+
+    root, _ = sample_ws
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path / "out", "-c",
+                           "config set scheduler tcp://127.0.0.1:9; vc; config set scheduler default; vc")
+    assert "scheduler = tcp://127.0.0.1:9" in out
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: scheduler tcp://127.0.0.1:9: cannot connect (")
+    assert out.count("NPU vs golden:") == 1   # the second vc ran locally
