@@ -14,6 +14,7 @@ Layout::
     output =
     editing_mode = emacs
     color = on
+    scheduler =
 
     [profiles]
     mlu370 = trunc-mantissa-20,ftz
@@ -110,6 +111,8 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("output", _parse_output, "output folder (empty or 'default': precision_data/temp/pshell)"),
     ConfigKey("editing_mode", _parse_editing_mode, "line editing keys: emacs or vi"),
     ConfigKey("color", _parse_bool, "colour on a terminal (on/off; NO_COLOR always wins)"),
+    ConfigKey("scheduler", _parse_output,
+              "Dask scheduler ADDRESS for vc/ac work (empty or 'default': this machine's processes)"),
 )}
 
 
@@ -138,6 +141,7 @@ class Config:
     output: str = ""
     editing_mode: str = "emacs"
     color: bool = True
+    scheduler: str = ""
     path: Path | None = None
     warnings: list[str] = field(default_factory=list)   # bad lines skipped while loading
     # [profiles]: user-named replay arithmetic profiles, e.g. mlu370 = trunc-mantissa-20,ftz
@@ -176,9 +180,10 @@ class Config:
         it on its own instead, so the shell still starts)."""
         if session is None:
             return
-        keys = list(KEYS) if keys is None else keys
         settings = session.settings
-        for name in ("threshold", "limit", "min_coverage", "pager", "color"):
+        if keys is None:   # start-up: --scheduler given on the command line wins over the file
+            keys = [k for k in KEYS if k != "scheduler" or not getattr(settings, "scheduler", "")]
+        for name in ("threshold", "limit", "min_coverage", "pager", "color", "scheduler"):
             if name in keys:
                 setattr(settings, name, getattr(self, name))
         workspace = getattr(session, "workspace", None)

@@ -270,9 +270,11 @@ def _trans_count(ops: list[NpuOp]) -> int:
 
 
 def write_workspace(out_dir: str | os.PathLike, options: SampleOptions = SampleOptions(), *,
-                    force: bool = False, run: NetworkRun | None = None) -> dict:
+                    force: bool = False, run: NetworkRun | None = None,
+                    multi: tuple[int, int] | None = None) -> dict:
     """Generate the workspace into ``out_dir``; returns the manifest (also written to disk).
     ``run``: a network built elsewhere (tests build small graphs with ``NetBuilder``).
+    ``multi``: (ranks, steps) for a multi-device, multi-step workspace (``multi_rank``).
 
     Refuses to write over an existing ``precision_data/`` unless ``force``, which first deletes
     it and the old manifest (the directory must hold nothing else of value).
@@ -284,4 +286,8 @@ def write_workspace(out_dir: str | os.PathLike, options: SampleOptions = SampleO
             raise FileExistsError(f"{out} already holds a workspace; use --force to replace it")
         shutil.rmtree(root, ignore_errors=True)
         manifest_path.unlink(missing_ok=True)
+    if multi is not None:
+        from .multi_rank import write_multi_rank
+
+        return write_multi_rank(out, options, *multi)
     return WorkspaceWriter(out, options).write(run)
