@@ -86,7 +86,11 @@ def test_table_equals_msprobes_csv_cell_for_cell(mode, tmp_path):
     euc = cols.index("EucDist") if mode == "tensor" else None
     for ours, theirs in zip(written[1:], table):
         if euc is not None:     # msprobe's norm sums in its BLAS's order: equal to ~1e-15
-            assert _number(ours.pop(euc)) == pytest.approx(_number(theirs.pop(euc)), rel=1e-12)
+            mine, want = _number(ours.pop(euc)), _number(theirs.pop(euc))
+            if isinstance(want, float):   # pytest >= 9.2 refuses approx() of a text cell ("N/A")
+                assert mine == pytest.approx(want, rel=1e-12)
+            else:
+                assert mine == want
         assert ours == theirs
     assert len(written) - 1 == len(table)
 

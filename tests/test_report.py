@@ -3,6 +3,7 @@ from the commands' own output), the command in batch mode, and its one-line refu
 
 from __future__ import annotations
 
+import importlib.util
 import base64
 import gzip
 import json
@@ -19,6 +20,10 @@ from precision_shell.model.session import Session
 from precision_shell.report.gather import ensure_results, gather
 from precision_shell.samples.writer import SampleOptions, write_workspace
 from tests.conftest import json_docs, run_cli
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jinja2") is None,
+                                reason="the report extra is not installed: pip install -e '.[report]'")
+
 
 
 @pytest.fixture(scope="module")

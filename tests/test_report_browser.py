@@ -7,6 +7,7 @@ Skipped only when no Chromium binary is found (``.ci/run`` installs Debian's ``c
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -17,7 +18,10 @@ from tests.conftest import json_docs, run_cli
 
 BROWSER = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")
                 if shutil.which(b)), None)
-pytestmark = pytest.mark.skipif(BROWSER is None, reason="no chromium binary (apt-get install chromium)")
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("jinja2") is None,
+                       reason="the report extra is not installed: pip install -e '.[report]'"),
+    pytest.mark.skipif(BROWSER is None, reason="no chromium binary (apt-get install chromium)")]
 
 
 class Dom(HTMLParser):
