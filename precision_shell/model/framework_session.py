@@ -1,0 +1,244 @@
+"""A session on msprobe dumps of PyTorch / MindSpore runs (``pshell TARGET --golden GOLDEN``).
+
+The framework room beside the graph-mode :class:`~precision_shell.model.session.Session`: the
+target and golden dumps (each any level of msprobe's tree, or a ``dump.json``), the selected
+step and rank (``use --step S --rank R``), the run model of the selection
+(:class:`~precision_shell.model.framework_run.FrameworkRun`), its pairing with the golden, and the
+results of the analyses. Commands see ``session.kind == "framework"`` and the registry runs their
+framework variants (``commands/framework_*.py``).
+
+pshell writes only into its output folder: ``./pshell_out`` by default (a sibling of the target
+when the current folder lies inside a dump tree), never inside the dump trees nor over the
+mapping file; every write goes through the output guard.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from precision_shell.errors import CommandError, PshellError
+from precision_shell.formats.msprobe_dump import MsprobeDump, RankDump, read_msprobe_dump
+from precision_shell.model.framework_run import FrameworkRun
+from precision_shell.model.output_guard import (FILE, TREE, InputPlace, OutputGuard, require_parent,
+                                                resolved)
+from precision_shell.model.progress import silent_progress
+from precision_shell.model.session import Settings, _make_folder
+
+
+@dataclass
+class FrameworkPlace:
+    """What the shell shows as the workspace (toolbar, ``config set output``)."""
+    root: Path
+    output_dir: Path
+    precision_data: Path | None = None
+
+
+@dataclass
+class FrameworkSession:
+    kind = "framework"
+
+    target: MsprobeDump
+    golden: MsprobeDump | None
+    workspace: FrameworkPlace
+    mapping: dict[str, str] | None = None
+    mapping_file: Path | None = None
+    fuzzy: bool = False
+    settings: Settings = field(default_factory=Settings)
+    load_errors: list[str] = field(default_factory=list)
+    load_warnings: list[str] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)
+    history: list[str] = field(default_factory=list)
+    progress: Any = silent_progress
+    extra_inputs: list[InputPlace] = field(default_factory=list)
+    selected: RankDump | None = None
+    _runs: dict[int, FrameworkRun] = field(default_factory=dict)
+    _pairings: dict[tuple, Any] = field(default_factory=dict)
+
+    # graph-mode attributes the shell reads duck-typed (completer, toolbar): none here
+    graph = None
+    active = None
+
+    @classmethod
+    def open(cls, target: str | os.PathLike, *, golden: str | os.PathLike | None = None,
+             mapping: str | os.PathLike | None = None, output: str | os.PathLike | None = None
+             ) -> "FrameworkSession":
+        """Read both dumps; raises only when the target itself holds no dump. A golden or a
+        mapping file that cannot be read is a load error: the target still opens."""
+        dump = read_msprobe_dump(target)
+        errors = list(dump.warnings) + [w for r in dump.ranks for w in r.warnings]
+        golden_dump = None
+        if golden is not None:
+            try:
+                golden_dump = read_msprobe_dump(golden)
+                errors += [f"golden: {w}" for w in golden_dump.warnings + [w for r in golden_dump.ranks
+                                                                           for w in r.warnings]]
+            except PshellError as exc:
+                errors.append(f"golden: {exc}")
+        mapping_doc = None
+        if mapping is not None:
+            from precision_shell.analysis.framework_pairing import read_data_mapping
+            try:
+                mapping_doc = read_data_mapping(mapping)
+            except PshellError as exc:
+                errors.append(str(exc))
+        root = Path(target)
+        place = FrameworkPlace(root, Path(output) if output else Path("pshell_out"))
+        session = cls(dump, golden_dump, place, mapping_doc,
+                      Path(mapping) if mapping is not None else None, load_errors=errors)
+        if not output:
+            place.output_dir = session._default_output()
+        session.selected = dump.ranks[0]
+        return session
+
+    # -- selection --------------------------------------------------------------------------------
+    @property
+    def run(self) -> FrameworkRun:
+        """The run model of the selected step and rank (built on first use)."""
+        key = id(self.selected)
+        if key not in self._runs:
+            self._runs[key] = FrameworkRun(self.selected)
+        return self._runs[key]
+
+    @property
+    def golden_rank(self) -> RankDump | None:
+        """The golden ``dump.json`` for the selection: same step and rank, else the same rank
+        name, else the golden's only rank."""
+        if self.golden is None:
+            return None
+        loc = self.selected.location
+        ranks = self.golden.ranks
+        for match in (lambda r: (r.location.step, r.location.rank) == (loc.step, loc.rank),
+                      lambda r: r.location.rank == loc.rank):
+            found = [r for r in ranks if match(r)]
+            if found:
+                return found[0]
+        return ranks[0] if len(ranks) == 1 else None
+
+    def require_golden(self) -> RankDump:
+        rank = self.golden_rank
+        if rank is None:
+            if self.golden is None:
+                raise CommandError("no golden dump: start with `pshell TARGET --golden GOLDEN`")
+            loc = self.selected.location
+            raise CommandError(f"no golden rank for step {loc.step} rank {loc.rank} in {self.golden.root}")
+        return rank
+
+    def use(self, step: int | None = None, rank: str | None = None) -> RankDump:
+        """Select a step and rank (``rank`` as the folder name, ``rank3``, or just ``3``);
+        levels not given keep the current choice when it exists."""
+        ranks = self.target.ranks
+        cur = self.selected.location
+        wanted_step = cur.step if step is None else step
+        wanted_rank = cur.rank if rank is None else str(rank)
+
+        def rank_fits(loc) -> bool:
+            return loc.rank == wanted_rank or (wanted_rank.isdigit() and (
+                loc.rank_id == int(wanted_rank) or loc.rank == f"proc{wanted_rank}"))
+
+        found = [r for r in ranks if r.location.step == wanted_step and rank_fits(r.location)]
+        if not found and rank is None:      # the new step lacks the current rank: its first
+            found = [r for r in ranks if r.location.step == wanted_step]
+        if not found:
+            steps = ", ".join(str(s) for s in self.target.steps)
+            raise CommandError(f"no dump for step {wanted_step} rank {wanted_rank}; steps {steps}; "
+                               f"ranks {', '.join(self.target.rank_names)}")
+        if found[0] is not self.selected:
+            self.selected = found[0]
+            self.results.clear()       # findings of another rank no longer apply
+        return self.selected
+
+    def pairing(self):
+        """The target/golden row pairing of the selection (msprobe's rules), computed once."""
+        from precision_shell.analysis.framework_pairing import pair_dumps
+
+        golden = self.require_golden()
+        key = (id(self.selected), id(golden), self.fuzzy)
+        if key not in self._pairings:
+            self._pairings[key] = pair_dumps(self.selected, golden, fuzzy=self.fuzzy, mapping=self.mapping)
+        return self._pairings[key]
+
+    def golden_run(self) -> FrameworkRun:
+        golden = self.require_golden()
+        key = id(golden)
+        if key not in self._runs:
+            self._runs[key] = FrameworkRun(golden)
+        return self._runs[key]
+
+    # -- tensors ----------------------------------------------------------------------------------
+    def resolve_tensor(self, ref):
+        """A parsed tensor reference (``ENTRY:output:0``, ``golden:ENTRY:input:1``) as a
+        ResolvedTensor that loads its file on read (``pt`` and ``cp`` call this)."""
+        from dataclasses import replace
+
+        from precision_shell.model.tensor_ref import ResolvedTensor
+
+        if ref.kind == "file":
+            return None     # a .npy path: the caller's own resolver reads it
+        if ref.kind == "golden":
+            run, name, label = self.golden_run(), f"{ref.name}:{ref.index}", "golden:"
+        else:
+            run, name, label = self.run, f"{ref.name}:{ref.io}:{ref.index}", ""
+        tensor = run.tensor(name)
+        leaf = tensor.leaf
+        if not leaf.file:
+            raise CommandError(f"{tensor.name}: no tensor file in {run.path} (task "
+                               f"{run.rank.task or '?'}: statistics only)")
+        return ResolvedTensor(replace(ref, kind="framework"), label + tensor.name, Path(leaf.file),
+                              leaf.dtype or "?", tuple(leaf.shape or ()),
+                              loader=lambda: run.load(tensor.name))
+
+    # -- writing ----------------------------------------------------------------------------------
+    def _default_output(self) -> Path:
+        out = Path.cwd() / "pshell_out"
+        if self.output_guard(out).problem(resolved(out), True) is None:
+            return out
+        root = resolved(self.workspace.root)
+        base = root if root.is_dir() else root.parent
+        return base.parent / f"{base.name}_pshell"
+
+    def add_input_file(self, path: str | os.PathLike, what: str) -> None:
+        self.extra_inputs.append(InputPlace.of(Path(path).expanduser(), FILE, what))
+
+    def input_places(self) -> list[InputPlace]:
+        places = [InputPlace.of(Path(self.target.root), TREE if Path(self.target.root).is_dir() else FILE,
+                                "target msprobe dump")]
+        places += [InputPlace.of(Path(r.location.path), TREE, "target rank folder") for r in self.target.ranks]
+        if self.golden is not None:
+            places.append(InputPlace.of(Path(self.golden.root), TREE if Path(self.golden.root).is_dir()
+                                        else FILE, "golden msprobe dump"))
+            places += [InputPlace.of(Path(r.location.path), TREE, "golden rank folder")
+                       for r in self.golden.ranks]
+        if self.mapping_file is not None:
+            places.append(InputPlace.of(self.mapping_file, FILE, "data_mapping file"))
+        return places + self.extra_inputs
+
+    def output_guard(self, output_dir: Path | None = None) -> OutputGuard:
+        return OutputGuard(self.input_places(), None, output_dir or self.workspace.output_dir)
+
+    def check_output_folder(self, folder: Path) -> None:
+        self.output_guard(folder).check(folder, folder=True)
+
+    def check_writable_location(self, path: str | os.PathLike, *, folder: bool = False) -> None:
+        self.output_guard().check(path, folder=folder)
+
+    def output_path(self, given: str | os.PathLike | None, default_name: str = "",
+                    folder: bool = False) -> Path:
+        """As :meth:`Session.output_path`: a path the user gave, else ``default_name`` in the
+        output folder; both checked by the output guard."""
+        if not given:
+            path = self.workspace.output_dir / default_name
+            self.check_writable_location(path, folder=folder)
+            _make_folder(path if folder else path.parent, parents=True)
+            return path
+        path = Path(given).expanduser()
+        self.check_writable_location(path, folder=folder)
+        require_parent(path)
+        if folder:
+            _make_folder(path, parents=False)
+        return path
+
+    def after_command(self) -> None:
+        pass
