@@ -28,6 +28,30 @@ from precision_shell.model.progress import silent_progress
 from precision_shell.model.session import Settings, _make_folder
 
 
+_SHOWN_PER_REASON = 3
+
+
+def load_problems(dump: MsprobeDump) -> list[str]:
+    """The reader's warnings for the start-up lines: a rank without ``dump.json`` says so once
+    (not once more per tensor file recovered from its name), and a reason repeated over many
+    files shows its first few and how many more."""
+    missing = {r.location.path for r in dump.ranks
+               if not os.path.exists(os.path.join(r.location.path, "dump.json"))}
+    lines: list[str] = []
+    by_reason: dict[str, int] = {}
+    for w in dump.warnings:
+        path, _, reason = w.partition(": ")
+        reason = reason.split(";")[0]
+        if reason == "not described by dump.json" and any(path.startswith(m + os.sep) for m in missing):
+            continue
+        by_reason[reason] = by_reason.get(reason, 0) + 1
+        if by_reason[reason] <= _SHOWN_PER_REASON:
+            lines.append(w)
+    lines += [f"... {n - _SHOWN_PER_REASON} more files: {reason}" for reason, n in by_reason.items()
+              if n > _SHOWN_PER_REASON]
+    return lines
+
+
 @dataclass
 class FrameworkPlace:
     """What the shell shows as the workspace (toolbar, ``config set output``)."""
@@ -68,13 +92,12 @@ class FrameworkSession:
         """Read both dumps; raises only when the target itself holds no dump. A golden or a
         mapping file that cannot be read is a load error: the target still opens."""
         dump = read_msprobe_dump(target)
-        errors = list(dump.warnings) + [w for r in dump.ranks for w in r.warnings]
+        errors = load_problems(dump)
         golden_dump = None
         if golden is not None:
             try:
                 golden_dump = read_msprobe_dump(golden)
-                errors += [f"golden: {w}" for w in golden_dump.warnings + [w for r in golden_dump.ranks
-                                                                           for w in r.warnings]]
+                errors += [f"golden: {w}" for w in load_problems(golden_dump)]
             except PshellError as exc:
                 errors.append(f"golden: {exc}")
         mapping_doc = None
