@@ -289,3 +289,18 @@ def test_pt_with_a_disallowed_global_is_one_line_and_the_rest_compares(capsys, t
     assert len(errors) == 1 and str(evil) in errors[0] and "disallowed pickle global" in errors[0]
     clean = run(capsys, tmp_path / "clean", "target_bf16", "golden_fp32", "vc")
     assert vc["compared"] == json_docs(clean[1])[0]["compared"] - 1
+
+
+def test_repl_on_a_framework_pair(tmp_path):
+    from test_repl import drive, make_opts
+
+    from precision_shell.model.framework_session import FrameworkSession
+
+    session = FrameworkSession.open(sample() / "target_bf16", golden=sample() / "golden_fp32",
+                                    output=tmp_path / "out")
+    rc, out, err, hung = drive(session, "vcs\rnext\rhelp dc\rdc x\r\x04", make_opts(tmp_path))
+    assert (rc, hung) == (0, False)
+    assert "pytorch dump" in out.splitlines()[0]          # the banner is the framework `info`
+    assert f"{LOSS['root']}" in out and "first divergence" in out and "[1/" in out
+    assert "internal error" not in err
+    assert err.count("graph-mode only") == 2

@@ -98,7 +98,7 @@ def compare(session, args) -> Message:
     found = run_compare(session)
     pairing = found.pairing
     paired = sum(1 for p in pairing.pairs if p.golden is not None)
-    lines = [f"{session.target.root} vs {session.golden.root}: {found.mode} mode, "
+    lines = [f"{session.target.root} vs {session.golden_dump.root}: {found.mode} mode, "
              f"{_count(len(found.rows), 'row')} ({paired:,} paired, {found.compared:,} compared) "
              f"in {found.seconds:.2f} s"]
     problems = [f"{e.entry}: {'; '.join(e.problems)}" for e in pairing.entries if e.problems]
@@ -318,7 +318,9 @@ EXPORTERS: dict[tuple[str, str], Callable[[Any, Path], int]] = {
 
 
 @variant(FRAMEWORK, "export", summary="Write the current finding list (suspects, overflow, compare) "
-                                      "to a file; keep-fp32: root API/module names for the precision list.")
+                                      "to a file; keep-fp32: root API/module names for the precision list.",
+         example="vcs; export suspects --format keep-fp32\nac; export overflow -o overflow.json\n"
+                 "vc; export compare -o compare.csv")
 def export(session, args) -> Message:
     fmt = args.format or (Path(args.output).suffix.lstrip(".") if args.output else "") or "csv"
     writer = EXPORTERS.get((args.what, fmt))

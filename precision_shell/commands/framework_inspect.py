@@ -39,7 +39,7 @@ def info(session, args) -> Sections:
     total = summarize(target.ranks)
     golden_rank = session.golden_rank
     data: dict[str, Any] = {
-        "target": str(target.root), "golden": str(session.golden.root) if session.golden else None,
+        "target": str(target.root), "golden": str(session.golden_dump.root) if session.golden_dump else None,
         "framework": target.framework, "task": target.task, "level": target.level,
         "steps": total.steps, "ranks": total.ranks,
         "active": {"step": session.selected.location.step, "rank": session.selected.location.rank,
@@ -48,7 +48,7 @@ def info(session, args) -> Sections:
         "tensors": total.tensors, "tensor_files": total.tensor_files,
         "edges": len(run.edges), "exact_edges": sum(e.exact for e in run.edges),
         "golden_ops": len(golden_rank.entries) if golden_rank is not None else 0,
-        "golden_task": session.golden.task if session.golden else None,
+        "golden_task": session.golden_dump.task if session.golden_dump else None,
         "mapping": str(session.mapping_file) if session.mapping_file else None,
         "output_dir": str(session.workspace.output_dir), "errors": list(session.load_errors),
     }
@@ -59,15 +59,15 @@ def info(session, args) -> Sections:
             ("steps / ranks", f"steps {', '.join(map(str, total.steps))}; ranks {', '.join(total.ranks)}"),
             ("active", f"{_location(session.selected)}: {data['ops']:,} entries; {len(run.edges):,} "
                        f"dataflow edges ({data['exact_edges']:,} exact)")]
-    if session.golden is not None:
+    if session.golden_dump is not None:
         where = _location(golden_rank) if golden_rank is not None else "no matching rank"
-        rows.append(("golden", f"{session.golden.root}: task {session.golden.task or '?'}; {where}, "
+        rows.append(("golden", f"{session.golden_dump.root}: task {session.golden_dump.task or '?'}; {where}, "
                                f"{data['golden_ops']:,} entries"))
     if session.mapping_file is not None:
         rows.append(("mapping", f"{session.mapping_file}: {len(session.mapping or {})} names"))
     rows.append(("output", str(session.workspace.output_dir)))
     blocks: list = [("", rows)]
-    if session.golden is None:
+    if session.golden_dump is None:
         blocks.append(("missing", ["golden: no golden dump (pass --golden GOLDEN)"]))
     if data["errors"]:
         blocks.append(("errors", data["errors"]))

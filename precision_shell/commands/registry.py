@@ -148,13 +148,19 @@ class Registry:
         """Commands whose own handler works on ``kind`` sessions too (next/prev/goto, pt, cp)."""
         self._shared.setdefault(kind, set()).update(names)
 
-    def for_session(self, cmd: Command, session: Any) -> Command:
-        """The command to run on ``session`` (see the class docstring)."""
+    def available(self, cmd: Command, session: Any) -> Command | None:
+        """The command to run on ``session`` (see the class docstring); None when ``session``
+        is of a kind the command does not support."""
         kind = getattr(session, "kind", "graph")
         if kind == "graph" or not cmd.needs_session or cmd.name in self._shared.get(kind, ()):
             return cmd
-        found = self._variants.get((kind, cmd.name))
+        return self._variants.get((kind, cmd.name))
+
+    def for_session(self, cmd: Command, session: Any) -> Command:
+        """:meth:`available`, or CommandError in one line saying why not."""
+        found = self.available(cmd, session)
         if found is None:
+            kind = getattr(session, "kind", "graph")
             raise CommandError(f"{cmd.name}: graph-mode only; not available on {kind} dumps")
         return found
 

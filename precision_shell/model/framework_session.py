@@ -65,7 +65,7 @@ class FrameworkSession:
     kind = "framework"
 
     target: MsprobeDump
-    golden: MsprobeDump | None
+    golden_dump: MsprobeDump | None
     workspace: FrameworkPlace
     mapping: dict[str, str] | None = None
     mapping_file: Path | None = None
@@ -81,8 +81,10 @@ class FrameworkSession:
     _runs: dict[int, FrameworkRun] = field(default_factory=dict)
     _pairings: dict[tuple, Any] = field(default_factory=dict)
 
-    # graph-mode attributes the shell reads duck-typed (completer, toolbar): none here
+    # graph-mode attributes the shell reads duck-typed (completer, toolbar): none here; the
+    # golden side is ``golden_dump``, not ``golden`` (a graph session's golden .npy index)
     graph = None
+    golden = None
     active = None
 
     @classmethod
@@ -129,10 +131,10 @@ class FrameworkSession:
     def golden_rank(self) -> RankDump | None:
         """The golden ``dump.json`` for the selection: same step and rank, else the same rank
         name, else the golden's only rank."""
-        if self.golden is None:
+        if self.golden_dump is None:
             return None
         loc = self.selected.location
-        ranks = self.golden.ranks
+        ranks = self.golden_dump.ranks
         for match in (lambda r: (r.location.step, r.location.rank) == (loc.step, loc.rank),
                       lambda r: r.location.rank == loc.rank):
             found = [r for r in ranks if match(r)]
@@ -143,10 +145,10 @@ class FrameworkSession:
     def require_golden(self) -> RankDump:
         rank = self.golden_rank
         if rank is None:
-            if self.golden is None:
+            if self.golden_dump is None:
                 raise CommandError("no golden dump: start with `pshell TARGET --golden GOLDEN`")
             loc = self.selected.location
-            raise CommandError(f"no golden rank for step {loc.step} rank {loc.rank} in {self.golden.root}")
+            raise CommandError(f"no golden rank for step {loc.step} rank {loc.rank} in {self.golden_dump.root}")
         return rank
 
     def use(self, step: int | None = None, rank: str | None = None) -> RankDump:
@@ -229,11 +231,11 @@ class FrameworkSession:
         places = [InputPlace.of(Path(self.target.root), TREE if Path(self.target.root).is_dir() else FILE,
                                 "target msprobe dump")]
         places += [InputPlace.of(Path(r.location.path), TREE, "target rank folder") for r in self.target.ranks]
-        if self.golden is not None:
-            places.append(InputPlace.of(Path(self.golden.root), TREE if Path(self.golden.root).is_dir()
+        if self.golden_dump is not None:
+            places.append(InputPlace.of(Path(self.golden_dump.root), TREE if Path(self.golden_dump.root).is_dir()
                                         else FILE, "golden msprobe dump"))
             places += [InputPlace.of(Path(r.location.path), TREE, "golden rank folder")
-                       for r in self.golden.ranks]
+                       for r in self.golden_dump.ranks]
         if self.mapping_file is not None:
             places.append(InputPlace.of(self.mapping_file, FILE, "data_mapping file"))
         return places + self.extra_inputs
