@@ -64,9 +64,11 @@ def test_vcs_names_the_designed_root_first_and_its_downstream_propagated(capsys,
 
 
 def test_vcs_backward_adds_the_backward_roots_and_propagated(capsys, tmp_path):
-    rc, out, err = run(capsys, tmp_path, "target_bf16", "golden_fp32", "vcs -c 0.98 --backward -l 0")
+    rc, out, err = run(capsys, tmp_path, "target_bf16", "golden_fp32", "vc", "vcs -c 0.98 --backward -l 0",
+                       "vcs -c 0.98 -l 0")
     assert rc == 0, err
-    (rows,) = json_docs(out)
+    vc, rows, forward = json_docs(out)
+    assert (vc["failing_ops"], vc["failing_forward"]) == (len(rows), len(forward))
     data = [r for r in rows if r["kind"] != "parameters_grad"]
     assert [r["op"] for r in data if r["role"] == "root"] == LOSS["roots"]
     assert [r["op"] for r in data if r["role"] == "propagated"] == \
@@ -97,7 +99,7 @@ def test_ac_judges_from_statistics_when_only_statistics_were_dumped(capsys, tmp_
     assert rc == 0, err
     assert json_docs(out) == [[]]     # the bf16 run does not overflow
     rc, out, err = run(capsys, tmp_path, "stats_target_bf16", None, "ac", fmt="table")
-    assert "0 of " in out and "judged from values" in out
+    assert "(0 tensors judged from their values, " in out
 
 
 # --- info / ls / ni --------------------------------------------------------------------------------

@@ -111,10 +111,13 @@ def compare(session, args) -> Message:
         from precision_shell.analysis.framework_compare import is_failing
 
         threshold = session.settings.threshold
-        failing = {r.pair.target.entry.name for r in found.rows if is_failing(r.metrics, threshold)}
-        lines.append(f"failing (cosine <= {threshold:g} or NaN): {_count(len(failing), 'entry')}"
-                     + ("; `vcs` lists roots and propagated" if failing else ""))
-        data.update(failing_ops=len(failing), threshold=threshold)
+        failing = {r.pair.target.entry.name: r.pair.target.entry.kind for r in found.rows   # by output
+                   if r.pair.target.state in ("output", "parameters_grad") and is_failing(r.metrics, threshold)}
+        forward = sum(1 for kind in failing.values() if kind == "forward")
+        lines.append(f"failing (cosine <= {threshold:g} or NaN): {_count(len(failing), 'entry')}, {forward:,} "
+                     f"forward" + ("; `vcs` lists their roots and propagated (`--backward`: all)"
+                                   if failing else ""))
+        data.update(failing_ops=len(failing), failing_forward=forward, threshold=threshold)
     elif found.mode == "md5":
         different = sum(1 for r in found.rows if r.md5_equal is False and r.pair.golden is not None)
         lines.append(f"md5: {_count(different, 'row')} differ")
@@ -240,7 +243,8 @@ def overflow(session, args) -> Table:
             highlight.add(pos)
     notes = ["`next` steps through the list with each entry's tensors"] if scan.findings else []
     title = (f"{_count(len(scan.findings), 'overflowing entry')} "
-             f"({scan.from_values:,} of {scan.tensors:,} tensors judged from values, the rest from statistics)")
+             f"({scan.from_values:,} tensors judged from their values, "
+             f"{scan.tensors - scan.from_values:,} from their statistics)")
     return Table(["#", "entry", "kind", "role", "outputs"], rows, title=title,
                  json_rows=[f.to_json() for f in scan.findings], notes=notes, total=len(scan.findings),
                  highlight=highlight, findings=len(scan.findings), warnings=scan.problems,
