@@ -35,7 +35,8 @@ def _location(rank) -> str:
 def info(session, args) -> Sections:
     from precision_shell.model.framework_run import summarize
 
-    target, run = session.target, session.run
+    target = session.target
+    run = session.run if session.run_built else None     # edges: counted once something built them
     total = summarize(target.ranks)
     golden_rank = session.golden_rank
     data: dict[str, Any] = {
@@ -46,7 +47,7 @@ def info(session, args) -> Sections:
                    "path": session.selected.location.path},
         "ops": len(session.selected.entries), "entries": total.entries, "kinds": total.kinds,
         "tensors": total.tensors, "tensor_files": total.tensor_files,
-        "edges": len(run.edges), "exact_edges": sum(e.exact for e in run.edges),
+        "edges": len(run.edges) if run else None, "exact_edges": sum(e.exact for e in run.edges) if run else None,
         "golden_ops": len(golden_rank.entries) if golden_rank is not None else 0,
         "golden_task": session.golden_dump.task if session.golden_dump else None,
         "mapping": str(session.mapping_file) if session.mapping_file else None,
@@ -57,8 +58,8 @@ def info(session, args) -> Sections:
             ("target", f"{target.root}: {total.entries:,} entries ({kinds}), {total.tensors:,} tensors, "
                        f"{total.tensor_files:,} tensor files"),
             ("steps / ranks", f"steps {', '.join(map(str, total.steps))}; ranks {', '.join(total.ranks)}"),
-            ("active", f"{_location(session.selected)}: {data['ops']:,} entries; {len(run.edges):,} "
-                       f"dataflow edges ({data['exact_edges']:,} exact)")]
+            ("active", f"{_location(session.selected)}: {data['ops']:,} entries" + (
+                f"; {len(run.edges):,} dataflow edges ({data['exact_edges']:,} exact)" if run else ""))]
     if session.golden_dump is not None:
         where = _location(golden_rank) if golden_rank is not None else "no matching rank"
         rows.append(("golden", f"{session.golden_dump.root}: task {session.golden_dump.task or '?'}; {where}, "

@@ -14,7 +14,9 @@ mapping file; every write goes through the output guard.
 
 from __future__ import annotations
 
+import gc
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,21 @@ from precision_shell.model.session import Settings, _make_folder
 
 
 _SHOWN_PER_REASON = 3
+
+
+@contextmanager
+def _no_cyclic_gc():
+    """Reading a dump makes ~5 objects per tensor leaf (500k for a 100k-entry dump.json) and no
+    cycles: collector passes meanwhile only cost (they more than doubled the read time of a
+    100k-entry dump). What was read lives as long as the session: frozen out of later passes."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.freeze()
 
 
 def load_problems(dump: MsprobeDump) -> list[str]:
@@ -93,15 +110,16 @@ class FrameworkSession:
              ) -> "FrameworkSession":
         """Read both dumps; raises only when the target itself holds no dump. A golden or a
         mapping file that cannot be read is a load error: the target still opens."""
-        dump = read_msprobe_dump(target)
-        errors = load_problems(dump)
-        golden_dump = None
-        if golden is not None:
-            try:
-                golden_dump = read_msprobe_dump(golden)
-                errors += [f"golden: {w}" for w in load_problems(golden_dump)]
-            except PshellError as exc:
-                errors.append(f"golden: {exc}")
+        with _no_cyclic_gc():
+            dump = read_msprobe_dump(target)
+            errors = load_problems(dump)
+            golden_dump = None
+            if golden is not None:
+                try:
+                    golden_dump = read_msprobe_dump(golden)
+                    errors += [f"golden: {w}" for w in load_problems(golden_dump)]
+                except PshellError as exc:
+                    errors.append(f"golden: {exc}")
         mapping_doc = None
         if mapping is not None:
             from precision_shell.analysis.framework_pairing import read_data_mapping
@@ -122,10 +140,18 @@ class FrameworkSession:
     @property
     def run(self) -> FrameworkRun:
         """The run model of the selected step and rank (built on first use)."""
-        key = id(self.selected)
-        if key not in self._runs:
-            self._runs[key] = FrameworkRun(self.selected)
-        return self._runs[key]
+        return self._run_of(self.selected)
+
+    def _run_of(self, rank: RankDump) -> FrameworkRun:
+        if id(rank) not in self._runs:
+            with _no_cyclic_gc():
+                self._runs[id(rank)] = FrameworkRun(rank)
+        return self._runs[id(rank)]
+
+    @property
+    def run_built(self) -> bool:
+        """Whether the selection's run model exists yet (``info`` does not build it)."""
+        return id(self.selected) in self._runs
 
     @property
     def golden_rank(self) -> RankDump | None:
@@ -186,11 +212,7 @@ class FrameworkSession:
         return self._pairings[key]
 
     def golden_run(self) -> FrameworkRun:
-        golden = self.require_golden()
-        key = id(golden)
-        if key not in self._runs:
-            self._runs[key] = FrameworkRun(golden)
-        return self._runs[key]
+        return self._run_of(self.require_golden())
 
     # -- tensors ----------------------------------------------------------------------------------
     def resolve_tensor(self, ref):
