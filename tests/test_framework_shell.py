@@ -306,3 +306,22 @@ def test_repl_on_a_framework_pair(tmp_path):
     assert f"{LOSS['root']}" in out and "first divergence" in out and "[1/" in out
     assert "internal error" not in err
     assert err.count("graph-mode only") == 2
+
+
+def test_mapping_file_rewrites_the_pairing_and_a_bad_one_is_one_line(capsys, tmp_path):
+    row = f"{LOSS['root']}.output.0"
+    mapping = tmp_path / "data_mapping.yaml"
+    mapping.write_text(f"{row}: {LOSS['root']}.input.0\n")
+    rc, out, err = run_cli(capsys, sample() / "target_bf16", "--golden", sample() / "golden_fp32",
+                           "--mapping", mapping, "-o", tmp_path / "out", "--format", "json", "-c", "vc")
+    assert rc == 0, err
+    (doc,) = json_docs(out)
+    assert doc["pairing"] == "mapping"
+    with open(doc["csv"], newline="") as f:
+        (mapped,) = [r for r in csv.DictReader(f) if r["NPU Name"] == row]
+    assert mapped["Bench Name"] == f"{LOSS['root']}.input.0"
+    mapping.write_text("a: [b, c]\n")
+    rc, out, err = run_cli(capsys, sample() / "target_bf16", "--golden", sample() / "golden_fp32",
+                           "--mapping", mapping, "-o", tmp_path / "out", "--format", "json", "-c", "info")
+    assert rc == 1 and err.count("\n") == 1 and str(mapping) in err
+    assert json_docs(out)[0]["ops"] == TRUTH["runs"]["target_bf16"]["entries"]
