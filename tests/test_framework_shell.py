@@ -118,9 +118,11 @@ def test_info_reports_framework_and_entry_count(capsys, tmp_path):
 
 def test_ls_filters_by_module_and_type_and_ni_shows_edges(capsys, tmp_path):
     rc, out, err = run(capsys, tmp_path, "target_bf16", "golden_fp32", "ls -m attn -l 0",
-                       "ls -t softmax", f"ni {LOSS['root']}")
+                       "ls -t softmax", f"ni {LOSS['root']}", f"li {LOSS['propagated_forward'][0]}",
+                       f"lo {LOSS['root']}")
     assert rc == 0, err
-    in_attn, softmax, node = json_docs(out)
+    in_attn, softmax, node, inputs, outputs = json_docs(out)
+    assert LOSS["root"] in [r["op"] for r in inputs] and outputs == node["consumers"]
     construct = json.loads((sample() / TRUTH["runs"]["target_bf16"]["rank_dir"] / "construct.json").read_text())
 
     def inside(name, module="attn"):

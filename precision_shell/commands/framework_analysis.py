@@ -59,11 +59,11 @@ def compare_mode(session) -> str:
     return tasks.pop() if len(tasks) == 1 and tasks <= {"tensor", "md5"} else "statistics"
 
 
-def run_compare(session, mode: str | None = None) -> FrameworkCompare:
+def run_compare(session) -> FrameworkCompare:
     from precision_shell.analysis.framework_compare import compare_pairs
     from precision_shell.analysis.framework_csv import table_rows, write_compare_csv
 
-    mode = mode or compare_mode(session)
+    mode = compare_mode(session)
     started = time.perf_counter()
     pairing = session.pairing()
     rows: list[RowResult] = []
@@ -93,8 +93,7 @@ def _count(n: int, what: str) -> str:
          args=[arg("-fm", "--fuzzy", action="store_true",
                    help="pair by names without call numbers, in dump order (msprobe -fm)")])
 def compare(session, args) -> Message:
-    if args.fuzzy != session.fuzzy:
-        session.fuzzy = args.fuzzy
+    session.fuzzy = args.fuzzy
     found = run_compare(session)
     pairing = found.pairing
     paired = sum(1 for p in pairing.pairs if p.golden is not None)
