@@ -327,3 +327,14 @@ def test_mapping_file_rewrites_the_pairing_and_a_bad_one_is_one_line(capsys, tmp
                            "--mapping", mapping, "-o", tmp_path / "out", "--format", "json", "-c", "info")
     assert rc == 1 and err.count("\n") == 1 and str(mapping) in err
     assert json_docs(out)[0]["ops"] == TRUTH["runs"]["target_bf16"]["entries"]
+
+
+def test_vc_fuzzy_pairs_by_names_without_call_numbers(capsys, tmp_path):
+    rc, out, err = run(capsys, tmp_path, "target_bf16", "golden_fp32", "vc --fuzzy")
+    assert rc == 0, err
+    (doc,) = json_docs(out)
+    assert doc["pairing"] == "fuzzy" and doc["paired"] == TRUTH["compare"]["tensor"]["rows"]
+    with open(doc["csv"], newline="") as f:
+        rows = list(csv.DictReader(f))
+    # the same script on both sides: dump order aligns each row with its own name
+    assert [r["Bench Name"] for r in rows] == [r["NPU Name"] for r in rows]
