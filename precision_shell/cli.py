@@ -76,6 +76,18 @@ def _batch_lines(opts: argparse.Namespace) -> list[str] | None:
     return None
 
 
+def _read_mapping(path: str | None) -> tuple[dict[str, str] | None, list[str]]:
+    """The --mapping file, or the one line saying why not (the dumps still open)."""
+    if path is None:
+        return None, []
+    from precision_shell.analysis.framework_pairing import read_data_mapping
+
+    try:
+        return read_data_mapping(path), []
+    except PshellError as exc:
+        return None, [str(exc)]
+
+
 def _open_session(opts: argparse.Namespace):
     """A framework session when PATH is an msprobe dump, else the graph-mode workspace."""
     from precision_shell.formats.msprobe_layout import is_msprobe_dump
@@ -86,7 +98,11 @@ def _open_session(opts: argparse.Namespace):
         unused = [f"--{k}" for k in ("npu", "graph", "overflow", "fusion") if getattr(opts, k)]
         if unused:
             raise UsageError(f"{', '.join(unused)}: graph-mode options, not used with an msprobe dump")
-        return FrameworkSession.open(opts.path, golden=opts.golden, mapping=opts.mapping, output=opts.output)
+        mapping, problem = _read_mapping(opts.mapping)
+        session = FrameworkSession.open(opts.path, golden=opts.golden, mapping=mapping,
+                                        mapping_file=opts.mapping, output=opts.output)
+        session.load_errors += problem
+        return session
     if opts.mapping:
         raise UsageError("--mapping: for msprobe dumps only (PATH is not one)")
     from precision_shell.model.session import Session

@@ -322,6 +322,10 @@ def test_mapping_file_rewrites_the_pairing_and_a_bad_one_is_one_line(capsys, tmp
     with open(doc["csv"], newline="") as f:
         (mapped,) = [r for r in csv.DictReader(f) if r["NPU Name"] == row]
     assert mapped["Bench Name"] == f"{LOSS['root']}.input.0"
+    rc, out, err = run_cli(capsys, sample() / "target_bf16", "--golden", sample() / "golden_fp32",
+                           "--mapping", mapping, "-o", tmp_path / "out",
+                           "-c", f"vc; export compare --format csv -o {mapping}")
+    assert rc == 1 and "refusing to write over the input file" in err and "data_mapping" in err
     mapping.write_text("a: [b, c]\n")
     rc, out, err = run_cli(capsys, sample() / "target_bf16", "--golden", sample() / "golden_fp32",
                            "--mapping", mapping, "-o", tmp_path / "out", "--format", "json", "-c", "info")

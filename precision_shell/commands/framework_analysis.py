@@ -62,10 +62,12 @@ def compare_mode(session) -> str:
 def run_compare(session) -> FrameworkCompare:
     from precision_shell.analysis.framework_compare import compare_pairs
     from precision_shell.analysis.framework_csv import table_rows, write_compare_csv
+    from precision_shell.analysis.framework_pairing import pair_dumps
 
     mode = compare_mode(session)
     started = time.perf_counter()
-    pairing = session.pairing()
+    pairing = pair_dumps(session.selected, session.require_golden(), fuzzy=session.fuzzy,
+                         mapping=session.mapping)
     rows: list[RowResult] = []
     with session.progress("comparing", len(pairing.pairs)) as bar:
         for result in compare_pairs(pairing, mode):

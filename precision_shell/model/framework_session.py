@@ -2,10 +2,10 @@
 
 The framework room beside the graph-mode :class:`~precision_shell.model.session.Session`: the
 target and golden dumps (each any level of msprobe's tree, or a ``dump.json``), the selected
-step and rank (``use --step S --rank R``), the run model of the selection
-(:class:`~precision_shell.model.framework_run.FrameworkRun`), its pairing with the golden, and the
-results of the analyses. Commands see ``session.kind == "framework"`` and the registry runs their
-framework variants (``commands/framework_*.py``).
+step and rank (``use --step S --rank R``) and the golden rank that matches it, the run model of
+the selection (:class:`~precision_shell.model.framework_run.FrameworkRun`), the data_mapping
+for the pairing, and the results of the analyses. Commands see ``session.kind == "framework"``
+and the registry runs their framework variants (``commands/framework_*.py``).
 
 pshell writes only into its output folder: ``./pshell_out`` by default (a sibling of the target
 when the current folder lies inside a dump tree), never inside the dump trees nor over the
@@ -24,10 +24,10 @@ from typing import Any
 from precision_shell.errors import CommandError, PshellError
 from precision_shell.formats.msprobe_dump import MsprobeDump, RankDump, read_msprobe_dump
 from precision_shell.model.framework_run import FrameworkRun
-from precision_shell.model.output_guard import (FILE, TREE, InputPlace, OutputGuard, require_parent,
-                                                resolved)
+from precision_shell.model.output_guard import FILE, TREE, InputPlace, OutputGuard, resolved
+from precision_shell.model.output_writer import OutputWriter
 from precision_shell.model.progress import silent_progress
-from precision_shell.model.session import Settings, _make_folder
+from precision_shell.model.session import Settings
 
 
 _SHOWN_PER_REASON = 3
@@ -78,7 +78,7 @@ class FrameworkPlace:
 
 
 @dataclass
-class FrameworkSession:
+class FrameworkSession(OutputWriter):
     kind = "framework"
 
     target: MsprobeDump
@@ -96,7 +96,6 @@ class FrameworkSession:
     extra_inputs: list[InputPlace] = field(default_factory=list)
     selected: RankDump | None = None
     _runs: dict[int, FrameworkRun] = field(default_factory=dict)
-    _pairings: dict[tuple, Any] = field(default_factory=dict)
 
     # graph-mode attributes the shell reads duck-typed (completer, toolbar): none here; the
     # golden side is ``golden_dump``, not ``golden`` (a graph session's golden .npy index)
@@ -106,10 +105,11 @@ class FrameworkSession:
 
     @classmethod
     def open(cls, target: str | os.PathLike, *, golden: str | os.PathLike | None = None,
-             mapping: str | os.PathLike | None = None, output: str | os.PathLike | None = None
-             ) -> "FrameworkSession":
-        """Read both dumps; raises only when the target itself holds no dump. A golden or a
-        mapping file that cannot be read is a load error: the target still opens."""
+             mapping: dict[str, str] | None = None, mapping_file: str | os.PathLike | None = None,
+             output: str | os.PathLike | None = None) -> "FrameworkSession":
+        """Read both dumps; raises only when the target itself holds no dump. A golden that
+        cannot be read is a load error: the target still opens. ``mapping``: the data_mapping
+        read from ``mapping_file`` (an input file: never written)."""
         with _no_cyclic_gc():
             dump = read_msprobe_dump(target)
             errors = load_problems(dump)
@@ -120,17 +120,10 @@ class FrameworkSession:
                     errors += [f"golden: {w}" for w in load_problems(golden_dump)]
                 except PshellError as exc:
                     errors.append(f"golden: {exc}")
-        mapping_doc = None
-        if mapping is not None:
-            from precision_shell.analysis.framework_pairing import read_data_mapping
-            try:
-                mapping_doc = read_data_mapping(mapping)
-            except PshellError as exc:
-                errors.append(str(exc))
         root = Path(target)
         place = FrameworkPlace(root, Path(output) if output else Path("pshell_out"))
-        session = cls(dump, golden_dump, place, mapping_doc,
-                      Path(mapping) if mapping is not None else None, load_errors=errors)
+        session = cls(dump, golden_dump, place, mapping,
+                      Path(mapping_file) if mapping_file is not None else None, load_errors=errors)
         if not output:
             place.output_dir = session._default_output()
         session.selected = dump.ranks[0]
@@ -201,16 +194,6 @@ class FrameworkSession:
             self.results.clear()       # findings of another rank no longer apply
         return self.selected
 
-    def pairing(self):
-        """The target/golden row pairing of the selection (msprobe's rules), computed once."""
-        from precision_shell.analysis.framework_pairing import pair_dumps
-
-        golden = self.require_golden()
-        key = (id(self.selected), id(golden), self.fuzzy)
-        if key not in self._pairings:
-            self._pairings[key] = pair_dumps(self.selected, golden, fuzzy=self.fuzzy, mapping=self.mapping)
-        return self._pairings[key]
-
     def golden_run(self) -> FrameworkRun:
         return self._run_of(self.require_golden())
 
@@ -246,9 +229,6 @@ class FrameworkSession:
         base = root if root.is_dir() else root.parent
         return base.parent / f"{base.name}_pshell"
 
-    def add_input_file(self, path: str | os.PathLike, what: str) -> None:
-        self.extra_inputs.append(InputPlace.of(Path(path).expanduser(), FILE, what))
-
     def input_places(self) -> list[InputPlace]:
         places = [InputPlace.of(Path(self.target.root), TREE if Path(self.target.root).is_dir() else FILE,
                                 "target msprobe dump")]
@@ -264,28 +244,6 @@ class FrameworkSession:
 
     def output_guard(self, output_dir: Path | None = None) -> OutputGuard:
         return OutputGuard(self.input_places(), None, output_dir or self.workspace.output_dir)
-
-    def check_output_folder(self, folder: Path) -> None:
-        self.output_guard(folder).check(folder, folder=True)
-
-    def check_writable_location(self, path: str | os.PathLike, *, folder: bool = False) -> None:
-        self.output_guard().check(path, folder=folder)
-
-    def output_path(self, given: str | os.PathLike | None, default_name: str = "",
-                    folder: bool = False) -> Path:
-        """As :meth:`Session.output_path`: a path the user gave, else ``default_name`` in the
-        output folder; both checked by the output guard."""
-        if not given:
-            path = self.workspace.output_dir / default_name
-            self.check_writable_location(path, folder=folder)
-            _make_folder(path if folder else path.parent, parents=True)
-            return path
-        path = Path(given).expanduser()
-        self.check_writable_location(path, folder=folder)
-        require_parent(path)
-        if folder:
-            _make_folder(path, parents=False)
-        return path
 
     def after_command(self) -> None:
         pass
