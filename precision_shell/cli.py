@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-coverage", type=_percent, default=None, metavar="PCT",
                    help="with --fail-on-findings: the %% of NPU tensors with a golden counterpart "
                         "that vc/vcs must compare (default 90; `config set min_coverage`)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run vc/ac work on a Dask cluster (e.g. tcp://10.0.0.1:8786; needs the "
+                        "dask extra; workers must see the dumps at the same paths)")
     p.add_argument("--no-pager", action="store_true", help="never page long output")
     p.add_argument("--no-color", action="store_true", help="no colour (NO_COLOR is honoured too)")
     p.add_argument("--history-file", metavar="FILE", help="REPL history file")
@@ -135,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         session.add_input_file(opts.file, "the script given with -f")
     session.add_input_file(opts.config or default_config_path(), "the config file")
 
+    if opts.scheduler:
+        session.settings.scheduler = opts.scheduler
     if lines is None:
         from precision_shell.shell.repl import run_repl
 

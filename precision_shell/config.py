@@ -14,6 +14,10 @@ Layout::
     output =
     editing_mode = emacs
     color = on
+    scheduler =
+
+    [profiles]
+    mlu370 = trunc-mantissa-20,ftz
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from precision_shell.atomic_write import write_atomic
 from precision_shell.errors import FormatError, PshellError, UsageError
 
 SECTION = "pshell"
+PROFILES_SECTION = "profiles"
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
 
@@ -106,6 +111,8 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("output", _parse_output, "output folder (empty or 'default': precision_data/temp/pshell)"),
     ConfigKey("editing_mode", _parse_editing_mode, "line editing keys: emacs or vi"),
     ConfigKey("color", _parse_bool, "colour on a terminal (on/off; NO_COLOR always wins)"),
+    ConfigKey("scheduler", _parse_output,
+              "Dask scheduler ADDRESS for vc/ac work (empty or 'default': this machine's processes)"),
 )}
 
 
@@ -134,8 +141,11 @@ class Config:
     output: str = ""
     editing_mode: str = "emacs"
     color: bool = True
+    scheduler: str = ""
     path: Path | None = None
     warnings: list[str] = field(default_factory=list)   # bad lines skipped while loading
+    # [profiles]: user-named replay arithmetic profiles, e.g. mlu370 = trunc-mantissa-20,ftz
+    profiles: dict[str, str] = field(default_factory=dict)
     # The output folder workspace discovery chose, kept so `config set output default` can go back.
     discovered_output: Path | None = field(default=None, repr=False)
 
@@ -170,9 +180,10 @@ class Config:
         it on its own instead, so the shell still starts)."""
         if session is None:
             return
-        keys = list(KEYS) if keys is None else keys
         settings = session.settings
-        for name in ("threshold", "limit", "min_coverage", "pager", "color"):
+        if keys is None:   # start-up: --scheduler given on the command line wins over the file
+            keys = [k for k in KEYS if k != "scheduler" or not getattr(settings, "scheduler", "")]
+        for name in ("threshold", "limit", "min_coverage", "pager", "color", "scheduler"):
             if name in keys:
                 setattr(settings, name, getattr(self, name))
         workspace = getattr(session, "workspace", None)
@@ -208,8 +219,10 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
     except (configparser.Error, UnicodeDecodeError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise FormatError(target, f"not an INI config file: {first_line}") from None
+    if parser.has_section(PROFILES_SECTION):
+        config.profiles = {name.lower(): text for name, text in parser.items(PROFILES_SECTION)}
     if not parser.has_section(SECTION):
-        if parser.sections():
+        if parser.sections() and not config.profiles:
             config.warnings.append(f"{target}: no [{SECTION}] section; settings ignored")
         return config
     for name, text in parser.items(SECTION):
@@ -225,6 +238,8 @@ def save_config(config: Config, path: str | os.PathLike | None = None) -> Path:
     target = Path(path).expanduser() if path else (config.path or default_config_path())
     parser = configparser.ConfigParser(interpolation=None)
     parser[SECTION] = {name: format_value(value) for name, value in config.values().items()}
+    if config.profiles:
+        parser[PROFILES_SECTION] = dict(config.profiles)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

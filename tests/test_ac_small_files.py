@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from precision_shell.analysis import overflow
+from precision_shell.analysis import value_scan
 from precision_shell.analysis.overflow import _SmallFileBatch, dump_looks_clean, scan_overflow
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_file import (
@@ -199,8 +199,8 @@ def odd_ws(tmp_path_factory):
 
 def _per_file_only(monkeypatch):
     """Disable whole-file reading and batching: every file as before (header, then tensors)."""
-    monkeypatch.setattr(overflow, "read_small_file", lambda path, size: None)
-    monkeypatch.setattr(overflow, "_WHOLE_BELOW", 0)
+    monkeypatch.setattr(value_scan, "read_small_file", lambda path, size: None)
+    monkeypatch.setattr(value_scan, "_WHOLE_BELOW", 0)
 
 
 def test_ac_reports_exactly_what_the_per_file_path_reports(odd_ws, capsys, monkeypatch, tmp_path):
@@ -240,7 +240,7 @@ def test_ctrl_c_keeps_the_findings_of_the_files_scanned(odd_ws, monkeypatch, tmp
     # the one after it, with batches smaller than that, so earlier batches are complete
     stop = 3 + next(i for i, f in enumerate(files) if str(f.path).endswith(manifest["overflow"]["dump_file"]))
     assert stop < len(files)
-    monkeypatch.setattr(overflow, "_BATCH_FILES", 4)
+    monkeypatch.setattr(value_scan, "_BATCH_FILES", 4)
 
     class InterruptAt:
         def __init__(self, label, total):

@@ -61,7 +61,7 @@ def test_save_and_load_round_trip(tmp_path):
     assert back.values() == cfg.values()
     assert back.values() == {"threshold": 0.95, "limit": 0, "pager": False,
                              "output": "~/pshell_out", "editing_mode": "vi", "color": False,
-                             "min_coverage": 75.0}
+                             "min_coverage": 75.0, "scheduler": ""}
     # the file is plain INI another tool can read
     raw = configparser.ConfigParser()
     raw.read(path)

@@ -182,3 +182,22 @@ def test_a_large_neighbourhood_keeps_the_nearest_ops(report_data, monkeypatch):
         left_out = {e.dst if e.src == n.key else e.src for e in hood.edges if e.kind == "data"
                     and n.key in (e.src, e.dst) and not {e.src, e.dst} <= drawn}
         assert n.hidden == hood.hidden.get(n.key, 0) + len(left_out)
+
+
+def test_each_root_carries_the_verdict_replay_gives_it(report_data, sample_ws, capsys):
+    """The report replays every root shown (as `vcs --replay` does) and renders the evidence:
+    the verdict equals what `replay ROOT --format json` says in a fresh session."""
+    from precision_shell.report.html import render_html
+
+    session, data, manifest = report_data
+    root, _ = sample_ws
+    html = render_html(data)
+    for detail in data.roots:
+        rc, out, err = run_cli(capsys, root, "-o", session.workspace.output_dir, "-c",
+                               f"replay {detail.suspect.op}", "--format", "json")
+        (expected,) = json_docs(out)
+        assert rc == 0 and detail.verdict is not None, err
+        assert (detail.verdict.verdict, detail.verdict.profile) == (expected["verdict"], expected["profile"])
+        assert [c.profile for c in detail.verdict.candidates] == [c["profile"] for c in expected["candidates"]]
+        assert f"Replay verdict: {expected['verdict']}" in html
+    assert data.roots[0].verdict.verdict == "kernel"   # the sample's designed lossy LayerNorm kernel

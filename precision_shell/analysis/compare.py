@@ -218,6 +218,14 @@ def _harvest(fut: Future, rows: list[int], store: ResultStore, problems: list[st
             problems.append(f"a compare worker process died ({exc}); its tensors are NaN rows")
         return
     except Exception as exc:  # a bug in a worker: keep the other tasks' results
+        from precision_shell.analysis.executors import worker_lost
+
+        if worker_lost(exc):   # a cluster worker died (after Dask's retries)
+            _fail(rows, store, f"compare worker lost: {type(exc).__name__}")
+            if not any("worker lost" in p for p in problems):
+                problems.append(f"a compare worker was lost ({type(exc).__name__}: {exc}); "
+                                f"its tensors are NaN rows")
+            return
         _fail(rows, store, f"internal error: {type(exc).__name__}: {exc}")
         if not any(p.startswith("internal error") for p in problems):
             problems.append(f"internal error in a compare batch ({type(exc).__name__}: {exc}); "

@@ -337,3 +337,19 @@ def plan_npu_compare(graph: Any, left: DumpIndex, right: DumpIndex, *, left_labe
                       lefts[i].size + rights[i].size)
     return ComparePlan("npu", p.ops, p.table, left_label, right_label,
                        p.problems + left.warnings + right.warnings)
+
+
+def op_golden_refs(graph: Any, dumps: DumpIndex, golden: GoldenIndex | None, op: Any,
+                   header: DumpHeader) -> tuple[list[str | None], list[str | None]]:
+    """("name:idx" or None per dumped input, per dumped output) of one op: the goldens a whole
+    compare would meet its tensors with (``replay`` judges one op by them)."""
+    p = _Planner(graph, dumps, golden)
+    inputs = [p.producer_golden(op, j, len(header.inputs))[0] for j in range(len(header.inputs))]
+    outputs = []
+    for i, entry in enumerate(header.outputs):
+        if op.type in WALK_THROUGH_TYPES:
+            outputs.append(p.source_golden(op.name, i)[0] if i < len(op.inputs) else None)
+            continue
+        target = p.output_golden(op, op.name, i, entry)
+        outputs.append(None if target is None else f"{target[0]}:{target[1]}")
+    return inputs, outputs

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CommandError
+from . import fused_metrics
 from . import metrics_kernels as k
 
 METRIC_COLUMNS = (
@@ -199,7 +200,7 @@ def _bool_metrics(x: np.ndarray, y: np.ndarray, chunk: int, scalar_shape: bool,
     # msaccucmp runs only CosineSimilarity and RelativeEuclideanDistance on bool pairs. Its
     # cosine works in float64 (np.linalg.norm promotes bool); its RED squares the golden (int8)
     # and returns 0 when that sum is 0, otherwise `x - y` on bools raises -> NaN.
-    counts = k.bool_counts(x, y, chunk)
+    counts = fused_metrics.bool_counts(x, y) or k.bool_counts(x, y, chunk)
     cosine, cos_reason, both_zero = _cosine(float(counts.both_true), float(counts.x_true),
                                             float(counts.y_true), scalar_shape)
     not_computed = set(JSON_KEYS.values()) - {"cosine", "relative_euclidean_distance",
@@ -234,11 +235,14 @@ def _float_metrics(x: np.ndarray, y: np.ndarray, chunk: int, scalar_shape: bool,
     n = x.size
     if n == 0:
         return _empty_metrics(scalar_shape)
-    xs, ys = k.Float32Chunks(x, chunk, "npu"), k.Float32Chunks(y, chunk, "golden")
-    first = k.first_pass(xs, ys, n, chunk)
-    # With an Inf or NaN anywhere, min-max scaling yields NaN somewhere, hence KL is NaN.
-    want_kl = all(math.isfinite(v) for v in (first.x_min, first.x_max, first.y_min, first.y_max))
-    second = k.second_pass(xs, ys, n, chunk, first, want_kl=want_kl)
+    fused = fused_metrics.passes(x, y, chunk)  # the C kernel: same bits, ~3x faster
+    if fused is None:  # not built, PSHELL_NO_EXT=1, or a dtype it does not take
+        xs, ys = k.Float32Chunks(x, chunk, "npu"), k.Float32Chunks(y, chunk, "golden")
+        first = k.first_pass(xs, ys, n, chunk)
+        second = k.second_pass(xs, ys, n, chunk, first, want_kl=fused_metrics.kl_computable(first))
+    else:
+        first, second = fused
+    want_kl = fused_metrics.kl_computable(first)
 
     mean_x, mean_y = first.x_sum / n, first.y_sum / n
     std_x, xx = _spread(second.x_dev_sq_sum, mean_x, n)

@@ -3,53 +3,24 @@
 Two sources make one list of ops in execution order:
 1. Opdebug records (formats.md §2): each names the task/stream id of the overflowing kernel; the
    op is the earliest non-Opdebug dump with those ids in the Opdebug file's own folder (§2.5).
-2. A value scan of every dumped tensor of the active dump set for nan, ±inf and fp16 saturation
-   (|x| == 65504), as bit patterns: small files (10^5 in a workspace) in one read each and in
-   batches (``_SmallFileBatch``), large ones a tensor at a time; memory stays bounded. Only the
-   few dumps that fail the check get full statistics.
+2. A value scan of every dumped tensor of the dump set for nan, ±inf and fp16 saturation
+   (``value_scan``: in this process or on an executor).
 An op is a ``producer`` when all its inputs are finite and an output is not (or the hardware flagged
 it); otherwise it only ``propagated`` an overflow that came in through an input.
 """
 
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from precision_shell.analysis.coverage import ReasonTally, UnreadableFiles
-from precision_shell.analysis.tensor_compare import TensorStats, tensor_stats
-from precision_shell.errors import FormatError
-from precision_shell.formats.dtypes import DT_UNDEFINED, is_supported_dtype, numpy_dtype
-from precision_shell.formats.dump_file import (
-    DumpHeader, parse_dump_header, read_device_array, read_dump, read_logical_array, read_small_file,
-    v2_tensor_layout,
+from precision_shell.analysis.value_scan import (  # noqa: F401  (looks_clean & co. re-exported)
+    TensorOverflow, _SmallFileBatch, dump_looks_clean, looks_clean, scan_values, tensor_overflows,
 )
+from precision_shell.errors import FormatError
 from precision_shell.formats.opdebug import OverflowRecord, read_opdebug
 from precision_shell.model.dump_index import DumpFile, DumpIndex
-
-
-@dataclass
-class TensorOverflow:
-    kind: str                  # "input" | "output"
-    index: int
-    dtype: str
-    shape: tuple[int, ...]
-    stats: TensorStats
-
-    @property
-    def bad(self) -> bool:
-        s = self.stats
-        return bool(s.nan or s.pos_inf or s.neg_inf or s.fp16_saturated)
-
-    def to_json(self) -> dict:
-        s = self.stats
-        return {"index": self.index, "dtype": self.dtype, "shape": list(self.shape), "nan": s.nan,
-                "pos_inf": s.pos_inf, "neg_inf": s.neg_inf, "saturated": s.fp16_saturated,
-                "max": s.max, "min": s.min}
 
 
 @dataclass
@@ -64,6 +35,8 @@ class OverflowFinding:
     outputs: list[TensorOverflow] = field(default_factory=list)
     order: int = 0
     role: str = ""
+    rank: str = ""            # the dump set's device and step folder names
+    step: str = ""
 
     @property
     def source(self) -> str:
@@ -82,13 +55,17 @@ class OverflowFinding:
         self.role = "producer" if outputs_bad and not inputs_bad else "propagated"
 
     def to_json(self) -> dict:
-        return {"order": self.order, "op": self.op, "type": self.type, "source": self.source,
+        return {"order": self.order, "rank": _level(self.rank), "step": _level(self.step), "op": self.op, "type": self.type, "source": self.source,
                 "status": self.status_words, "role": self.role, "timestamp": self.timestamp,
                 "outputs": [t.to_json() for t in self.outputs],
                 "inputs": [t.to_json() for t in self.inputs],
                 "dump": str(self.dump_path) if self.dump_path else None,
                 "records": [{"unit": r.unit, "task_id": r.task_id, "stream_id": r.stream_id,
                              "status": r.status, "file": r.path} for r in self.records]}
+
+
+def _level(text: str) -> int | str | None:
+    return int(text) if text.isdigit() else (text or None)
 
 
 @dataclass
@@ -104,190 +81,6 @@ class OverflowScan:
     @property
     def first_producer(self) -> OverflowFinding | None:
         return next((f for f in self.findings if f.role == "producer"), None)
-
-
-# |x| as an unsigned bit pattern at or above this means: not finite (fp32, bf16), or not finite
-# or saturated at ±65504 (fp16, whose largest finite magnitude is 0x7BFF).
-_SUSPECT_BITS = {"float16": (np.uint16, 0x7FFF, 0x7BFF), "bfloat16": (np.uint16, 0x7FFF, 0x7F80),
-                 "float32": (np.uint32, 0x7FFFFFFF, 0x7F800000),
-                 "float64": (np.uint64, 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000)}
-_CHUNK = 1 << 20
-_BITS_BY_NUM: dict[int, tuple | None] = {}  # dtype.num -> _SUSPECT_BITS entry (dtype.name is slow)
-
-
-def _suspect_bits(dtype: np.dtype) -> tuple | None:
-    if dtype.num not in _BITS_BY_NUM:
-        _BITS_BY_NUM[dtype.num] = _SUSPECT_BITS.get(dtype.name)
-    return _BITS_BY_NUM[dtype.num]
-
-
-def looks_clean(array: np.ndarray) -> bool:
-    """True when a tensor certainly has no nan, inf or fp16 saturation: one integer max over
-    the sign-stripped bit patterns, in chunks (no float work, bounded memory). Most tensors of a
-    dump are clean, so the full statistics are computed only for the few that are not."""
-    spec = _suspect_bits(array.dtype)
-    if spec is None or array.size == 0:
-        # ints and bools cannot overflow into inf/nan; fp8 (ml_dtypes, kind "V"), complex and
-        # anything else take the full statistics
-        return array.size == 0 or array.dtype.kind in "iub"
-    utype, mask, limit = spec
-    bits = array.reshape(-1).view(utype)
-    buf = np.empty(min(_CHUNK, bits.size), dtype=utype)
-    for start in range(0, bits.size, _CHUNK):
-        part = bits[start:start + _CHUNK]
-        out = buf[:part.size]
-        np.bitwise_and(part, mask, out=out)
-        if out.max() >= limit:
-            return False
-    return True
-
-
-def dump_looks_clean(header: DumpHeader, data: bytes | None = None) -> bool:
-    """Every input and output of a dump passes :func:`looks_clean` (device layout: padding is
-    zero, so it cannot hide or fake an overflow). ``data``: the whole file, when read whole."""
-    for entry in header.inputs + header.outputs:
-        try:
-            array = read_device_array(header, entry, data)
-        except FormatError:
-            return False  # let the full path report it
-        if not looks_clean(array):
-            return False
-    return True
-
-
-def tensor_overflows(header: DumpHeader, kinds=("input", "output"),
-                     data: bytes | None = None) -> list[TensorOverflow]:
-    """Stats of each tensor of one dump, read one at a time (layout restored so padding is not
-    counted as data). ``data``: the whole file, when read whole."""
-    out = []
-    for entry in header.inputs + header.outputs:
-        if entry.kind not in kinds:
-            continue
-        array = read_logical_array(header, entry, data=data)   # complex: stats of both parts
-        out.append(TensorOverflow(entry.kind, entry.index, entry.dtype_name, tuple(array.shape),
-                                  tensor_stats(array)))
-    return out
-
-
-# ----------------------------------------------------------------------------------------------
-# the value scan of many small files
-
-_SMALL = 1 << 16          # files under this size are read whole and checked in batches
-_WHOLE_BELOW = 1 << 20    # ... under this, read whole by the per-file path (tensors viewed in place)
-_BATCH_BYTES = 4 << 20    # small files held at once for one batched check (bounds memory)
-_BATCH_FILES = 512        # ... and at most this many (bounds the delay of progress and Ctrl-C)
-
-
-class _SmallFileBatch:
-    """Small dump files read whole, whose float tensors are checked all at once: per data type,
-    their bytes joined into one array, one mask and one max, and only when that max is suspect,
-    a search for the files it came from. Decides exactly as :func:`dump_looks_clean` for the
-    files it accepts; the others (and every suspect file) go through the per-file path."""
-
-    # data-type code -> (itemsize, bit check or None) for the types decided here: the four float
-    # types (bit check) and those that cannot overflow (ints, bools: looks_clean passes them
-    # unread). fp8, raw bytes, complex and undecodable types take the per-file path.
-    _KINDS = {code: (dt.itemsize, _suspect_bits(dt))
-              for code, dt in ((c, numpy_dtype(c)) for c in range(256) if c != DT_UNDEFINED and is_supported_dtype(c))
-              if _suspect_bits(dt) or dt.kind in "iub"}
-    # tensor layout -> its float segments, merged when back to back: ((code, start, end,
-    # element count), ...) from the data start; None: the layout needs the per-file path
-    _PLANS: dict[tuple, tuple | None] = {}
-
-    def __init__(self):
-        self.files: list[tuple] = []          # (DumpFile, whole bytes or None, needs per-file path)
-        self.nbytes = 0
-        self._segments: dict[int, list[tuple]] = {}   # code -> [(bytes, element count, file no)]
-
-    def add(self, f, path: str) -> None:
-        data = None       # None: the per-file path reads it (again) and words any error
-        if f.size < _SMALL:
-            try:
-                data = read_small_file(path, f.size)
-            except OSError:
-                pass
-        accepted = data is not None and self._accept(data, len(self.files))
-        self.files.append((f, data, not accepted))
-        self.nbytes += len(data) if data is not None else 0
-
-    def _accept(self, data: bytes, file_no: int) -> bool:
-        found = v2_tensor_layout(data)
-        if found is None:
-            return False
-        start, layout = found
-        try:
-            plan = self._PLANS[layout]
-        except KeyError:
-            if len(self._PLANS) >= 4096:
-                self._PLANS.clear()
-            plan = self._PLANS[layout] = self._plan(layout)
-        if plan is None:
-            return False
-        view = memoryview(data)
-        for code, begin, end, count in plan:
-            self._segments.setdefault(code, []).append((view[start + begin:start + end], count, file_no))
-        return True
-
-    def _plan(self, layout: tuple) -> tuple | None:
-        pending: list[list[int]] = []
-        for code, dims, offset, size in layout:
-            kind = self._KINDS.get(code)
-            # empty and odd shapes keep the per-file path's exact rules
-            if kind is None or not dims or len(dims) > 32 or min(dims) <= 0:
-                return None
-            need = math.prod(dims) * kind[0]
-            if need > size:
-                return None
-            if kind[1] is None:
-                continue
-            if pending and pending[-1][0] == code and pending[-1][2] == offset:
-                pending[-1][2] = offset + need   # back to back: one segment
-            else:
-                pending.append([code, offset, offset + need])
-        return tuple((code, begin, end, (end - begin) // self._KINDS[code][0]) for code, begin, end in pending)
-
-    def suspects(self) -> set[int]:
-        """Numbers of the accepted files with a float value that may be nan, inf or ±65504."""
-        found: set[int] = set()
-        for code, segments in self._segments.items():
-            parts, counts, owners = zip(*segments)
-            utype, mask, limit = self._KINDS[code][1]
-            bits = np.frombuffer(b"".join(parts), dtype=utype)
-            masked = np.bitwise_and(bits, mask)
-            if masked.max() < limit:
-                continue
-            starts = np.cumsum((0,) + counts[:-1])   # segments are never empty
-            per_segment = np.maximum.reduceat(masked, starts)
-            found.update(owners[i] for i in np.flatnonzero(per_segment >= limit))
-        return found
-
-
-def _batched(files: list[DumpFile]):
-    """``(file, whole bytes or None, unclear)`` for each file in order, ``unclear`` when the
-    batched check could not clear it; a batch's files come once the whole batch is checked."""
-    batch, folder, folder_text = _SmallFileBatch(), None, ""
-    for pos, f in enumerate(files, 1):
-        if f.folder is not folder:   # a str() of each file's Path would cost more than its read
-            folder, folder_text = f.folder, os.fspath(f.folder)
-        batch.add(f, os.path.join(folder_text, f.filename))
-        if batch.nbytes >= _BATCH_BYTES or len(batch.files) >= _BATCH_FILES or pos == len(files):
-            suspects = batch.suspects()
-            for file_no, (f_, data, per_file) in enumerate(batch.files):
-                yield f_, data, per_file or file_no in suspects
-            batch = _SmallFileBatch()
-
-
-def _file_overflows(f, data: bytes | None) -> tuple[DumpHeader, list[TensorOverflow] | None]:
-    """One dump the batched check could not clear: its header, and the stats of its tensors
-    (None when it is clean after all)."""
-    path = os.fspath(f.path)
-    if data is None:
-        header, data = read_dump(path, _WHOLE_BELOW)
-    else:
-        header = parse_dump_header(path, data)
-    if dump_looks_clean(header, data):
-        return header, None
-    return header, tensor_overflows(header, data=data)
 
 
 def _matches(record: OverflowRecord, f: DumpFile) -> bool:
@@ -329,14 +122,21 @@ def _record_targets(opdebug: DumpFile, index: DumpIndex, problems: list[str], un
     return pairs
 
 
-def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> OverflowScan:
+def scan_overflow(session, *, values: bool = True, opdebug: bool = True, dump_set=None,
+                  dumps: DumpIndex | None = None, executor=None) -> OverflowScan:
+    """The overflow scan of one dump set (default: the active one). Opdebug records come from
+    that set's own folder and from the overflow-mode dump of its device and step only
+    (``Session.overflow_opdebug``). ``executor``: run the value scan's batches there."""
+    if dumps is None:
+        dump_set, dumps = session.active, session.dumps
     graph = session.graph
     problems: list[str] = []
     unreadable = UnreadableFiles()
     findings: dict[str, OverflowFinding] = {}
+    rank, step = (dump_set.device, dump_set.step) if dump_set is not None else ("", "")
 
-    def op_identity(f: DumpFile, header: DumpHeader | None) -> tuple[str, str, int]:
-        name = header.op_name if header is not None and header.op_name else f.op_key
+    def op_identity(f: DumpFile, op_name: str) -> tuple[str, str, int]:
+        name = op_name or f.op_key
         op = graph.ops.get(name) if graph is not None else None
         if op is None and graph is not None:
             found = [o for o in graph.ops.values() if o.name.replace("/", "_").replace(".", "_") == f.op_key]
@@ -345,16 +145,17 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> Over
             return op.name, op.type, op.order
         return name, f.name.op_type, 1 << 30
 
-    def finding_for(f: DumpFile, header: DumpHeader) -> OverflowFinding:
-        name, op_type, order = op_identity(f, header)
+    def finding_for(f: DumpFile, op_name: str) -> OverflowFinding:
+        name, op_type, order = op_identity(f, op_name)
         if name not in findings:
-            findings[name] = OverflowFinding(name, op_type, f.name.timestamp, order, f.path)
+            findings[name] = OverflowFinding(name, op_type, f.name.timestamp, order, f.path,
+                                             rank=rank, step=step)
         return findings[name]
 
     opdebug_files = 0
     if opdebug:
-        sources = [(f, session.overflow_dumps) for f in session.overflow_dumps.opdebug]
-        sources += [(f, session.dumps) for f in session.dumps.opdebug]
+        sources = [(f, session.overflow_dumps) for f in session.overflow_opdebug(dump_set)]
+        sources += [(f, dumps) for f in dumps.opdebug]
         opdebug_files = len(sources)
         for dbg, index in sources:
             for rec, dump in _record_targets(dbg, index, problems, unreadable):
@@ -362,7 +163,7 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> Over
                     continue
                 try:
                     header = index.header(dump)
-                    finding = finding_for(dump, header)
+                    finding = finding_for(dump, header.op_name)
                     if not finding.outputs and not finding.inputs:
                         tensors = tensor_overflows(header)
                         finding.inputs = [t for t in tensors if t.kind == "input"]
@@ -375,32 +176,20 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True) -> Over
     scanned = 0
     cancelled = False
     if values:
-        files = session.dumps.op_files
-        try:
-            with session.progress("scanning values", len(files)) as bar:
-                for f, data, unclear in _batched(files):
-                    scanned += 1
-                    bar.advance()
-                    if not unclear:
-                        continue
-                    try:
-                        header, tensors = _file_overflows(f, data)
-                    except FormatError as exc:
-                        unreadable.add(exc)
-                        continue
-                    if tensors is None or not any(t.bad for t in tensors):
-                        continue
-                    finding = finding_for(f, header)
-                    # the normal dump run orders the list; keep its tensors and timestamp
-                    finding.timestamp, finding.dump_path = f.name.timestamp, f.path
-                    finding.inputs = [t for t in tensors if t.kind == "input"]
-                    finding.outputs = [t for t in tensors if t.kind == "output"]
-        except KeyboardInterrupt:
-            cancelled = True
+        files = dumps.op_files
+        with session.progress("scanning values", len(files)) as bar:
+            found, errors, scanned, cancelled = scan_values(files, bar, executor)
+        for exc in errors:
+            unreadable.add(exc)
+        for f, op_name, tensors in found:
+            finding = finding_for(f, op_name)
+            # the normal dump run orders the list; keep its tensors and timestamp
+            finding.timestamp, finding.dump_path = f.name.timestamp, f.path
+            finding.inputs = [t for t in tensors if t.kind == "input"]
+            finding.outputs = [t for t in tensors if t.kind == "output"]
 
     ordered = sorted(findings.values(), key=lambda x: (x.timestamp, x.graph_order, x.op))
     for pos, finding in enumerate(ordered, 1):
         finding.order = pos
         finding.decide_role()
     return OverflowScan(ordered, problems, scanned, opdebug_files, values, cancelled, unreadable.tally)
-

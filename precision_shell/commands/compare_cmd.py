@@ -13,6 +13,12 @@ from precision_shell.commands.stepping import PANELS
 from precision_shell.model.session import Session
 
 
+_SET_ARGS = [arg("--ranks", metavar="all|R,R",
+                 help="these ranks (device folders) at once, each its own CSV plus a merged one; "
+                      "rows carry rank and step (default: the active set, see `use`)"),
+             arg("--steps", metavar="all|S,S", help="these steps (step folders) at once")]
+
+
 def _run():
     from precision_shell.commands import compare_run
 
@@ -23,7 +29,7 @@ def _run():
          summary="Whole-network compare: every NPU op's inputs and outputs against the golden run "
                  "(mapped through the graph) or another NPU run; all ten vendor metrics; CSV in the "
                  "vendor layout; Ctrl-C stops and keeps what is done.",
-         example="vc\nvc -j 4\nvc --against debug_1\nvc --golden /data/tf_dump; vcs",
+         example="vc\nvc -j 4\nvc --against debug_1\nvc --golden /data/tf_dump; vcs\nvc --ranks all --steps 0",
          args=[arg("--npu", metavar="DIR", complete="path",
                    help="NPU dump folder (default: the active dump set, see `use`)"),
                arg("--golden", metavar="DIR", complete="path",
@@ -31,7 +37,7 @@ def _run():
                arg("--against", metavar="RUN",
                    help="compare with another NPU run (e.g. debug_1: fusion off) instead of golden"),
                arg("-j", "--jobs", type=int, default=None,
-                   help="worker processes (default: CPU count; 1 = in this process)")])
+                   help="worker processes (default: CPU count; 1 = in this process)")] + _SET_ARGS)
 def compare(session: Session, args: Any):
     return _run().compare(session, args)
 
@@ -40,8 +46,9 @@ def compare(session: Session, args: Any):
          summary="Failing ops of the compare (output cosine <= COS, NaN fails too), in execution "
                  "order, each `root` (inputs still match, output does not) or `propagated`; the first "
                  "root is the first divergence. Runs `vc` first when needed; -f reads vendor CSVs.",
-         example='vcs\nvcs -c 0.99 -l 0\nvcs --metric "max_abs_error>0.1"\n'
-                 "vcs -f precision_data/temp/vector_compare/20240125/result_20240125.csv",
+         example='vcs\nvcs -c 0.99 -l 0\nvcs --metric "max_abs_error>0.1"\nvcs --replay\nvcs --rank excess\n'
+                 "vcs -f precision_data/temp/vector_compare/20240125/result_20240125.csv\n"
+                 "vcs --ranks all     # per rank: first divergence, roots, the odd rank out",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
                arg("-l", "--limit", type=int, default=None, metavar="N",
@@ -50,7 +57,13 @@ def compare(session: Session, args: Any):
                    help="vendor result_*.csv files (old and new layouts) instead of the last `vc`"),
                arg("--metric", nargs="+", action="extend", metavar="NAME<VALUE",
                    help="also fail outputs where this holds, e.g. \"max_abs_error>0.1\" (quote it: "
-                        "> redirects); names: cosine, max_abs_error, mean_relative_error, ...")])
+                        "> redirects); names: cosine, max_abs_error, mean_relative_error, ..."),
+               arg("--rank", choices=("order", "excess"), default="order",
+                   help="row order: execution order (default) or excess, the error vs golden over "
+                        "that of an ideal kernel in the NPU's dtypes (noise-aware), highest first"),
+               arg("--replay", action="store_true",
+                   help="replay every root (see `replay`) and add its verdict column (JSON: verdict, "
+                        "replay_profile)")] + _SET_ARGS)
 def vcs(session: Session, args: Any):
     return _run().vcs(session, args)
 
@@ -71,6 +84,7 @@ def compare_tensors(session: Session, args: Any):
 
 
 PANELS["compare"] = lambda session, suspect, position: _run().compare_panel(session, suspect, position)
+PANELS["compare_sets"] = lambda session, item, position: _run().compare_set_panel(session, item, position)
 
 
 def _exporter(factory: str, *fmt: str) -> Callable[[Session, Path], int]:

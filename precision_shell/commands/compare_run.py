@@ -62,12 +62,36 @@ def _other_run(session: Session, run: str) -> tuple[DumpIndex, str]:
     return scan_dump_dir(chosen.path), chosen.label
 
 
+@dataclass
+class PreparedCompare:
+    """A planned ``vc``: what ``finish_vc`` runs (possibly in another thread)."""
+
+    plan: Any
+    path: Path
+    workers: int
+    executor: Any
+
+
 def run_vc(session: Session, *, npu: str | None = None, golden: str | None = None,
-           against: str | None = None, jobs: int | None = None, executor: Any = None) -> CompareResult:
-    """Plan, run, keep (``session.results["compare"]``) and write the CSV of a whole-network compare."""
+           against: str | None = None, jobs: int | None = None, executor: Any = None,
+           dump_set: Any = None, dumps: DumpIndex | None = None) -> CompareResult:
+    """Plan, run, keep (``session.results["compare"]``) and write the CSV of a whole-network compare.
+    ``dump_set``/``dumps``: one set of a ``--ranks``/``--steps`` selection instead of the active
+    one (its CSV is named by rank and step; the session's result stays the active set's)."""
+    prepared = prepare_vc(session, npu=npu, golden=golden, against=against, jobs=jobs,
+                          executor=executor, dump_set=dump_set, dumps=dumps)
+    return finish_vc(session, prepared, session.progress, keep=dump_set is None)
+
+
+def prepare_vc(session: Session, *, npu: str | None = None, golden: str | None = None,
+               against: str | None = None, jobs: int | None = None, executor: Any = None,
+               dump_set: Any = None, dumps: DumpIndex | None = None) -> PreparedCompare:
+    """The plan of a ``vc``, its CSV's place (checked) and its executor; nothing runs yet."""
     if jobs is not None and jobs < 1:
         raise UsageError("-j must be 1 or more")
-    if npu:
+    if dump_set is not None:
+        npu_label = dump_set.label
+    elif npu:
         folder = Path(npu).expanduser()
         if not folder.is_dir():
             raise CommandError(f"{folder}: NPU dump folder does not exist")
@@ -75,6 +99,8 @@ def run_vc(session: Session, *, npu: str | None = None, golden: str | None = Non
     else:
         dumps = session.dumps
         npu_label = session.active.label if session.active else "npu"
+    if dump_set is not None and dumps is None:
+        dumps = scan_dump_dir(dump_set.path, cache=session.cache)
     if not dumps.op_files:
         raise CommandError("no NPU dump files to compare (see `info`; pass --npu DIR)")
     if against:
@@ -94,13 +120,28 @@ def run_vc(session: Session, *, npu: str | None = None, golden: str | None = Non
                                  "inputs cannot be traced to their producers")
     # the CSV's place is checked before the compare runs: a refused output folder costs no wait
     stamp = datetime.now().strftime("%Y%m%d%H%M%S")
-    path = session.output_path(None, f"compare/result_{stamp}.csv")
+    where = f"_rank{dump_set.device}_step{dump_set.step}" if dump_set is not None else ""
+    path = session.output_path(None, f"compare/result_{stamp}{where}.csv")
     workers = jobs or default_workers()
+    if executor is None and session.settings.scheduler:
+        from precision_shell.analysis.executors import executor_for
+
+        executor = executor_for(session.settings.scheduler)
     if executor is None and EXECUTOR_FACTORY is not None and workers > 1:
         executor = EXECUTOR_FACTORY(workers)
-    result = run_compare(plan, progress=session.progress, workers=workers, executor=executor)
-    write_vendor_csv(path, result)
-    result.csv_path = path
+    if executor is not None and jobs is None:
+        workers = getattr(executor, "_max_workers", workers)
+    return PreparedCompare(plan, path, workers, executor)
+
+
+def finish_vc(session: Session, prepared: PreparedCompare, progress: Any, keep: bool = True) -> CompareResult:
+    """Run a prepared ``vc`` and write its CSV; ``keep``: it becomes the session's compare."""
+    result = run_compare(prepared.plan, progress=progress, workers=prepared.workers,
+                         executor=prepared.executor)
+    write_vendor_csv(prepared.path, result)
+    result.csv_path = prepared.path
+    if not keep:
+        return result
     session.results["compare"] = result
     session.results.pop("vcs", None)   # suspects of an older compare no longer apply
     return result
@@ -158,7 +199,29 @@ def vc_summary(session: Session, result: CompareResult) -> Message:
                    warnings=report.warnings + result.problems, unjudged=report.gate)
 
 
+def _selection(session: Session, args):
+    """The --ranks/--steps selection, or None for the active set alone."""
+    if getattr(args, "ranks", None) is None and getattr(args, "steps", None) is None:
+        return None
+    from precision_shell.commands.multi_set import select_sets
+
+    if getattr(args, "npu", None) or getattr(args, "against", None) or getattr(args, "golden", None) \
+            or getattr(args, "file", None):
+        raise UsageError("--ranks/--steps compare the workspace's dump tree with its golden run: "
+                         "not with --npu, --golden, --against or -f")
+    return select_sets(session, args.ranks, args.steps)
+
+
+def _sets_table(session: Session, args, criteria: Criteria):
+    from precision_shell.commands.multi_set import compare_sets, rank_table
+
+    done, merged, warnings = compare_sets(session, _selection(session, args), args.jobs if hasattr(args, "jobs") else None)
+    return rank_table(session, done, criteria, merged, warnings)
+
+
 def compare(session: Session, args) -> Message:
+    if _selection(session, args) is not None:
+        return _sets_table(session, args, Criteria(session.settings.threshold))
     result = run_vc(session, npu=args.npu, golden=args.golden, against=args.against, jobs=args.jobs)
     return vc_summary(session, result)
 
@@ -243,15 +306,32 @@ def vcs(session: Session, args) -> Table:
     if limit < 0:
         raise UsageError("-l must be 0 (all) or a positive number")
     criteria = Criteria(threshold, tuple(parse_condition(t) for t in args.metric or ()))
+    if _selection(session, args) is not None:
+        table = _sets_table(session, args, criteria)
+        return table
     ran_vc = not args.file and "compare" not in session.results
     result = _vcs_source(session, args.file)
     info = [f"no compare result yet, so `vc` ran first ({len(result.rows)} tensors in "
             f"{result.elapsed:.2f} s; CSV {result.csv_path})"] if ran_vc and result.mode != "csv" else []
     source = "vendor CSV" if result.mode == "csv" else ("partial compare" if result.cancelled else "compare")
     found = SuspectList(find_suspects(result, criteria, session.fusion), criteria, source)
+    excess = None
+    if getattr(args, "rank", "order") == "excess":
+        from precision_shell.commands.replay_run import rank_by_excess
+
+        found.suspects, excess = rank_by_excess(session, found.suspects)
     session.results["vcs"] = found
     session.results["cursor"] = FindingCursor("compare", found.suspects)
-    return suspects_table(found, limit, result.problems, info, coverage_report(session, result))
+    table = suspects_table(found, limit, result.problems, info, coverage_report(session, result))
+    if excess is not None:
+        from precision_shell.commands.replay_run import add_excess_column
+
+        add_excess_column(table, excess)
+    if getattr(args, "replay", False):
+        from precision_shell.commands.replay_run import add_root_verdicts
+
+        add_root_verdicts(session, table, [s.op for s in found.suspects if s.role == "root"])
+    return table
 
 
 # ------------------------------------------------------------------------------------------------
@@ -275,6 +355,10 @@ def compare_panel(session: Session, s: Suspect, position: str) -> Sections:
         info += [("kernel", op.kernel or "-"), ("engine", op.engine or "-")]
     if s.fusion_blame:
         info.append(("fusion blame", s.fusion_blame))
+    replayed = session.results.get("replay", {}).get(s.op)
+    if replayed is not None:
+        info.append(("replay", f"{replayed.verdict}{f' ({replayed.profile})' if replayed.profile else ''}: "
+                               f"{replayed.advice}"))
     rows = []
     for t in s.inputs + s.outputs:
         m = t.metrics
@@ -292,6 +376,14 @@ def compare_panel(session: Session, s: Suspect, position: str) -> Sections:
     return Sections(title=f"[{position}] {s.op} ({s.type})", blocks=blocks, data=s.to_json())
 
 
+
+
+def compare_set_panel(session: Session, item, position: str) -> Sections:
+    dump_set, suspect = item
+    panel = compare_panel(session, suspect, position)
+    panel.title = f"{panel.title}  rank {dump_set.device} step {dump_set.step}"
+    panel.data = {"rank": dump_set.device, "step": dump_set.step, **panel.data}
+    return panel
 
 
 # ------------------------------------------------------------------------------------------------

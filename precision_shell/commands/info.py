@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from importlib.util import find_spec
 from pathlib import Path
 
 from precision_shell import __version__
@@ -17,6 +19,16 @@ def human_bytes(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TB"
+
+
+def metrics_kernel() -> str:
+    """Which path computes compare metrics (analysis/fused_metrics.py decides the same way), found
+    without importing the kernel: it pulls in numpy, which start-up does not load."""
+    if os.environ.get("PSHELL_NO_EXT") == "1":
+        return "numpy (PSHELL_NO_EXT=1)"
+    if find_spec("precision_shell.analysis._fused_metrics") is None:
+        return "numpy (the C kernel was not built: reinstall with a C compiler)"
+    return "c-extension"
 
 
 def count_overflow_records(session: Session) -> tuple[int, list[str]]:
@@ -69,6 +81,7 @@ def info(session: Session, args) -> Sections:
             "model": session.active.model, "step": session.active.step,
             "path": str(session.active.path)},
         "output_dir": str(ws.output_dir),
+        "metrics_kernel": metrics_kernel(),
         "missing": list(ws.missing),
         "errors": session.load_errors + dumps.warnings + overflow_errors,
     }
@@ -94,6 +107,7 @@ def info(session: Session, args) -> Sections:
         rows.append(("fusion", f"{ws.fusion_file.name}: {len(session.fusion)} graph"
                                f"{'s' * (len(session.fusion) != 1)}, {n_pass} passes"))
     rows.append(("output", str(ws.output_dir)))
+    rows.append(("metrics", data["metrics_kernel"]))
     blocks: list = [("", rows)]
     if ws.missing:
         blocks.append(("missing", list(ws.missing)))

@@ -67,13 +67,27 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
 @command("overflow", aliases=("ac",),
          summary="Overflow scan: Opdebug records + nan/inf values, ops in execution order, "
                  "each a producer or propagated.",
-         example="ac\nac -l 0\nac --values-only\nac; next; next",
+         example="ac\nac -l 0\nac --values-only\nac; next; next\nac --ranks all --steps all",
          args=[arg("-l", "--limit", type=int, default=3, help="rows to show (0 = all; default 3)"),
                arg("--all", action="store_true", help="show every finding (same as -l 0)"),
                arg("--values-only", action="store_true",
-                   help="only the value scan (ignore Opdebug records)")])
+                   help="only the value scan (ignore Opdebug records)"),
+               arg("--ranks", metavar="all|R,R",
+                   help="scan these ranks (device folders) at once: one timeline in time order, "
+                        "the first overflowing (step, rank, op), a step x rank grid"),
+               arg("--steps", metavar="all|S,S", help="scan these steps (step folders) at once")])
 def overflow(session: Session, args) -> Table:
-    has_opdebug = bool(session.overflow_dumps.opdebug or session.dumps.opdebug)
+    if args.ranks is not None or args.steps is not None:
+        from precision_shell.commands.multi_set import scan_sets, select_sets, timeline_table
+
+        limit = 0 if args.all else args.limit
+        if limit < 0:
+            raise CommandError("-l must be 0 (all) or a positive number")
+        selection = select_sets(session, args.ranks, args.steps)
+        findings, warnings, cancelled = scan_sets(session, selection, values_only=args.values_only)
+        session.results.pop("overflow", None)   # `export overflow` is of one set
+        return timeline_table(session, selection, findings, warnings, cancelled, limit)
+    has_opdebug = bool(session.overflow_opdebug(session.active) or session.dumps.opdebug)
     has_dumps = bool(session.dumps.op_files)
     if args.values_only and not has_dumps:
         raise CommandError("no NPU dumps in the active dump set to scan for nan/inf (see `info`)")
@@ -82,13 +96,21 @@ def overflow(session: Session, args) -> Table:
                            "(dump with overflow detection into precision_data/overflow/, or pass --npu/--overflow)")
     from precision_shell.analysis.overflow import scan_overflow  # numpy: on first use
 
-    scan = scan_overflow(session, values=has_dumps, opdebug=not args.values_only)
+    from precision_shell.commands.multi_set import session_executor
+
+    scan = scan_overflow(session, values=has_dumps, opdebug=not args.values_only,
+                         executor=session_executor(session))
     session.results["overflow"] = scan
     session.results["cursor"] = FindingCursor("overflow", scan.findings)
     limit = 0 if args.all else args.limit
     if limit < 0:
         raise CommandError("-l must be 0 (all) or a positive number")
-    return scan_table(scan, limit)
+    table = scan_table(scan, limit)
+    elsewhere = len(session.overflow_dumps.opdebug) - len(session.overflow_opdebug(session.active))
+    if elsewhere:   # records of other devices/steps are not this set's, but not hidden either
+        table.notes.append(f"{elsewhere} Opdebug file{'s' * (elsewhere != 1)} of other devices or steps "
+                           f"not counted here: `ac --ranks all --steps all` scans them all")
+    return table
 
 
 def overflow_panel(session: Session, finding: OverflowFinding, position: str) -> Sections:

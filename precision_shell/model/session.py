@@ -20,7 +20,7 @@ from precision_shell.model.load_cache import LoadCache, file_key
 from precision_shell.model.output_guard import InputPlace, OutputGuard, workspace_inputs
 from precision_shell.model.output_writer import OutputWriter
 from precision_shell.model.progress import silent_progress
-from precision_shell.model.workspace import DumpSet, Workspace, discover
+from precision_shell.model.workspace import DumpSet, Workspace, discover, level_labels
 
 
 @dataclass
@@ -32,6 +32,7 @@ class Settings:
     color: bool = True
     pager: bool = True
     min_coverage: float = 90.0   # % of tensors with a counterpart a gated compare must compare
+    scheduler: str = ""          # Dask scheduler address (--scheduler); "": local processes
 
 
 @dataclass
@@ -172,6 +173,22 @@ class Session(OutputWriter):
             files += index.files
             warnings += index.warnings
         self.overflow_dumps = DumpIndex(files, warnings)
+
+    def overflow_opdebug(self, dump_set: DumpSet | None) -> list[DumpFile]:
+        """The overflow-mode Opdebug files recorded for ``dump_set``: those whose folder is at
+        the same device and step (formats.md §5 levels; the model's name carries the build time
+        of its own run, so it is not compared). Files in folders without those levels belong to
+        no device in particular and count for every set, as every file counts for a set whose
+        own folder has no device and step levels (``--npu LEAF``)."""
+        if dump_set is None or not (dump_set.device or dump_set.step):
+            return list(self.overflow_dumps.opdebug)
+        found = []
+        for f in self.overflow_dumps.opdebug:
+            labels = next((level_labels(d, f.folder) for d in self.workspace.overflow_dirs
+                           if f.folder.is_relative_to(d)), {})
+            if not labels or (labels["device"], labels["step"]) == (dump_set.device, dump_set.step):
+                found.append(f)
+        return found
 
     def _load_fusion(self) -> None:
         from precision_shell.formats.fusion_result import read_fusion_result

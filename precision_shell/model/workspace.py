@@ -123,6 +123,15 @@ def find_dump_leaves(root: Path, max_depth: int = 8, warnings: list[str] | None 
     return sorted(leaves)
 
 
+def level_labels(dump_root: Path, folder: Path) -> dict[str, str]:
+    """time/device/model/model_id/step of a leaf folder below ``dump_root`` (formats.md §5), or
+    {} when the folder is not at that depth. An overflow root's own ``dump/`` level is skipped."""
+    rel = folder.relative_to(dump_root).parts
+    if len(rel) == len(_LEVELS) + 1 and rel[0] == "dump":
+        rel = rel[1:]
+    return dict(zip(_LEVELS, rel)) if len(rel) == len(_LEVELS) else {}
+
+
 def dump_sets_under(dump_root: Path, run: str, warnings: list[str] | None = None) -> list[DumpSet]:
     """Label each leaf below ``dump_root`` by the vendor levels time/device/model/model_id/step."""
     sets = []

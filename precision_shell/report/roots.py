@@ -29,6 +29,7 @@ class RootDetail:
     panel: Sections             # what `next` shows for it
     graph: GraphPicture | None
     histograms: ValueHistograms | None
+    verdict: Any | None         # analysis.replay.verdict.Verdict: why the op is wrong
     notes: list[str]            # why a part is missing
 
 
@@ -56,11 +57,27 @@ def value_histograms(session: Any, suspect: Any) -> ValueHistograms:
                            histogram(golden, BINS), error)
 
 
+def replay_verdict(session: Any, op_name: str) -> Any:
+    """The root replayed under the default profiles (as ``vcs --replay`` does), kept in the
+    session so its ``next`` panel shows it too; raises PshellError when it cannot be."""
+    from precision_shell.commands.replay_run import REPLAYED, default_profiles, replay_op
+
+    verdict = replay_op(session, session.resolve_op(op_name), default_profiles())[2]
+    session.results.setdefault(REPLAYED, {})[op_name] = verdict
+    return verdict
+
+
 def root_detail(session: Any, suspect: Any, position: str, cosines: dict[str, float],
                 roles: dict[str, str], result: Any) -> RootDetail:
     from precision_shell.commands.compare_run import compare_panel
 
     notes = []
+    verdict = None
+    if session.graph is not None and (result is None or result.mode != "npu"):
+        try:
+            verdict = replay_verdict(session, suspect.op)
+        except PshellError as exc:
+            notes.append(f"no replay verdict: {exc}")
     graph = None
     if session.graph is not None and session.graph.ops.get(suspect.op) is not None:
         graph = neighbourhood_picture(session.graph, suspect.op, HOOD_DEPTH, cosines, roles,
@@ -75,4 +92,4 @@ def root_detail(session: Any, suspect: Any, position: str, cosines: dict[str, fl
             hists = value_histograms(session, suspect)
         except PshellError as exc:
             notes.append(f"no value histograms: {exc}")
-    return RootDetail(suspect, compare_panel(session, suspect, position), graph, hists, notes)
+    return RootDetail(suspect, compare_panel(session, suspect, position), graph, hists, verdict, notes)

@@ -4,6 +4,9 @@ Default: the small convnet workspace committed as ``sample_data/convnet``. ``--s
 ``--files N`` append a benchmark tower to reach ~MB of NPU dumps or ~N dump files.
 ``--variant bf16-amp``: a bf16 mixed-precision network instead (AMP casts, GE-inserted
 TransData; no planted finding), the vendor-fidelity workspace of ``bench/vendor_fidelity.py``.
+``--variant replay``: one op for each verdict of ``replay`` (manifest key ``replay``).
+``--ranks N --steps M``: one dump set per device and step, with an odd rank and an overflow that
+starts at a later step on one rank (``multi_rank.py``; truth in the manifest's ``scale_out``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed; also fixes all times (default 0)")
     p.add_argument("--variant", choices=tuple(VARIANTS), default="convnet",
                    help="the network: convnet (fp16, planted root cause and overflow) or bf16-amp "
-                        "(bf16 AMP casts and GE-inserted TransData) (default convnet)")
+                        "(bf16 AMP casts and GE-inserted TransData) or replay (one op per replay verdict, truth "
+                        "in the manifest) (default convnet)")
     p.add_argument("--name-fields", type=int, choices=(4, 5, 9), default=5,
                    help="dump file name grammar: type.name.task[.stream].ts[.x.x.x.x] (default 5)")
     p.add_argument("--opdebug-layout", choices=("old", "new"), default="old",
@@ -33,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     size = p.add_mutually_exclusive_group()
     size.add_argument("--scale", type=float, metavar="MB", help="large mode: about MB megabytes of NPU dumps")
     size.add_argument("--files", type=int, metavar="N", help="large mode: about N small NPU dump files")
+    p.add_argument("--ranks", type=int, metavar="N",
+                   help="multi-device: N device folders (odd rank and late overflow, see multi_rank.py)")
+    p.add_argument("--steps", type=int, metavar="M", help="multi-step: M step folders per device")
     p.add_argument("--force", action="store_true", help="replace an existing workspace in OUT_DIR")
     return p
 
@@ -43,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
                             fusion_shape=args.fusion_shape, scale_mb=args.scale, files=args.files,
                             variant=args.variant)
     start = time.perf_counter()
+    multi = None if args.ranks is None and args.steps is None else (args.ranks or 1, args.steps or 1)
     try:
-        manifest = write_workspace(args.out_dir, options, force=args.force)
+        manifest = write_workspace(args.out_dir, options, force=args.force, multi=multi)
     except (FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

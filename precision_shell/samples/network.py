@@ -57,6 +57,7 @@ class NetworkRun:
     lossy_op: str | None                # planted findings; None when a variant has none
     overflow_op: str | None
     overflow_status: int = OVERFLOW_STATUS
+    replay_truth: dict | None = None    # the replay sample: op -> {verdict, profile}
 
     def op(self, name: str) -> NpuOp:
         for op in self.ops:
@@ -155,8 +156,9 @@ class NetBuilder:
         return ordered
 
 
-def run_network(seed: int = 0, *, net_output: bool = True) -> NetworkRun:
-    """Compute the sample network (golden and NPU) for ``seed``; deterministic."""
+def run_network(seed: int = 0, *, net_output: bool = True, loss_scale: float = LOSS_SCALE) -> NetworkRun:
+    """Compute the sample network (golden and NPU) for ``seed``; deterministic. A ``loss_scale``
+    below 512 keeps the side branch finite (no planted overflow: ``overflow_op`` is None)."""
     rng = np.random.default_rng(seed)
     n = lambda *shape: rng.standard_normal(shape)  # noqa: E731
     x = n(BATCH, IN_C, HW, HW).astype(K.F32)
@@ -168,16 +170,16 @@ def run_network(seed: int = 0, *, net_output: bool = True) -> NetworkRun:
     wf2, bf2 = (0.4 * n(FC1_N, FC2_N)).astype(K.F32), (0.1 * n(FC2_N)).astype(K.F32)
 
     b = NetBuilder()
-    _golden(b, x, w1, b1, wf1, bf1, gamma, beta, wf2, bf2, rows, feats)
+    _golden(b, x, w1, b1, wf1, bf1, gamma, beta, wf2, bf2, rows, feats, loss_scale)
     _npu(b, rows, feats, net_output)
-    mul = b.by_name["loss_scale/Mul"].outputs[0].npu
-    if not np.isinf(mul).any():
+    overflowed = bool(np.isinf(b.by_name["loss_scale/Mul"].outputs[0].npu).any())
+    if not overflowed and loss_scale == LOSS_SCALE:
         raise RuntimeError(f"seed {seed}: the loss-scale Mul did not overflow fp16; pick another seed")
     return NetworkRun(seed, b.framework, b.finish(), list(GRAPH_OUTPUTS), "ln1/add_1/LayerNorm",
-                      "loss_scale/Mul")
+                      "loss_scale/Mul" if overflowed else None)
 
 
-def _golden(b: NetBuilder, x, w1, b1, wf1, bf1, gamma, beta, wf2, bf2, rows, feats) -> None:
+def _golden(b: NetBuilder, x, w1, b1, wf1, bf1, gamma, beta, wf2, bf2, rows, feats, loss_scale) -> None:
     """The framework graph in fp32: one golden array per framework op output."""
     b.fw("input/Data", "Placeholder", [], x)
     for name, value in (("conv1/kernel", w1), ("conv1/bias", b1), ("fc1/kernel", wf1),
@@ -210,7 +212,7 @@ def _golden(b: NetBuilder, x, w1, b1, wf1, bf1, gamma, beta, wf2, bf2, rows, fea
     # side branch: a loss-scaled auxiliary term
     b.fw("aux/Sum/reduction_indices", "Const", [], np.array([1], np.int32))
     s = b.fw("aux/Sum", "Sum", ["flatten/Reshape:0", "aux/Sum/reduction_indices:0"], K.g_sum(flat, 1))
-    scale = b.fw("loss_scale/scale", "Const", [], np.array([LOSS_SCALE], K.F32))
+    scale = b.fw("loss_scale/scale", "Const", [], np.array([loss_scale], K.F32))
     scaled = b.fw("loss_scale/Mul", "Mul", ["aux/Sum:0", "loss_scale/scale:0"], K.g_mul(s, scale))
     back = b.fw("loss_scale/RealDiv", "RealDiv", ["loss_scale/Mul:0", "loss_scale/scale:0"], K.g_div(scaled, scale))
     b.fw("aux/Mean/reduction_indices", "Const", [], np.array([0], np.int32))

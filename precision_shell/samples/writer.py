@@ -30,6 +30,7 @@ from . import fusion_report, manifest as mf, tower as tw
 from .graph_builder import GraphTextWriter, framework_model_def
 from .naming import TASK_TYPE_DEBUG, Timeline, dump_file_name, golden_file_name, op_duration_us
 from .amp_network import run_bf16_amp
+from .replay_network import run_replay_sample
 from .network import NetworkRun, run_network
 from .records import FrameworkOp, NpuInput, NpuOp, NpuTensor
 
@@ -37,7 +38,7 @@ SESSION_GRAPH_ID = "0_1"
 DEVICE_ID, MODEL_ID, STEP = 0, 1, 0
 FIRST_TASK_ID = 2
 # --variant: the network a workspace holds (see network.py, amp_network.py)
-VARIANTS = {"convnet": run_network, "bf16-amp": run_bf16_amp}
+VARIANTS = {"convnet": run_network, "bf16-amp": run_bf16_amp, "replay": run_replay_sample}
 
 
 @dataclass(frozen=True)
@@ -242,6 +243,7 @@ class WorkspaceWriter:
         return tw.Tower(self.opt.seed, plan)
 
     def _manifest(self, run: NetworkRun, used, overflow: dict | None, build: Path) -> dict:
+        extra = {"replay": run.replay_truth} if run.replay_truth is not None else {}
         return {
             "generator": "precision_shell.samples", "manifest_version": mf.MANIFEST_VERSION,
             "options": asdict(self.opt), "graph_name": self.time.graph_name,
@@ -253,7 +255,7 @@ class WorkspaceWriter:
             "totals": dict(self.totals), "lossy": mf.lossy_finding(run) if run.lossy_op else None,
             "overflow": overflow,
             "passes": mf.passes_entry(used), "ops": self.ops_manifest, "graph_only_ops": self.graph_only,
-            "golden_files": self.golden_files,
+            "golden_files": self.golden_files, **extra,
         }
 
 
@@ -268,9 +270,11 @@ def _trans_count(ops: list[NpuOp]) -> int:
 
 
 def write_workspace(out_dir: str | os.PathLike, options: SampleOptions = SampleOptions(), *,
-                    force: bool = False, run: NetworkRun | None = None) -> dict:
+                    force: bool = False, run: NetworkRun | None = None,
+                    multi: tuple[int, int] | None = None) -> dict:
     """Generate the workspace into ``out_dir``; returns the manifest (also written to disk).
     ``run``: a network built elsewhere (tests build small graphs with ``NetBuilder``).
+    ``multi``: (ranks, steps) for a multi-device, multi-step workspace (``multi_rank``).
 
     Refuses to write over an existing ``precision_data/`` unless ``force``, which first deletes
     it and the old manifest (the directory must hold nothing else of value).
@@ -282,4 +286,8 @@ def write_workspace(out_dir: str | os.PathLike, options: SampleOptions = SampleO
             raise FileExistsError(f"{out} already holds a workspace; use --force to replace it")
         shutil.rmtree(root, ignore_errors=True)
         manifest_path.unlink(missing_ok=True)
+    if multi is not None:
+        from .multi_rank import write_multi_rank
+
+        return write_multi_rank(out, options, *multi)
     return WorkspaceWriter(out, options).write(run)

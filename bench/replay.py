@@ -1,0 +1,74 @@
+"""Time ``replay`` of one large op under exact and every default profile (issue 13 target:
+< 2 s on one core for a 16M-element op and for a 4096-long reduction).
+
+    python bench/replay.py [--side 4096] [--profiles all|P,P]
+
+Cases, fp16 NPU tensors with fp32 goldens (what a dump holds): ``Add`` of two side x side
+tensors (16M elements at 4096), ``ReduceSum`` over the last axis of a side x side tensor (4096
+rows of a 4096-long reduction). Each case runs the whole engine (kernel under every profile,
+distances to the NPU output and the golden, verdict) in this process, BLAS on one thread.
+Prints wall and CPU time per case (and of each profile's kernel alone, whole arrays), and
+peak RSS. On a shared machine the CPU time is the steadier number.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from precision_shell.analysis.replay.engine import OpCase, replay, run_kernel  # noqa: E402
+from precision_shell.analysis.replay.kernels import kernel_for  # noqa: E402
+from precision_shell.analysis.replay.profiles import DEFAULT_PROFILES, EXACT, parse_profile  # noqa: E402
+
+
+def _cases(side: int) -> dict[str, OpCase]:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((side, side), dtype=np.float32)
+    b = rng.standard_normal((side, side), dtype=np.float32)
+    a16, b16 = a.astype(np.float16), b.astype(np.float16)
+    add = OpCase("bench/Add", "Add", {}, [a16, b16], [a16 + b16], ["float16"], [a + b], [], [])
+    x = rng.uniform(0.5, 1.5, (side, side)).astype(np.float32)
+    x16 = x.astype(np.float16)
+    rsum = OpCase("bench/ReduceSum", "ReduceSumD", {"axes": [1]}, [x16],
+                  [x16.astype(np.float64).sum(1).astype(np.float16)], ["float16"],
+                  [x.astype(np.float64).sum(1).astype(np.float32)], [], [])
+    return {"Add": add, "ReduceSum": rsum}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--side", type=int, default=4096)
+    parser.add_argument("--profiles", default="all")
+    args = parser.parse_args()
+    texts = list(DEFAULT_PROFILES) if args.profiles == "all" else args.profiles.split(";")
+    profiles = [parse_profile(t) for t in texts]
+    for name, case in _cases(args.side).items():
+        kernel = kernel_for(case.type)
+        size = case.inputs[0].size
+        start, cpu = time.perf_counter(), time.process_time()
+        verdict = replay(kernel, case, profiles, 0.98)
+        total, cpu = time.perf_counter() - start, time.process_time() - cpu
+        print(f"{name}: {size:,} input elements, exact + {len(profiles)} profiles: wall {total:.2f} s, "
+              f"cpu {cpu:.2f} s (verdict {verdict.verdict})")
+        for profile in [EXACT] + profiles:
+            t, c = time.perf_counter(), time.process_time()
+            run_kernel(kernel, case, profile)
+            print(f"  {profile.name:24s} kernel alone: wall {time.perf_counter() - t:6.3f} s, "
+                  f"cpu {time.process_time() - c:6.3f} s")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {peak:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

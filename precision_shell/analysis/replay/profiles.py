@@ -1,0 +1,295 @@
+"""Arithmetic profiles: how a replay rounds (issue 13, product.md §12).
+
+A profile is a set of rounding rules applied while a reference kernel recomputes an op in
+float64. Values stay float64 arrays throughout; "rounding to a format" quantises them to the
+values that format can hold, so every emulated arithmetic is one code path and needs numpy only
+(this module is also pasted into the standalone reproducer script ``replay --export`` writes:
+it imports nothing but numpy).
+
+Fixed semantics, so verdicts are reproducible:
+
+* ``exact``: float64; only the final output is rounded to the output dtype.
+* storage (``fp16``, ``bf16``, ``fp32``, ``fp8-e4m3``, ``fp8-e5m2``): inputs and the output are
+  rounded to that format (the op computed as if its tensors were stored in it).
+* accumulator (``fp16-acc``, ``bf16-acc``, ``fp32-acc``) and ``trunc-mantissa-N``: every
+  intermediate result is rounded (to the accumulator format, nearest-even; to float32 range
+  with N mantissa bits, toward zero); reductions and dot products run one accumulator
+  sequentially over the reduced index (k = 0..K-1), rounding after every add.
+* ``ftz``: subnormal inputs, intermediates and outputs are flushed to signed zero.
+* ``nearest-even`` / ``toward-zero``: the rounding mode of every rounding above.
+
+Profiles combine with commas (``trunc-mantissa-20,ftz``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+# name -> (mantissa bits, min normal exponent, largest finite value, has inf)
+FORMATS = {
+    "float64": (52, -1022, float(np.finfo(np.float64).max), True),
+    "float32": (23, -126, float(np.finfo(np.float32).max), True),
+    "float16": (10, -14, 65504.0, True),
+    "bfloat16": (7, -126, float.fromhex("0x1.fep127"), True),
+    "float8_e4m3fn": (3, -6, 448.0, False),
+    "float8_e5m2": (2, -14, 57344.0, True),
+}
+# numpy casts float64 -> float32 correctly rounded and fast (its float16 cast is slow)
+_NATIVE = {"float64": np.float64, "float32": np.float32}
+# float16: numpy's cast is correctly rounded too, and faster than the bit path on large arrays
+# only (its per-call cost dominates the short slices of a sequential reduction)
+_HALF_CAST_MIN = 1 << 15
+# profile words naming a format
+FORMAT_WORDS = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16",
+                "fp8-e4m3": "float8_e4m3fn", "fp8-e5m2": "float8_e5m2"}
+# the profiles a replay tries when none is named, in the order ties are broken
+DEFAULT_PROFILES = ("fp32-acc", "fp16-acc", "bf16-acc", "trunc-mantissa-20", "ftz",
+                    "trunc-mantissa-20,ftz", "fp16", "bf16", "toward-zero")
+_TRUNC = re.compile(r"trunc-mantissa-(\d+)$")
+
+
+def format_of(dtype_name: str) -> str:
+    """A numpy/ml_dtypes dtype name as a FORMATS key (integers and bool: float64, exact)."""
+    name = str(dtype_name).lower()
+    if name in FORMATS:
+        return name
+    aliases = {"half": "float16", "float": "float32", "double": "float64", "dt_float16": "float16",
+               "dt_float": "float32", "dt_bf16": "bfloat16", "dt_double": "float64"}
+    return aliases.get(name, "float64")
+
+
+def quantize(x: np.ndarray, fmt: str, *, bits: int | None = None, toward_zero: bool = False,
+             ftz: bool = False) -> np.ndarray:
+    """``x`` (float64) rounded to format ``fmt`` (``bits`` mantissa bits if given), as float64.
+
+    Nearest-even to float32 (float16 on large arrays) is numpy's own cast (correctly rounded
+    from float64). Other
+    roundings work on the float64 bit pattern (nearest-even, or truncation) for normal values and
+    on the format's fixed subnormal quantum below its smallest normal; values past the largest
+    finite value become inf (nearest) or saturate (toward zero), NaN for formats without inf.
+    ``ftz``: results below the smallest normal become signed zero."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 0:   # numpy gives scalars, not arrays, for operations on 0-d arrays
+        return _quantize(x.reshape(1), fmt, bits, toward_zero, ftz).reshape(())
+    return _quantize(x, fmt, bits, toward_zero, ftz)
+
+
+def _quantize(x: np.ndarray, fmt: str, bits: int | None, toward_zero: bool, ftz: bool) -> np.ndarray:
+    native = _NATIVE.get(fmt)
+    if fmt == "float16" and x.size >= _HALF_CAST_MIN:
+        native = np.float16
+    if native is not None and bits is None and not toward_zero:
+        with np.errstate(over="ignore"):
+            y = x.astype(native).astype(np.float64)
+        return _flush_own(y, 2.0 ** FORMATS[fmt][1]) if ftz else y
+    mant, emin, largest, has_inf = FORMATS[fmt]
+    if bits is not None:
+        mant = bits
+    drop = 52 - mant
+    if drop > 0:
+        raw = x.view(np.uint64)
+        mask = np.uint64((0xFFFFFFFFFFFFFFFF << drop) & 0xFFFFFFFFFFFFFFFF)
+        if toward_zero:
+            out = raw & mask
+        else:   # add half an ulp minus one, plus the kept lowest bit: ties go to even
+            out = raw >> np.uint64(drop)
+            out &= np.uint64(1)
+            out += np.uint64((1 << (drop - 1)) - 1)
+            out += raw
+            out &= mask
+        y = out.view(np.float64)
+    else:
+        y = x.copy()
+    mag = np.abs(x)
+    tiny = 2.0 ** emin
+    small = mag < tiny
+    if small.any():
+        small &= mag > 0
+        if small.any():   # below the smallest normal: the format's fixed subnormal quantum
+            quantum = 2.0 ** (emin - mant)
+            scaled = x[small] / quantum
+            y[small] = (np.trunc(scaled) if toward_zero else np.rint(scaled)) * quantum
+    highest = mag.max(initial=0.0)
+    if not highest <= largest:    # also NaN
+        finite = np.isfinite(x)
+        if not finite.all():
+            # a carry must not turn NaN/inf bit patterns into others; no inf: NaN
+            y[~finite] = x[~finite] if has_inf else np.nan
+        over = finite & (np.abs(y) > largest)
+        if over.any():
+            if toward_zero:
+                y[over] = np.copysign(largest, x[over])
+            else:
+                y[over] = np.copysign(np.inf, x[over]) if has_inf else np.nan
+    return _flush_own(y, tiny) if ftz else y
+
+
+def _flush_own(y: np.ndarray, tiny: float) -> np.ndarray:
+    """Flush in place (``y`` is an array this module made)."""
+    with np.errstate(invalid="ignore"):
+        small = np.abs(y) < tiny
+    if small.any():
+        y[small] *= 0.0   # keeps the sign: -x * 0 is -0
+    return y
+
+
+def flush(x: np.ndarray, fmt: str) -> np.ndarray:
+    """Subnormals of ``fmt`` (and anything smaller) to signed zero; ``x`` itself when none."""
+    tiny = 2.0 ** FORMATS[fmt][1]
+    with np.errstate(invalid="ignore"):
+        small = np.abs(x) < tiny
+    if not small.any():
+        return x
+    return np.where(small, np.copysign(0.0, x), x)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    storage: str | None = None      # FORMATS key
+    acc: str | None = None          # FORMATS key
+    trunc: int | None = None        # mantissa bits, float32 range, toward zero
+    ftz: bool = False
+    toward_zero: bool = False
+
+    @property
+    def sequential(self) -> bool:
+        return self.acc is not None or self.trunc is not None
+
+
+EXACT = Profile("exact")
+
+
+def parse_profile(text: str, named: dict[str, str] | None = None, _seen: tuple = ()) -> Profile:
+    """``"trunc-mantissa-20,ftz"`` (or a user-named profile) -> Profile; ValueError on a bad word."""
+    named = named or {}
+    fields: dict = {}
+    for word in (w.strip().lower() for w in text.split(",")):
+        if not word:
+            raise ValueError(f"empty profile word in {text!r}")
+        if word in named and word not in _seen:
+            sub = parse_profile(named[word], named, _seen + (word,))
+            fields.update({k: v for k, v in sub.__dict__.items() if k != "name" and v not in (None, False)})
+        elif word == "exact":
+            continue
+        elif word in FORMAT_WORDS:
+            fields["storage"] = FORMAT_WORDS[word]
+        elif word.endswith("-acc") and word[:-4] in FORMAT_WORDS:
+            fields["acc"] = FORMAT_WORDS[word[:-4]]
+        elif _TRUNC.match(word):
+            bits = int(_TRUNC.match(word).group(1))
+            if not 1 <= bits <= 23:
+                raise ValueError(f"trunc-mantissa-N needs 1 <= N <= 23, not {bits}")
+            fields["trunc"] = bits
+        elif word == "ftz":
+            fields["ftz"] = True
+        elif word in ("toward-zero", "rz"):
+            fields["toward_zero"] = True
+        elif word in ("nearest-even", "rn"):
+            fields["toward_zero"] = False
+        else:
+            raise ValueError(f"unknown profile {word!r}: use exact, fp16/bf16/fp32/fp8-e4m3/fp8-e5m2, "
+                             "fp16-acc/bf16-acc/fp32-acc, trunc-mantissa-N, ftz, toward-zero, "
+                             "nearest-even or a name from the config file's [profiles]")
+    return Profile(text.strip(), **fields)
+
+
+class Arith:
+    """The rounding a kernel applies under one profile, for an op whose output format is
+    ``out_fmt``. Kernels call ``inp`` on inputs, ``r`` after every elementary operation and
+    ``sum``/``dot`` for reductions; the engine calls ``out`` on each output."""
+
+    def __init__(self, profile: Profile, out_fmt: str = "float64"):
+        self.p = profile
+        if profile.trunc is not None:
+            self.work, self.bits = "float32", profile.trunc
+        elif profile.acc is not None:
+            self.work, self.bits = profile.acc, None
+        else:
+            self.work, self.bits = None, None
+        self.ftz_fmt = self.work or profile.storage or out_fmt
+
+    @property
+    def sequential(self) -> bool:
+        return self.p.sequential
+
+    def _flush(self, x):
+        return flush(x, self.ftz_fmt) if self.p.ftz else x
+
+    def inp(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if self.p.storage is not None:
+            x = quantize(x, self.p.storage, toward_zero=self.p.toward_zero)
+        return self._flush(x)
+
+    def r(self, x) -> np.ndarray:
+        """An intermediate result, rounded as the profile says (float64 under exact)."""
+        if self.work is None:
+            return self._flush(np.asarray(x, dtype=np.float64))
+        # trunc-mantissa-N truncates by definition; accumulators follow the rounding mode
+        toward_zero = self.p.toward_zero or self.bits is not None
+        return quantize(x, self.work, bits=self.bits, toward_zero=toward_zero, ftz=self.p.ftz)
+
+    def out(self, x: np.ndarray, fmt: str) -> np.ndarray:
+        """A kernel's result (its last operation already went through ``r``) as the op stores it."""
+        y = self._flush(np.asarray(x, dtype=np.float64))
+        if self.work == fmt and self.bits is None and self.p.storage is None:
+            return y   # already rounded to the output format by r
+        if self.p.storage is not None:
+            y = quantize(y, self.p.storage, toward_zero=self.p.toward_zero, ftz=self.p.ftz)
+        return quantize(y, fmt, toward_zero=self.p.toward_zero, ftz=self.p.ftz)
+
+    def sum(self, x: np.ndarray, axis, keepdims: bool = False) -> np.ndarray:
+        """Sum over ``axis`` (int or tuple): float64 at once, or one accumulator per output
+        element stepping through the reduced elements in row-major order."""
+        axes = tuple(a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+        if not self.sequential:
+            return self.r(np.sum(x, axis=axes, keepdims=keepdims))
+        kept = [d for d in range(x.ndim) if d not in axes]
+        # reduced axes first and contiguous: each step reads one whole slice
+        moved = np.ascontiguousarray(np.transpose(x, axes + tuple(kept)))
+        steps = moved.reshape((-1,) + tuple(x.shape[d] for d in kept))
+        acc = self.r(steps[0])
+        for k in range(1, steps.shape[0]):
+            acc = self.r(acc + steps[k])
+        if keepdims:
+            acc = acc.reshape(tuple(1 if d in axes else x.shape[d] for d in range(x.ndim)))
+        return acc
+
+    def dot(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``a @ b`` (batched, numpy broadcasting), products and sums rounded under the profile."""
+        if not self.sequential:
+            return self.r(np.matmul(a, b))
+        k_len = a.shape[-1]
+        at = np.ascontiguousarray(np.moveaxis(a, -1, 0))      # (K, ..., M)
+        bt = np.ascontiguousarray(np.moveaxis(b, -2, 0))      # (K, ..., N)
+        acc = self.r(at[0][..., :, None] * bt[0][..., None, :])
+        for k in range(1, k_len):
+            acc = self.r(acc + self.r(at[k][..., :, None] * bt[k][..., None, :]))
+        return acc
+
+
+def apply(kernel, profile: Profile, inputs: list, attrs: dict, out_shapes: list, out_fmts: list,
+          values: list | None = None) -> list:
+    """Run ``kernel`` under ``profile``: the floating inputs (``values[j]`` true; all when not
+    given) through ``inp``, integer ones (shapes, axes) as they are; outputs shaped as the NPU's
+    and rounded to their formats. ValueError when the replay cannot have the NPU's shapes."""
+    ar = Arith(profile, out_fmts[0] if out_fmts else "float64")
+    values = values if values is not None else [True] * len(inputs)
+    xs = [ar.inp(x) if value else np.asarray(x, dtype=np.float64) for x, value in zip(inputs, values)]
+    ys = kernel(ar, xs, attrs, out_shapes)
+    if len(ys) < len(out_shapes):
+        raise ValueError(f"the kernel gives {len(ys)} outputs, the dump has {len(out_shapes)}")
+    out = []
+    for y, shape, fmt in zip(ys, out_shapes, out_fmts):
+        y = np.asarray(y, dtype=np.float64)
+        if y.shape != tuple(shape):
+            if y.size != int(np.prod(shape)):
+                raise ValueError(f"replayed output has shape {tuple(y.shape)}, the NPU dump "
+                                 f"{tuple(shape)}: inputs and graph disagree")
+            y = y.reshape(shape)
+        out.append(ar.out(y, fmt))
+    return out
