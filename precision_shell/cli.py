@@ -22,14 +22,18 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", nargs="?", default=None,
                    help="training folder holding precision_data/, precision_data/ itself, "
-                        "or a raw NPU dump folder (default: the current folder)")
+                        "a raw NPU dump folder (default: the current folder), or an msprobe dump "
+                        "(root, step, rank folder or dump.json) of a PyTorch/MindSpore run")
     p.add_argument("-c", "--command", action="append", metavar="CMDS",
                    help='commands to run, separated by ";" (batch mode)')
     p.add_argument("-f", "--file", metavar="SCRIPT", help="run the commands in SCRIPT (batch mode)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="output of list commands in batch mode (json: one document per command)")
     p.add_argument("--npu", metavar="DIR", help="NPU dump folder (overrides discovery)")
-    p.add_argument("--golden", metavar="DIR", help="golden .npy folder")
+    p.add_argument("--golden", metavar="DIR",
+                   help="golden .npy folder; with an msprobe dump as PATH, the golden msprobe dump")
+    p.add_argument("--mapping", metavar="FILE",
+                   help="msprobe data_mapping yaml (target name: golden name) for framework dumps")
     p.add_argument("--graph", metavar="FILE", help="GE graph file (ge_proto_*.txt or its JSON)")
     p.add_argument("--overflow", metavar="DIR", help="overflow dump folder (Opdebug files)")
     p.add_argument("--fusion", metavar="FILE", help="fusion_result.json")
@@ -75,6 +79,41 @@ def _batch_lines(opts: argparse.Namespace) -> list[str] | None:
     return None
 
 
+def _read_mapping(path: str | None) -> tuple[dict[str, str] | None, list[str]]:
+    """The --mapping file, or the one line saying why not (the dumps still open)."""
+    if path is None:
+        return None, []
+    from precision_shell.analysis.framework_pairing import read_data_mapping
+
+    try:
+        return read_data_mapping(path), []
+    except PshellError as exc:
+        return None, [str(exc)]
+
+
+def _open_session(opts: argparse.Namespace):
+    """A framework session when PATH is an msprobe dump, else the graph-mode workspace."""
+    from precision_shell.formats.msprobe_layout import is_msprobe_dump
+
+    if is_msprobe_dump(opts.path):
+        from precision_shell.model.framework_session import FrameworkSession
+
+        unused = [f"--{k}" for k in ("npu", "graph", "overflow", "fusion") if getattr(opts, k)]
+        if unused:
+            raise UsageError(f"{', '.join(unused)}: graph-mode options, not used with an msprobe dump")
+        mapping, problem = _read_mapping(opts.mapping)
+        session = FrameworkSession.open(opts.path, golden=opts.golden, mapping=mapping,
+                                        mapping_file=opts.mapping, output=opts.output)
+        session.load_errors += problem
+        return session
+    if opts.mapping:
+        raise UsageError("--mapping: for msprobe dumps only (PATH is not one)")
+    from precision_shell.model.session import Session
+
+    return Session.open(opts.path, npu=opts.npu, golden=opts.golden, graph=opts.graph,
+                        overflow=opts.overflow, fusion=opts.fusion, output=opts.output)
+
+
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     log_path = setup_logging(opts.log_file)
@@ -84,11 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    from precision_shell.model.session import Session
-
     try:
-        session = Session.open(opts.path, npu=opts.npu, golden=opts.golden, graph=opts.graph,
-                               overflow=opts.overflow, fusion=opts.fusion, output=opts.output)
+        session = _open_session(opts)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except PshellError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -24,6 +24,8 @@ from typing import Iterable
 
 import numpy as np
 
+from ..atomic_write import write_atomic
+
 from .framework_compare import METRIC_COLUMNS, N_A, RowResult, md5_cell, stat_cell, STAT_NAMES
 from .framework_pairing import Row
 
@@ -128,11 +130,14 @@ def table_rows(results: Iterable[RowResult], mode: str, stack: dict[str, tuple[s
 def write_compare_csv(path: str | os.PathLike, rows: list[dict[str, str]], mode: str,
                       stack: bool = True) -> None:
     cols = header(mode, stack)
-    with open(path, "w", newline="", encoding="utf-8") as f:
+
+    def write(f) -> None:
         writer = csv.writer(f)
         writer.writerow(cols)
         for cells in rows:
             writer.writerow([cells.get(c, N_A) for c in cols])
+
+    write_atomic(path, write)     # a reader never sees half a CSV
 
 
 # --- msprobe's per-API verdicts -------------------------------------------------------------------

@@ -12,12 +12,15 @@ from precision_shell.model.session import Session
          example="help\nhelp vcs", needs_session=False,
          args=[arg("topic", nargs="?", complete="command", help="a command name or alias")])
 def help_(session: Session | None, args) -> Table | Message:
+    # on a framework session: the framework variants' help; graph-only commands say so
     if args.topic:
         cmd = REGISTRY.lookup(args.topic)
+        cmd = REGISTRY.available(cmd, session) or REGISTRY.for_session(cmd, session)
         return Message(cmd.help_text().rstrip("\n").split("\n"),
                        data={"command": cmd.name, "aliases": list(cmd.aliases),
                              "help": cmd.help_text()})
-    rows = [[cmd.name, ", ".join(cmd.aliases), cmd.summary] for cmd in REGISTRY.commands()]
+    rows = [[cmd.name, ", ".join(cmd.aliases), shown.summary if shown else "(graph mode only)"]
+            for cmd in REGISTRY.commands() for shown in [REGISTRY.available(cmd, session)]]
     json_rows = [{"command": r[0], "aliases": list(REGISTRY.lookup(r[0]).aliases), "summary": r[2]}
                  for r in rows]
     return Table(["command", "alias", "what it does"], rows, json_rows=json_rows,

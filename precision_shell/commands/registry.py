@@ -11,7 +11,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from precision_shell.errors import UsageError
+from precision_shell.errors import CommandError, UsageError
 
 
 class HelpRequested(Exception):
@@ -101,9 +101,15 @@ class Command:
 
 
 class Registry:
+    """Commands by name and alias. A session of another kind than graph mode (``session.kind``,
+    e.g. ``"framework"``) runs a command's *variant* for that kind when one is registered, the
+    command itself when it is shared with that kind or needs no session, and refuses it otherwise."""
+
     def __init__(self) -> None:
         self._commands: dict[str, Command] = {}
         self._by_alias: dict[str, Command] = {}
+        self._variants: dict[tuple[str, str], Command] = {}
+        self._shared: dict[str, set[str]] = {}
 
     def add(self, cmd: Command) -> Command:
         for name in (cmd.name, *cmd.aliases):
@@ -123,6 +129,40 @@ class Registry:
             return handler
 
         return register
+
+    def variant(self, kind: str, name: str, *, summary: str | None = None, example: str | None = None,
+                args: tuple[Arg, ...] | list[Arg] | None = None):
+        """Decorator registering ``handler(session, args)`` as command ``name`` on ``kind``
+        sessions; summary, example and arguments default to the command's own."""
+        base = self._commands[name]
+
+        def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+            self._variants[(kind, name)] = Command(
+                name, handler, summary or base.summary, example or base.example, base.aliases,
+                tuple(base.args if args is None else args), base.needs_session)
+            return handler
+
+        return register
+
+    def share(self, kind: str, *names: str) -> None:
+        """Commands whose own handler works on ``kind`` sessions too (next/prev/goto, pt, cp)."""
+        self._shared.setdefault(kind, set()).update(names)
+
+    def available(self, cmd: Command, session: Any) -> Command | None:
+        """The command to run on ``session`` (see the class docstring); None when ``session``
+        is of a kind the command does not support."""
+        kind = getattr(session, "kind", "graph")
+        if kind == "graph" or not cmd.needs_session or cmd.name in self._shared.get(kind, ()):
+            return cmd
+        return self._variants.get((kind, cmd.name))
+
+    def for_session(self, cmd: Command, session: Any) -> Command:
+        """:meth:`available`, or CommandError in one line saying why not."""
+        found = self.available(cmd, session)
+        if found is None:
+            kind = getattr(session, "kind", "graph")
+            raise CommandError(f"{cmd.name}: graph-mode only; not available on {kind} dumps")
+        return found
 
     def get(self, name: str) -> Command | None:
         return self._by_alias.get(name)

@@ -162,7 +162,7 @@ def execute(session: Any, statement: Statement, registry: Registry = REGISTRY) -
     """Run one statement. User errors come back in ``Outcome.error``; bugs still raise."""
     outcome = Outcome(statement)
     try:
-        cmd = registry.lookup(statement.argv[0])
+        cmd = registry.for_session(registry.lookup(statement.argv[0]), session)
         outcome.command = cmd
         argv = statement.argv[1:]
         if "--format" not in cmd.flags():

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import FormatError
-from .torch_pt import TORCH_DTYPES
 
 TENSOR_DIR = "dump_tensor_data"
 _STEP = re.compile(r"step(\d+)\Z")
@@ -97,6 +96,17 @@ def find_rank_dirs(path: str | os.PathLike) -> list[RankDir]:
     return found
 
 
+def is_msprobe_dump(path: str | os.PathLike | None) -> bool:
+    """True when ``path`` is an msprobe dump root, ``step*`` or rank folder, or a ``dump.json``."""
+    if path is None:
+        return False
+    try:
+        find_rank_dirs(path)
+    except FormatError:
+        return False
+    return True
+
+
 # --- names --------------------------------------------------------------------------------------
 
 MODULE_PREFIXES = ("Module", "Cell")
@@ -161,6 +171,8 @@ def normalize_dtype(raw: str) -> str | None:
 
 @lru_cache(maxsize=256)    # runs per leaf; numpy's dtype.name is slow (~9 us)
 def _dtype_name(raw: str) -> str | None:
+    from .torch_pt import TORCH_DTYPES     # numpy: not needed to find a dump (pshell start-up)
+
     key = raw.strip().removeprefix("torch.").removeprefix("mindspore.").lower()
     dtype = TORCH_DTYPES.get(key)
     return dtype.name if dtype is not None else None

@@ -12,14 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from precision_shell.errors import CommandError, FormatError, PshellError
+from precision_shell.errors import CommandError, PshellError
 from precision_shell.model.dump_index import DumpFile, DumpIndex, scan_dump_dir
 from precision_shell.model.graph_cache import GRAPH, GRAPH_DETAILS
 from precision_shell.model.golden_index import GoldenIndex, scan_golden_dir
 from precision_shell.model.load_cache import LoadCache, file_key
-from precision_shell.model.output_guard import (
-    FILE, InputPlace, OutputGuard, require_parent, workspace_inputs,
-)
+from precision_shell.model.output_guard import InputPlace, OutputGuard, workspace_inputs
+from precision_shell.model.output_writer import OutputWriter
 from precision_shell.model.progress import silent_progress
 from precision_shell.model.workspace import DumpSet, Workspace, discover, level_labels
 
@@ -37,7 +36,7 @@ class Settings:
 
 
 @dataclass
-class Session:
+class Session(OutputWriter):
     workspace: Workspace
     settings: Settings = field(default_factory=Settings)
     load_errors: list[str] = field(default_factory=list)
@@ -247,28 +246,6 @@ class Session:
     def op_dump(self, op_name: str) -> DumpFile | None:
         return self.dumps.latest_for_op(op_name)
 
-    def output_path(self, given: str | os.PathLike | None, default_name: str = "",
-                    folder: bool = False) -> Path:
-        """Where pshell writes: a path the user gave (relative to the current folder), else
-        ``default_name`` inside the output folder, checked by the output guard. pshell creates
-        its own output folder (and folders inside it) and the folder a user names for ``folder``
-        outputs; an explicit file's folder must exist."""
-        if not given:
-            path = self.workspace.output_dir / default_name
-            self.check_writable_location(path, folder=folder)
-            _make_folder(path if folder else path.parent, parents=True)
-            return path
-        path = Path(given).expanduser()
-        self.check_writable_location(path, folder=folder)
-        require_parent(path)
-        if folder:
-            _make_folder(path, parents=False)
-        return path
-
-    def add_input_file(self, path: str | os.PathLike, what: str) -> None:
-        """A file read outside the workspace (the ``-f`` script, the config file): never written."""
-        self.extra_inputs.append(InputPlace.of(Path(path).expanduser(), FILE, what))
-
     def input_places(self) -> list[InputPlace]:
         """What the session reads, for the output guard (formats.md §5)."""
         if self._input_places is None:
@@ -278,20 +255,3 @@ class Session:
     def output_guard(self, output_dir: Path | None = None) -> OutputGuard:
         ws = self.workspace
         return OutputGuard(self.input_places(), ws.precision_data, output_dir or ws.output_dir)
-
-    def check_output_folder(self, folder: Path) -> None:
-        """A folder about to become the output folder (``config set output``)."""
-        self.output_guard(folder).check(folder, folder=True)
-
-    def check_writable_location(self, path: str | os.PathLike, *, folder: bool = False) -> None:
-        """pshell never writes inside the user's input folders nor over an input file."""
-        self.output_guard().check(path, folder=folder)
-
-
-def _make_folder(path: Path, parents: bool) -> None:
-    try:
-        path.mkdir(parents=parents, exist_ok=True)
-    except FileNotFoundError:
-        raise FormatError(path, f"folder {path.parent} does not exist") from None
-    except OSError as exc:
-        raise FormatError(path, f"cannot create output folder ({exc.strerror})") from None

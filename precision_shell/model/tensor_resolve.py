@@ -14,6 +14,10 @@ from precision_shell.model.tensor_ref import ResolvedTensor, TensorRef, parse_te
 def resolve_tensor(session: Session, ref: TensorRef | str) -> ResolvedTensor:
     if isinstance(ref, str):
         ref = parse_tensor_ref(ref)
+    if getattr(session, "kind", "graph") != "graph":    # framework dumps name tensors their own way
+        found = session.resolve_tensor(ref)
+        if found is not None:
+            return found
     if ref.kind == "npu":
         return _resolve_npu(session, ref)
     if ref.kind == "golden":

@@ -1,0 +1,340 @@
+"""Framework-dump variants of ``vc``, ``vcs``, ``ac`` and ``export``, and the panels ``next``
+shows for their findings.
+
+``vc`` pairs the target with the golden as ``msprobe compare`` does and writes the CSV in
+msprobe's layout (tensor, statistics or md5 mode, from what both sides dumped) into the output
+folder; ``vcs`` turns the tensor compare into roots and propagated entries over the dataflow
+graph; ``ac`` scans for NaN/Inf. The work is in ``analysis/framework_*``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from precision_shell.commands.export import _default_name, write_rows
+from precision_shell.commands.framework_inspect import FRAMEWORK, variant
+from precision_shell.commands.inspect_cmd import check_limit
+from precision_shell.commands.registry import arg
+from precision_shell.commands.results import Message, Sections, Table
+from precision_shell.commands.stepping import PANELS
+from precision_shell.atomic_write import write_atomic
+from precision_shell.errors import CommandError, UsageError
+from precision_shell.formats.msprobe_layout import parse_entry_name
+from precision_shell.model.findings import FindingCursor
+
+if TYPE_CHECKING:      # numpy: imported by the first compare, not at start-up
+    from precision_shell.analysis.framework_compare import RowResult
+    from precision_shell.analysis.framework_pairing import Pairing
+
+COMPARE_CURSOR, OVERFLOW_CURSOR = "framework compare", "framework overflow"
+
+
+@dataclass
+class FrameworkCompare:
+    mode: str                     # tensor | statistics | md5
+    pairing: Pairing
+    rows: list[RowResult]
+    csv_path: Path
+    seconds: float
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def compared(self) -> int:
+        from precision_shell.analysis.framework_compare import UNSUPPORTED
+
+        if self.mode == "tensor":
+            return sum(1 for r in self.rows
+                       if r.metrics is not None and any(c != UNSUPPORTED for c in r.metrics.cells()))
+        if self.mode == "statistics":
+            return sum(1 for r in self.rows if r.stats is not None)
+        return sum(1 for r in self.rows if r.pair.golden is not None)
+
+
+def compare_mode(session) -> str:
+    """tensor when both sides dumped tensors, md5 when both dumped CRCs, else statistics."""
+    tasks = {session.selected.task, session.require_golden().task}
+    return tasks.pop() if len(tasks) == 1 and tasks <= {"tensor", "md5"} else "statistics"
+
+
+def run_compare(session) -> FrameworkCompare:
+    from precision_shell.analysis.framework_compare import compare_pairs
+    from precision_shell.analysis.framework_csv import table_rows, write_compare_csv
+    from precision_shell.analysis.framework_pairing import pair_dumps
+
+    mode = compare_mode(session)
+    started = time.perf_counter()
+    pairing = pair_dumps(session.selected, session.require_golden(), fuzzy=session.fuzzy,
+                         mapping=session.mapping)
+    rows: list[RowResult] = []
+    with session.progress("comparing", len(pairing.pairs)) as bar:
+        for result in compare_pairs(pairing, mode):
+            rows.append(result)
+            bar.advance()
+    loc = session.selected.location
+    steps = session.target.steps
+    name = f"compare_result_{'' if len(steps) < 2 else f'step{loc.step}_'}{loc.rank}.csv"
+    path = session.output_path(None, name)
+    write_compare_csv(path, table_rows(rows, mode, session.selected.stack), mode)
+    problems = [e for r in rows for e in r.errors]
+    found = FrameworkCompare(mode, pairing, rows, path, time.perf_counter() - started, problems)
+    session.results["compare"] = found
+    return found
+
+
+def _count(n: int, what: str) -> str:
+    plural = what[:-1] + "ies" if what.endswith("y") else what + "s"
+    return f"{n:,} {what if n == 1 else plural}"
+
+
+@variant(FRAMEWORK, "compare", summary="Compare the target dump with the golden as msprobe compare "
+                                       "does (tensor, statistics or md5 mode); CSV in msprobe's layout.",
+         example="vc\nvc --fuzzy\nvc; vcs",
+         args=[arg("-fm", "--fuzzy", action="store_true",
+                   help="pair by names without call numbers, in dump order (msprobe -fm)")])
+def compare(session, args) -> Message:
+    session.fuzzy = args.fuzzy
+    found = run_compare(session)
+    pairing = found.pairing
+    paired = sum(1 for p in pairing.pairs if p.golden is not None)
+    lines = [f"{session.target.root} vs {session.golden_dump.root}: {found.mode} mode, "
+             f"{_count(len(found.rows), 'row')} ({paired:,} paired, {found.compared:,} compared) "
+             f"in {found.seconds:.2f} s"]
+    problems = [f"{e.entry}: {'; '.join(e.problems)}" for e in pairing.entries if e.problems]
+    data: dict[str, Any] = {"mode": found.mode, "pairing": pairing.mode, "ops": len(pairing.entries),
+                            "tensors": len(found.rows), "paired": paired, "compared": found.compared,
+                            "golden_only": len(pairing.golden_only), "csv": str(found.csv_path),
+                            "seconds": round(found.seconds, 4), "problems": found.problems,
+                            "entry_problems": problems}
+    if found.mode == "tensor":
+        from precision_shell.analysis.framework_compare import is_failing
+
+        threshold = session.settings.threshold
+        failing = {r.pair.target.entry.name: r.pair.target.entry.kind for r in found.rows   # by output
+                   if r.pair.target.state in ("output", "parameters_grad") and is_failing(r.metrics, threshold)}
+        forward = sum(1 for kind in failing.values() if kind == "forward")
+        lines.append(f"failing (cosine <= {threshold:g} or NaN): {_count(len(failing), 'entry')}, {forward:,} "
+                     f"forward" + ("; `vcs` lists their roots and propagated (`--backward`: all)"
+                                   if failing else ""))
+        data.update(failing_ops=len(failing), failing_forward=forward, threshold=threshold)
+    elif found.mode == "md5":
+        different = sum(1 for r in found.rows if r.md5_equal is False and r.pair.golden is not None)
+        lines.append(f"md5: {_count(different, 'row')} differ")
+        data["different"] = different
+    if pairing.golden_only:
+        lines.append(f"{_count(len(pairing.golden_only), 'golden row')} without a target row")
+    if problems:
+        lines.append(f"{_count(len(problems), 'entry')} with pairing problems (first: {problems[0]})")
+    lines.append(f"CSV: {found.csv_path}")
+    return Message(lines, data=data, warnings=found.problems,
+                   unjudged=None if found.compared else "no tensor pair compared")
+
+
+# --- vcs -----------------------------------------------------------------------------------------
+
+def _cos(value) -> str:
+    return f"{value:.6f}" if isinstance(value, float) else str(value)
+
+
+@variant(FRAMEWORK, "vcs", summary="Failing entries of the compare (output cosine <= COS, NaN fails "
+                                   "too) in execution order, each root or propagated over the dataflow "
+                                   "graph; the first root is the first divergence.",
+         example="vcs\nvcs -c 0.99 -l 0\nvcs --backward",
+         args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
+                   help="cosine threshold (default: the `config` threshold, 0.98)"),
+               arg("-l", "--limit", type=int, default=None, metavar="N", help="rows to show (0 = all)"),
+               arg("--backward", action="store_true",
+                   help="backward and parameters_grad entries too (default: forward only)")])
+def vcs(session, args) -> Table:
+    from precision_shell.analysis.framework_root_cause import find_framework_suspects
+
+    threshold = session.settings.threshold if args.cosine is None else args.cosine
+    if not -1.0 <= threshold <= 1.0:
+        raise UsageError(f"-c is a cosine in [-1, 1], got {threshold}")
+    limit = check_limit(args.limit, session)
+    found = session.results.get("compare")
+    ran_vc = found is None
+    if found is None:
+        found = run_compare(session)
+    if found.mode != "tensor":
+        raise CommandError(f"vcs needs tensor-mode dumps on both sides (cosine); this pair compares in "
+                           f"{found.mode} mode: `vc` writes msprobe's {found.mode} CSV")
+    suspects = find_framework_suspects(session.run, found.rows, threshold, args.backward)
+    session.results["vcs"] = suspects
+    session.results["cursor"] = FindingCursor(COMPARE_CURSOR, suspects)
+    shown = suspects if limit == 0 or len(suspects) <= limit else \
+        sorted(sorted(suspects, key=lambda s: (s.role != "root", s.index))[:limit], key=lambda s: s.index)
+    rows, highlight = [], set()
+    for pos, s in enumerate(shown):
+        rows.append([s.index, s.op, s.kind, s.role + ("  ◀ first divergence" if s.first else ""),
+                     _cos(s.cosine), ", ".join(t.split(":", 1)[1] for t in s.failed_outputs),
+                     ", ".join(t.split(":", 1)[1] for t in s.failed_inputs) or "-"])
+        if s.first:
+            highlight.add(pos)
+    roots = [s for s in suspects if s.role == "root"]
+    notes = [f"failing = an output with cosine <= {threshold:g} or NaN/Inf; root = every input still passes"]
+    if ran_vc:
+        notes.append(f"no compare result yet, so `vc` ran first (CSV {found.csv_path})")
+    if suspects:
+        notes.append("`next` steps through the list with each entry's metric panel")
+    return Table(["#", "entry", "kind", "role", "cosine", "failing outputs", "failing inputs"], rows,
+                 title=f"{_count(len(suspects), 'failing entry')} "
+                       f"({_count(len(roots), 'root')}), in execution order",
+                 json_rows=[s.to_json() for s in suspects], notes=notes, total=len(suspects),
+                 highlight=highlight, findings=len(suspects), warnings=found.problems,
+                 unjudged=None if found.compared else "no tensor pair compared")
+
+
+def _compare_panel(session, s, position: str) -> Sections:
+    found = session.results["compare"]
+    by_name = {r.name: r for r in found.rows}
+    op = session.run.op(s.op)
+    info = [("role", s.role + ("  (first divergence)" if s.first else "")), ("kind", s.kind),
+            ("modules", " > ".join(s.modules) or "-"),
+            ("failing inputs", ", ".join(s.failed_inputs) or "none: the error starts here"),
+            ("downstream", ", ".join(s.downstream[:6]) + (" ..." if len(s.downstream) > 6 else "") or "-")]
+    rows = []
+    for t in op.tensors:
+        r = by_name.get(t.compare_name)
+        m = r.metrics if r is not None else None
+        cells = [_cos(v) for v in m.cells()] if m is not None else ["-"] * 6
+        golden = r.pair.golden.name if r is not None and r.pair.golden is not None else "-"
+        bad = t.name in s.failed_outputs or t.name in s.failed_inputs
+        rows.append([t.name.split(":", 1)[1], golden, *cells, "FAIL" if bad else ""])
+    metrics = Table(["tensor", "golden", "cosine", "euc_dist", "max_abs", "max_rel", "1‰ ratio", "5‰ ratio", ""],
+                    rows)
+    return Sections(title=f"[{position}] {s.op} ({s.kind})", blocks=[("", info), ("metrics", metrics)],
+                    data=s.to_json())
+
+
+PANELS[COMPARE_CURSOR] = _compare_panel
+
+
+# --- ac ------------------------------------------------------------------------------------------
+
+def _check_text(c) -> str:
+    if c.nan is None:
+        return f"{c.tensor.split(':', 1)[1]}: nan/inf ({c.source})"
+    parts = [f"{n} {w}" for n, w in ((c.nan, "nan"), (c.pos_inf, "+inf"), (c.neg_inf, "-inf")) if n]
+    return f"{c.tensor.split(':', 1)[1]}: {', '.join(parts)}"
+
+
+@variant(FRAMEWORK, "overflow", summary="NaN/Inf scan of the target's entries (values, or statistics "
+                                        "when only statistics were dumped); producer or propagated.",
+         example="ac\nac -l 0\nac; next",
+         args=[arg("-l", "--limit", type=int, default=3, help="rows to show (0 = all; default 3)"),
+               arg("--all", action="store_true", help="show every finding (same as -l 0)")])
+def overflow(session, args) -> Table:
+    from precision_shell.analysis.framework_overflow import scan_framework_overflow
+
+    limit = 0 if args.all else args.limit
+    if limit < 0:
+        raise CommandError("-l must be 0 (all) or a positive number")
+    scan = scan_framework_overflow(session.run, session.progress)
+    session.results["overflow"] = scan
+    session.results["cursor"] = FindingCursor(OVERFLOW_CURSOR, scan.findings)
+    shown = scan.findings if limit == 0 else scan.findings[:limit]
+    rows, highlight = [], set()
+    for pos, f in enumerate(shown):
+        rows.append([f.index, f.op, f.kind, f.role + ("  ◀ first producer" if f.first else ""),
+                     "; ".join(_check_text(c) for c in f.outputs if c.bad)])
+        if f.first:
+            highlight.add(pos)
+    notes = ["`next` steps through the list with each entry's tensors"] if scan.findings else []
+    title = (f"{_count(len(scan.findings), 'overflowing entry')} "
+             f"({scan.from_values:,} tensors judged from their values, "
+             f"{scan.tensors - scan.from_values:,} from their statistics)")
+    return Table(["#", "entry", "kind", "role", "outputs"], rows, title=title,
+                 json_rows=[f.to_json() for f in scan.findings], notes=notes, total=len(scan.findings),
+                 highlight=highlight, findings=len(scan.findings), warnings=scan.problems,
+                 unjudged=f"{_count(len(scan.problems), 'file')} unreadable" if scan.problems else None)
+
+
+def _overflow_panel(session, f, position: str) -> Sections:
+    info = [("role", f.role + ("  (first producer)" if f.first else "")), ("kind", f.kind),
+            ("modules", " > ".join(f.modules) or "-")]
+    rows = [[c.tensor.split(":", 1)[1], "-" if c.nan is None else c.nan, "-" if c.pos_inf is None else c.pos_inf,
+             "-" if c.neg_inf is None else c.neg_inf, "BAD" if c.bad else "", c.source]
+            for c in f.inputs + f.outputs]
+    return Sections(title=f"[{position}] {f.op} ({f.kind})",
+                    blocks=[("", info), ("tensors", Table(["tensor", "nan", "+inf", "-inf", "", "from"], rows))],
+                    data=f.to_json())
+
+
+PANELS[OVERFLOW_CURSOR] = _overflow_panel
+
+
+# --- export --------------------------------------------------------------------------------------
+
+def _need(session, key: str, command: str):
+    found = session.results.get(key)
+    if found is None:
+        raise CommandError(f"no {key} result yet: run `{command}` first")
+    return found
+
+
+def keep_fp32_names(suspects) -> list[str]:
+    """Root entries as the framework's precision lists name them: API ``Functional.softmax``,
+    module ``Module.attn.SelfAttention`` (no call counter, no direction), each once."""
+    names = []
+    for s in suspects:
+        if s.role == "root":
+            e = parse_entry_name(s.op)
+            names.append(f"{e.prefix}.{e.op}")
+    return list(dict.fromkeys(names))
+
+
+def _write_keep_fp32(session, path: Path) -> int:
+    names = keep_fp32_names(_need(session, "vcs", "vcs"))
+    if not names:
+        raise CommandError("no root entry in the suspect list: nothing to keep in fp32")
+    write_atomic(path, lambda fh: fh.write("".join(n + "\n" for n in names)))
+    return len(names)
+
+
+def _write_compare_csv(session, path: Path) -> int:
+    from precision_shell.analysis.framework_csv import table_rows, write_compare_csv
+
+    found = _need(session, "compare", "vc")
+    write_compare_csv(path, table_rows(found.rows, found.mode, session.selected.stack), found.mode)
+    return len(found.rows)
+
+
+def _write_compare_json(session, path: Path) -> int:
+    from precision_shell.analysis.framework_csv import table_rows
+
+    found = _need(session, "compare", "vc")
+    return write_rows(path, table_rows(found.rows, found.mode, session.selected.stack), "json")
+
+
+EXPORTERS: dict[tuple[str, str], Callable[[Any, Path], int]] = {
+    ("suspects", "csv"): lambda s, p: write_rows(p, [x.to_json() for x in _need(s, "vcs", "vcs")], "csv"),
+    ("suspects", "json"): lambda s, p: write_rows(p, [x.to_json() for x in _need(s, "vcs", "vcs")], "json"),
+    ("suspects", "keep-fp32"): _write_keep_fp32,
+    ("overflow", "csv"): lambda s, p: write_rows(p, [f.to_json() for f in _need(s, "overflow", "ac").findings],
+                                                 "csv"),
+    ("overflow", "json"): lambda s, p: write_rows(p, [f.to_json() for f in _need(s, "overflow", "ac").findings],
+                                                  "json"),
+    ("compare", "csv"): _write_compare_csv,
+    ("compare", "json"): lambda s, p: _write_compare_json(s, p),
+}
+
+
+@variant(FRAMEWORK, "export", summary="Write the current finding list (suspects, overflow, compare) "
+                                      "to a file; keep-fp32: root API/module names for the precision list.",
+         example="vcs; export suspects --format keep-fp32\nac; export overflow -o overflow.json\n"
+                 "vc; export compare -o compare.csv")
+def export(session, args) -> Message:
+    fmt = args.format or (Path(args.output).suffix.lstrip(".") if args.output else "") or "csv"
+    writer = EXPORTERS.get((args.what, fmt))
+    if writer is None:
+        ok = sorted(f for w, f in EXPORTERS if w == args.what)
+        raise CommandError(f"export {args.what} does not support --format {fmt} on framework dumps "
+                           f"(supported: {', '.join(ok)})")
+    path = session.output_path(args.output, _default_name(args.what, fmt))
+    count = writer(session, path)
+    return Message([f"wrote {count} {args.what} row{'s' * (count != 1)} to {path}"],
+                   data={"what": args.what, "format": fmt, "rows": count, "file": str(path)})
+
