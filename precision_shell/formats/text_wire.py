@@ -18,7 +18,6 @@ inside ``[...]`` lists and ``[ext.name]`` extension / Any field names.
 
 from __future__ import annotations
 
-import gc
 import re
 from dataclasses import dataclass, field
 
@@ -28,6 +27,7 @@ from .proto_wire import (BYTES, DUP_NONE, DUP_NONDEFAULT, DUP_PRESENCE, MSG, STR
                          VARINT as _VARINT, WireField, varint as _varint, wire_field)
 from .quoting import shown
 from .text_values import ATOM, STR, WS, TextError, check_unknown_value, encode_scalar, list_items
+from ..gc_pause import gc_paused
 
 __all__ = ["CHUNK", "TextError", "Translator", "line_of", "text_to_wire"]
 
@@ -253,13 +253,8 @@ def text_to_wire(data: bytes, message_desc: _desc.Descriptor, chunk: int = CHUNK
     Raises TextError where text_format.Parse would fail, with ``line`` (1-based) or ``offset``
     set (see :func:`line_of`).
     """
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # the line cache holds 100k+ tuples: cyclic GC passes over them cost ~30%
-    try:
+    with gc_paused():  # the line cache holds 100k+ tuples: cyclic GC passes over them cost ~30%
         return _translate(data, message_desc, chunk)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 class Translator:
@@ -278,13 +273,8 @@ class Translator:
 
     def __call__(self, data: bytes) -> bytes:
         """Like text_to_wire (same TextError rules); ``data`` must be valid UTF-8."""
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             return _translate(data, None, CHUNK, self._builder)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
 
 
 def _translate(data: bytes, message_desc: _desc.Descriptor | None, chunk: int,

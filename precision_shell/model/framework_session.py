@@ -14,9 +14,7 @@ mapping file; every write goes through the output guard.
 
 from __future__ import annotations
 
-import gc
 import os
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,24 +26,12 @@ from precision_shell.model.output_guard import FILE, TREE, InputPlace, OutputGua
 from precision_shell.model.output_writer import OutputWriter
 from precision_shell.model.progress import silent_progress
 from precision_shell.model.session import Settings
+from precision_shell.gc_pause import gc_paused
 
 
 _SHOWN_PER_REASON = 3
 
 
-@contextmanager
-def _no_cyclic_gc():
-    """Reading a dump makes ~5 objects per tensor leaf (500k for a 100k-entry dump.json) and no
-    cycles: collector passes meanwhile only cost (they more than doubled the read time of a
-    100k-entry dump). What was read lives as long as the session: frozen out of later passes."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-        gc.freeze()
 
 
 def load_problems(dump: MsprobeDump) -> list[str]:
@@ -110,7 +96,7 @@ class FrameworkSession(OutputWriter):
         """Read both dumps; raises only when the target itself holds no dump. A golden that
         cannot be read is a load error: the target still opens. ``mapping``: the data_mapping
         read from ``mapping_file`` (an input file: never written)."""
-        with _no_cyclic_gc():
+        with gc_paused(freeze=True):  # dump.json: ~5 objects per leaf, no cycles
             dump = read_msprobe_dump(target)
             errors = load_problems(dump)
             golden_dump = None
@@ -137,7 +123,7 @@ class FrameworkSession(OutputWriter):
 
     def _run_of(self, rank: RankDump) -> FrameworkRun:
         if id(rank) not in self._runs:
-            with _no_cyclic_gc():
+            with gc_paused(freeze=True):  # dump.json: ~5 objects per leaf, no cycles
                 self._runs[id(rank)] = FrameworkRun(rank)
         return self._runs[id(rank)]
 

@@ -15,7 +15,6 @@ entry that is damaged, truncated or not what pshell writes is ignored with one w
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -27,6 +26,7 @@ from precision_shell.atomic_write import write_atomic
 from precision_shell.errors import FormatError
 from precision_shell.formats.input_files import open_regular
 from precision_shell.model.cache_codec import CacheKind, EntryError, fields, need
+from precision_shell.gc_pause import gc_paused
 
 CACHE_FORMAT = 2  # 1: pickled entries (never read: a different file name)
 MAX_ENTRY_BYTES = 1 << 30  # a 50k-op graph is ~10 MB; anything near this is not ours
@@ -118,19 +118,15 @@ class LoadCache:
     def value_of(self, kind: CacheKind, data: bytes, key: tuple, where: object) -> Any | None:
         """The value of an entry's bytes (:meth:`entry`), or None, reported, if it is not a valid
         entry of ``kind`` made from ``key`` by this pshell."""
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # decoding makes 10^5 small objects: cyclic GC passes would double the time
         try:
-            return self._decode(kind, data, key)
+            with gc_paused():
+                return self._decode(kind, data, key)
         except EntryError as exc:
             self.ignored(where, str(exc))
         except RecursionError:
             self.ignored(where, "nested too deeply")
         except Exception as exc:  # whatever a damaged entry does to a decoder: never an error
             self.ignored(where, f"{type(exc).__name__}: {exc}")
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         return None
 
     @staticmethod

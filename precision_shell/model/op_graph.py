@@ -16,10 +16,8 @@ Edges (§3.4): ``OpDef.input`` holds one ``"producer:out"`` per data input ancho
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property, partial
 
@@ -29,6 +27,7 @@ from .op_attrs import TensorDesc
 from .op_edges import EdgeView
 from .op_map import OpMap
 from .op_node import InputRef, OpDetails, OpNode, details_of
+from ..gc_pause import gc_paused
 
 __all__ = ["GraphSummary", "InputRef", "OpGraph", "OpNode", "TensorDesc"]
 
@@ -42,16 +41,6 @@ class GraphSummary:
     passes: list[str]  # distinct fusion pass names, sorted
 
 
-@contextmanager
-def _gc_paused():
-    """Building 100k+ small objects: cyclic GC passes over them would cost more than the build."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _split_input(raw: str) -> tuple[str, int] | None:
@@ -130,7 +119,7 @@ class OpGraph:
                                      f"using it instead of {latest[name][0]}")
                 del latest[name]  # re-inserted below: the order of the copy used
             latest[name] = (source, records)
-        with _gc_paused():
+        with gc_paused():
             pending = [self._add_graph(name, source, records()) for name, (source, records) in latest.items()]
             names = {key: record[0] for _, rows in pending for key, _, record in rows}
             out = []
@@ -258,7 +247,7 @@ class OpGraph:
         import networkx
 
         graph = networkx.MultiDiGraph()
-        with _gc_paused():
+        with gc_paused():
             graph.add_nodes_from((key, {"op": node}) for key, node in self.ops.items())
             for key, node in self.ops.items():
                 graph.add_edges_from((ref.producer, key, {"kind": "data", "src_output": ref.producer_output,

@@ -6,13 +6,13 @@ error in ``load_errors`` and the rest of the session stays usable.
 
 from __future__ import annotations
 
-import gc
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from precision_shell.errors import CommandError, PshellError
+from precision_shell.gc_pause import gc_paused
 from precision_shell.model.dump_index import DumpFile, DumpIndex, scan_dump_dir
 from precision_shell.model.graph_cache import GRAPH, GRAPH_DETAILS
 from precision_shell.model.golden_index import GoldenIndex, scan_golden_dir
@@ -82,9 +82,9 @@ class Session(OutputWriter):
 
     def _load(self) -> None:
         self.cache = self._make_cache()
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # loading makes 100k+ small objects; cyclic GC passes only slow it down
-        try:
+        # loading makes 100k+ small objects that live as long as the session: no cyclic GC
+        # passes meanwhile, and frozen out of later ones
+        with gc_paused(freeze=True):
             job = self._guard(self._start_graph)  # a first start loads it in a child meanwhile
             self._guard(self.use)
             golden = self._guard(scan_golden_dir, self.workspace.golden_dir, self.cache)
@@ -98,10 +98,6 @@ class Session(OutputWriter):
                 self._guard(self._finish_graph, job)
             # folders that could not be listed, goldens skipped: said at start-up, not found empty
             self.load_errors += self.workspace.warnings + self.golden.warnings + self.overflow_dumps.warnings
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-        gc.freeze()  # the loaded workspace lives as long as the session: keep it out of GC passes
 
     def _make_cache(self) -> LoadCache:
         folder = self.workspace.output_dir / "cache"
