@@ -14,6 +14,10 @@ from .profiles import EXACT, Profile, apply, format_of, quantize
 from .verdict import Candidate, InputCheck, Verdict, judge
 
 
+# elements per kernel call in a streamed replay (a divisor of CHUNK): its temporaries fit in cache
+STEP = 1 << 16
+
+
 class ReplayError(ValueError):
     """The kernel cannot run on these inputs (shapes disagree, wrong input count)."""
 
@@ -60,21 +64,31 @@ def _replay_streamed(kernel: Kernel, case: OpCase, profiles: list[Profile],
     ulps: list[list[float]] = [[] for _ in profiles]
     distances = [GoldenDistance() for _ in profiles]
     npu_distance = GoldenDistance()
+    # float64 buffers of one chunk, reused: fresh multi-megabyte arrays cost page faults
+    width = min(CHUNK, flat_npu.size)
+    xs_buf = [np.empty(width) for _ in flat_in]
+    npu_buf, golden_buf, y_buf, scratch = (np.empty(width) for _ in range(4))
     for start in range(0, flat_npu.size, CHUNK):
-        end = min(start + CHUNK, flat_npu.size)
-        xs = [x[start:end].astype(np.float64) for x in flat_in]
-        npu = flat_npu[start:end].astype(np.float64)
-        golden_chunk = None if flat_golden is None else GoldenChunk(flat_golden[start:end].astype(np.float64))
-        if golden_chunk is not None:
-            npu_distance.add(npu, golden_chunk)
+        n = min(CHUNK, flat_npu.size - start)
+        xs = [np.copyto(b[:n], x[start:start + n]) or b[:n] for b, x in zip(xs_buf, flat_in)]
+        npu = np.copyto(npu_buf[:n], flat_npu[start:start + n]) or npu_buf[:n]
+        golden_chunk = None
+        if flat_golden is not None:
+            np.copyto(golden_buf[:n], flat_golden[start:start + n])
+            golden_chunk = GoldenChunk(golden_buf[:n])
+            npu_distance.add(npu, golden_chunk, scratch)
         for i, profile in enumerate(profiles):
-            try:
-                y = apply(kernel, profile, xs, case.attrs, [(end - start,)], [fmt], case.values)[0]
-            except (ValueError, IndexError, TypeError) as exc:
-                raise ReplayError(f"the {case.type} kernel cannot run on these inputs: {exc}") from None
-            ulps[i].append(ulps_chunk(y, npu, mant, emin))
+            for lo in range(0, n, STEP):   # the kernel's temporaries stay small (in cache)
+                hi = min(lo + STEP, n)
+                try:
+                    y = apply(kernel, profile, [x[lo:hi] for x in xs], case.attrs, [(hi - lo,)], [fmt],
+                              case.values)[0]
+                except (ValueError, IndexError, TypeError) as exc:
+                    raise ReplayError(f"the {case.type} kernel cannot run on these inputs: {exc}") from None
+                ulps[i].append(ulps_chunk(y, npu[lo:hi], mant, emin))
+                y_buf[lo:hi] = y
             if golden_chunk is not None:
-                distances[i].add(y, golden_chunk)
+                distances[i].add(y_buf[:n], golden_chunk, scratch)
     candidates = [Candidate(p.name, max(u, default=0.0),
                             None if golden is None else d.rel_rmse(), None if golden is None else d.cosine())
                   for p, u, d in zip(profiles, ulps, distances)]
