@@ -61,6 +61,7 @@ def _replay_streamed(kernel: Kernel, case: OpCase, profiles: list[Profile],
     flat_golden = None if golden is None else np.asarray(golden).reshape(-1)
     fmt = format_of(case.output_dtypes[0])
     mant, emin = ulps_format(fmt)
+    in_fmts = [format_of(x.dtype.name) for x in flat_in]   # storage rounding that holds them is skipped
     ulps: list[list[float]] = [[] for _ in profiles]
     distances = [GoldenDistance() for _ in profiles]
     npu_distance = GoldenDistance()
@@ -82,7 +83,7 @@ def _replay_streamed(kernel: Kernel, case: OpCase, profiles: list[Profile],
                 hi = min(lo + STEP, n)
                 try:
                     y = apply(kernel, profile, [x[lo:hi] for x in xs], case.attrs, [(hi - lo,)], [fmt],
-                              case.values)[0]
+                              case.values, in_fmts)[0]
                 except (ValueError, IndexError, TypeError) as exc:
                     raise ReplayError(f"the {case.type} kernel cannot run on these inputs: {exc}") from None
                 ulps[i].append(ulps_chunk(y, npu[lo:hi], mant, emin))
