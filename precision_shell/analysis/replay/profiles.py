@@ -42,6 +42,8 @@ _NATIVE = {"float64": np.float64, "float32": np.float32}
 # float16: numpy's cast is correctly rounded too, and faster than the bit path on large arrays
 # only (its per-call cost dominates the short slices of a sequential reduction)
 _HALF_CAST_MIN = 1 << 15
+# elements quantize rounds at once (well above _HALF_CAST_MIN)
+_QUANTIZE_SLICE = 1 << 18
 # profile words naming a format
 FORMAT_WORDS = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16",
                 "fp8-e4m3": "float8_e4m3fn", "fp8-e5m2": "float8_e5m2"}
@@ -82,6 +84,12 @@ def quantize(x: np.ndarray, fmt: str, *, bits: int | None = None, toward_zero: b
     x = np.asarray(x, dtype=np.float64)
     if x.ndim == 0:   # numpy gives scalars, not arrays, for operations on 0-d arrays
         return _quantize(x.reshape(1), fmt, bits, toward_zero, ftz).reshape(())
+    if x.size > _QUANTIZE_SLICE:   # a slice at a time: the temporaries stay slices, not copies of x
+        flat = x.reshape(-1)
+        y = np.empty(flat.size)
+        for i in range(0, flat.size, _QUANTIZE_SLICE):
+            y[i:i + _QUANTIZE_SLICE] = _quantize(flat[i:i + _QUANTIZE_SLICE], fmt, bits, toward_zero, ftz)
+        return y.reshape(x.shape)
     return _quantize(x, fmt, bits, toward_zero, ftz)
 
 
