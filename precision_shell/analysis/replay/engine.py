@@ -8,9 +8,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .kernels import Kernel
-from .metrics import CHUNK, cosine, max_ulps, rel_rmse
+from .metrics import (CHUNK, GoldenChunk, GoldenDistance, cosine, golden_distance, max_ulps, rel_rmse, ulps_chunk,
+                      ulps_format)
 from .profiles import EXACT, Profile, apply, format_of, quantize
 from .verdict import Candidate, InputCheck, Verdict, judge
+
+
+# elements per kernel call in a streamed replay (a divisor of CHUNK): its temporaries fit in cache
+STEP = 1 << 16
 
 
 class ReplayError(ValueError):
@@ -44,21 +49,51 @@ def run_kernel(kernel: Kernel, case: OpCase, profile: Profile) -> list[np.ndarra
         raise ReplayError(f"the {case.type} kernel cannot run on these inputs: {exc}") from None
 
 
-def _run_chunked(kernel: Kernel, case: OpCase, profile: Profile, out: np.ndarray) -> np.ndarray:
-    """An elementwise op without broadcasting, replayed a slice at a time into ``out``: the
-    temporaries of a 16M-element op stay small (no full-size allocations per profile)."""
-    flat_out = out.reshape(-1)
-    flat_in = [x.reshape(-1) for x in case.inputs]
-    fmts = [format_of(case.output_dtypes[0])]
-    for start in range(0, flat_out.size, CHUNK):
-        end = min(start + CHUNK, flat_out.size)
-        try:
-            part = apply(kernel, profile, [x[start:end] for x in flat_in], case.attrs, [(end - start,)], fmts,
-                         case.values)
-        except (ValueError, IndexError, TypeError) as exc:
-            raise ReplayError(f"the {case.type} kernel cannot run on these inputs: {exc}") from None
-        flat_out[start:end] = part[0]
-    return out
+def _replay_streamed(kernel: Kernel, case: OpCase, profiles: list[Profile],
+                    golden: np.ndarray | None) -> tuple[list[Candidate], GoldenDistance | None]:
+    """An elementwise op without broadcasting, one output: every profile replayed a CHUNK at a
+    time and measured on the spot, so no full-size array is made (memory: the op's own tensors
+    plus a few chunks) and each slice of the inputs, NPU output and golden is converted to
+    float64 once for all profiles. The chunks are those the whole-array metrics use: the same
+    numbers."""
+    flat_in = [np.asarray(x).reshape(-1) for x in case.inputs]
+    flat_npu = np.asarray(case.outputs[0]).reshape(-1)
+    flat_golden = None if golden is None else np.asarray(golden).reshape(-1)
+    fmt = format_of(case.output_dtypes[0])
+    mant, emin = ulps_format(fmt)
+    in_fmts = [format_of(x.dtype.name) for x in flat_in]   # storage rounding that holds them is skipped
+    ulps: list[list[float]] = [[] for _ in profiles]
+    distances = [GoldenDistance() for _ in profiles]
+    npu_distance = GoldenDistance()
+    # float64 buffers of one chunk, reused: fresh multi-megabyte arrays cost page faults
+    width = min(CHUNK, flat_npu.size)
+    xs_buf = [np.empty(width) for _ in flat_in]
+    npu_buf, golden_buf, y_buf, scratch = (np.empty(width) for _ in range(4))
+    for start in range(0, flat_npu.size, CHUNK):
+        n = min(CHUNK, flat_npu.size - start)
+        xs = [np.copyto(b[:n], x[start:start + n]) or b[:n] for b, x in zip(xs_buf, flat_in)]
+        npu = np.copyto(npu_buf[:n], flat_npu[start:start + n]) or npu_buf[:n]
+        golden_chunk = None
+        if flat_golden is not None:
+            np.copyto(golden_buf[:n], flat_golden[start:start + n])
+            golden_chunk = GoldenChunk(golden_buf[:n])
+            npu_distance.add(npu, golden_chunk, scratch)
+        for i, profile in enumerate(profiles):
+            for lo in range(0, n, STEP):   # the kernel's temporaries stay small (in cache)
+                hi = min(lo + STEP, n)
+                try:
+                    y = apply(kernel, profile, [x[lo:hi] for x in xs], case.attrs, [(hi - lo,)], [fmt],
+                              case.values, in_fmts)[0]
+                except (ValueError, IndexError, TypeError) as exc:
+                    raise ReplayError(f"the {case.type} kernel cannot run on these inputs: {exc}") from None
+                ulps[i].append(ulps_chunk(y, npu[lo:hi], mant, emin))
+                y_buf[lo:hi] = y
+            if golden_chunk is not None:
+                distances[i].add(y_buf[:n], golden_chunk, scratch)
+    candidates = [Candidate(p.name, max(u, default=0.0),
+                            None if golden is None else d.rel_rmse(), None if golden is None else d.cosine())
+                  for p, u, d in zip(profiles, ulps, distances)]
+    return candidates, None if golden is None else npu_distance
 
 
 def _judged_output(case: OpCase) -> int:
@@ -74,24 +109,28 @@ def _judged_output(case: OpCase) -> int:
 def replay(kernel: Kernel, case: OpCase, profiles: list[Profile], threshold: float) -> Verdict:
     if case.values is None:
         case.values = [np.asarray(x).dtype.kind == "f" or np.asarray(x).dtype.name == "bfloat16" for x in case.inputs]
-    case.inputs = [np.asarray(x, dtype=np.float64) for x in case.inputs]   # once, not per profile
     k = _judged_output(case)
-    npu = np.asarray(case.outputs[k], dtype=np.float64)
     golden = case.goldens[k] if k < len(case.goldens) else None
-    if golden is not None:
-        golden = np.asarray(golden, dtype=np.float64).reshape(npu.shape) if golden.size == npu.size else None
-    fmt = format_of(case.output_dtypes[k])
-    chunked = (kernel.elementwise and len(case.outputs) == 1
-               and all(x.shape == npu.shape for x in case.inputs))
-    buffer = np.empty(npu.shape) if chunked else None
-    candidates = []
-    for profile in [EXACT] + [p for p in profiles if p != EXACT]:
-        y = _run_chunked(kernel, case, profile, buffer) if chunked else run_kernel(kernel, case, profile)[k]
-        candidates.append(Candidate(profile.name, max_ulps(y, npu, fmt),
-                                    None if golden is None else rel_rmse(y, golden),
-                                    None if golden is None else cosine(y, golden)))
-    npu_err = None if golden is None else rel_rmse(npu, golden)
-    npu_cos = None if golden is None else cosine(npu, golden)
+    if golden is not None and golden.size != case.outputs[k].size:
+        golden = None
+    tried = [EXACT] + [p for p in profiles if p != EXACT]
+    if (kernel.elementwise and len(case.outputs) == 1
+            and all(np.shape(x) == case.outputs[0].shape for x in case.inputs)):
+        candidates, npu_distance = _replay_streamed(kernel, case, tried, golden)
+    else:
+        inputs = [np.asarray(x, dtype=np.float64) for x in case.inputs]   # once, not per profile
+        npu = np.asarray(case.outputs[k], dtype=np.float64)
+        fmt = format_of(case.output_dtypes[k])
+        candidates = []
+        for profile in tried:
+            y = run_kernel(kernel, replace(case, inputs=inputs), profile)[k]
+            distance = None if golden is None else golden_distance(y, golden)
+            candidates.append(Candidate(profile.name, max_ulps(y, npu, fmt),
+                                        None if distance is None else distance.rel_rmse(),
+                                        None if distance is None else distance.cosine()))
+        npu_distance = None if golden is None else golden_distance(npu, golden)
+    npu_err = None if npu_distance is None else npu_distance.rel_rmse()
+    npu_cos = None if npu_distance is None else npu_distance.cosine()
     return judge(case.op, case.type, case.output_dtypes[k], k, candidates, npu_err, npu_cos,
                  case.input_checks, threshold, fused_passes=case.fused_passes)
 

@@ -23,11 +23,13 @@ def _flat(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64).reshape(-1)
 
 
-def _ulps_chunk(a: np.ndarray, b: np.ndarray, mant: int, emin: int) -> float:
+def ulps_chunk(a: np.ndarray, b: np.ndarray, mant: int, emin: int) -> float:
     differ = a != b   # replays mostly agree: measure only where they do not
-    if not differ.any():
+    count = np.count_nonzero(differ)
+    if count == 0:
         return 0.0
-    a, b = a[differ], b[differ]
+    if count < a.size // 4:   # else gathering costs more than measuring the equal ones too (0 apart)
+        a, b = a[differ], b[differ]
     with np.errstate(all="ignore"):
         dist = a - b
         np.abs(dist, out=dist)
@@ -47,44 +49,77 @@ def _ulps_chunk(a: np.ndarray, b: np.ndarray, mant: int, emin: int) -> float:
     return float(dist.max())
 
 
+def ulps_format(fmt: str) -> tuple[int, int]:
+    """(mantissa bits, min normal exponent) ulps of ``fmt`` are counted in."""
+    return _FORMAT_BITS.get(fmt, _FORMAT_BITS["float64"])
+
+
 def max_ulps(a: np.ndarray, b: np.ndarray, fmt: str) -> float:
-    mant, emin = _FORMAT_BITS.get(fmt, _FORMAT_BITS["float64"])
+    mant, emin = ulps_format(fmt)
     a, b = _flat(a), _flat(b)
-    return max((_ulps_chunk(a[i:i + CHUNK], b[i:i + CHUNK], mant, emin) for i in range(0, a.size, CHUNK)),
+    return max((ulps_chunk(a[i:i + CHUNK], b[i:i + CHUNK], mant, emin) for i in range(0, a.size, CHUNK)),
                default=0.0)
 
 
-def rel_rmse(x: np.ndarray, golden: np.ndarray) -> float:
+class GoldenChunk:
+    """A slice of a golden (float64) with what every comparison against it shares: its finite
+    elements and their squared sums, computed once however many replays meet it."""
+
+    def __init__(self, g: np.ndarray):
+        self.g = g
+        with np.errstate(all="ignore"):
+            self.keep = None if np.isfinite(g).all() else np.isfinite(g)
+            self.kept = g if self.keep is None else g[self.keep]
+            self.kept_gg = float(np.dot(self.kept, self.kept))
+            self.gg = self.kept_gg if self.keep is None else float(np.dot(g, g))
+
+
+class GoldenDistance:
+    """Relative RMS error and cosine of one array vs a golden, fed a CHUNK-sized slice at a
+    time (the same slices, summed in the same order, whether whole arrays or a streamed replay)."""
+
+    def __init__(self):
+        self.err2 = self.scale2 = 0.0
+        self.count = 0
+        self.xx = self.gg = self.xg = 0.0
+
+    def add(self, xs: np.ndarray, golden: GoldenChunk, scratch: np.ndarray | None = None) -> None:
+        """``scratch``: a float64 array at least as long as ``xs`` to compute in (no allocation)."""
+        with np.errstate(all="ignore"):
+            kept = xs if golden.keep is None else xs[golden.keep]
+            diff = np.subtract(kept, golden.kept, out=None if scratch is None else scratch[:kept.size])
+            self.err2 += float(np.dot(diff, diff))
+            self.scale2 += golden.kept_gg
+            self.count += golden.kept.size
+            self.xx += float(np.dot(xs, xs))
+            self.gg += golden.gg
+            self.xg += float(np.dot(xs, golden.g))
+
+    def rel_rmse(self) -> float:
+        if self.count == 0:
+            return float("nan")
+        if not np.isfinite(self.err2):
+            return float("inf")
+        err, scale = np.sqrt(self.err2 / self.count), np.sqrt(self.scale2 / self.count)
+        return float(err / scale) if scale > 0 else float(err)
+
+    def cosine(self) -> float:
+        if not (np.isfinite(self.xx) and np.isfinite(self.gg)) or self.xx == 0 or self.gg == 0:
+            return float("nan")
+        return float(self.xg / np.sqrt(self.xx * self.gg))
+
+
+def golden_distance(x: np.ndarray, golden: np.ndarray) -> GoldenDistance:
     x, g = _flat(x), _flat(golden)
-    err2 = scale2 = 0.0
-    count = 0
-    with np.errstate(all="ignore"):
-        for i in range(0, x.size, CHUNK):
-            xs, gs = x[i:i + CHUNK], g[i:i + CHUNK]
-            if not np.isfinite(gs).all():
-                keep = np.isfinite(gs)
-                xs, gs = xs[keep], gs[keep]
-            diff = xs - gs
-            err2 += float(np.dot(diff, diff))
-            scale2 += float(np.dot(gs, gs))
-            count += gs.size
-    if count == 0:
-        return float("nan")
-    if not np.isfinite(err2):
-        return float("inf")
-    err, scale = np.sqrt(err2 / count), np.sqrt(scale2 / count)
-    return float(err / scale) if scale > 0 else float(err)
+    distance = GoldenDistance()
+    for i in range(0, x.size, CHUNK):
+        distance.add(x[i:i + CHUNK], GoldenChunk(g[i:i + CHUNK]))
+    return distance
+
+
+def rel_rmse(x: np.ndarray, golden: np.ndarray) -> float:
+    return golden_distance(x, golden).rel_rmse()
 
 
 def cosine(x: np.ndarray, golden: np.ndarray) -> float:
-    x, g = _flat(x), _flat(golden)
-    xx = gg = xg = 0.0
-    with np.errstate(all="ignore"):
-        for i in range(0, x.size, CHUNK):
-            xs, gs = x[i:i + CHUNK], g[i:i + CHUNK]
-            xx += float(np.dot(xs, xs))
-            gg += float(np.dot(gs, gs))
-            xg += float(np.dot(xs, gs))
-    if not (np.isfinite(xx) and np.isfinite(gg)) or xx == 0 or gg == 0:
-        return float("nan")
-    return float(xg / np.sqrt(xx * gg))
+    return golden_distance(x, golden).cosine()

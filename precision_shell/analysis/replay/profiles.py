@@ -42,6 +42,8 @@ _NATIVE = {"float64": np.float64, "float32": np.float32}
 # float16: numpy's cast is correctly rounded too, and faster than the bit path on large arrays
 # only (its per-call cost dominates the short slices of a sequential reduction)
 _HALF_CAST_MIN = 1 << 15
+# elements quantize rounds at once (well above _HALF_CAST_MIN)
+_QUANTIZE_SLICE = 1 << 18
 # profile words naming a format
 FORMAT_WORDS = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16",
                 "fp8-e4m3": "float8_e4m3fn", "fp8-e5m2": "float8_e5m2"}
@@ -49,6 +51,14 @@ FORMAT_WORDS = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16":
 DEFAULT_PROFILES = ("fp32-acc", "fp16-acc", "bf16-acc", "trunc-mantissa-20", "ftz",
                     "trunc-mantissa-20,ftz", "fp16", "bf16", "toward-zero")
 _TRUNC = re.compile(r"trunc-mantissa-(\d+)$")
+
+
+def holds(wide: str, narrow: str) -> bool:
+    """Every value of format ``narrow`` is one of ``wide``'s: rounding it to ``wide`` (either
+    mode, with or without ftz at ``wide``'s smallest normal) changes nothing."""
+    mant_n, emin_n, largest_n, _ = FORMATS[narrow]
+    mant_w, emin_w, largest_w, _ = FORMATS[wide]
+    return mant_n <= mant_w and emin_w <= emin_n and largest_n <= largest_w
 
 
 def format_of(dtype_name: str) -> str:
@@ -74,6 +84,12 @@ def quantize(x: np.ndarray, fmt: str, *, bits: int | None = None, toward_zero: b
     x = np.asarray(x, dtype=np.float64)
     if x.ndim == 0:   # numpy gives scalars, not arrays, for operations on 0-d arrays
         return _quantize(x.reshape(1), fmt, bits, toward_zero, ftz).reshape(())
+    if x.size > _QUANTIZE_SLICE:   # a slice at a time: the temporaries stay slices, not copies of x
+        flat = x.reshape(-1)
+        y = np.empty(flat.size)
+        for i in range(0, flat.size, _QUANTIZE_SLICE):
+            y[i:i + _QUANTIZE_SLICE] = _quantize(flat[i:i + _QUANTIZE_SLICE], fmt, bits, toward_zero, ftz)
+        return y.reshape(x.shape)
     return _quantize(x, fmt, bits, toward_zero, ftz)
 
 
@@ -143,7 +159,9 @@ def flush(x: np.ndarray, fmt: str) -> np.ndarray:
         small = np.abs(x) < tiny
     if not small.any():
         return x
-    return np.where(small, np.copysign(0.0, x), x)
+    y = x.copy()   # subnormals are few: scaling just them beats a whole-array copysign and where
+    y[small] *= 0.0   # keeps the sign: -x * 0 is -0
+    return y
 
 
 @dataclass(frozen=True)
@@ -219,9 +237,10 @@ class Arith:
     def _flush(self, x):
         return flush(x, self.ftz_fmt) if self.p.ftz else x
 
-    def inp(self, x: np.ndarray) -> np.ndarray:
+    def inp(self, x: np.ndarray, fmt: str | None = None) -> np.ndarray:
+        """``fmt``: the format the input's values are known to be in (its dump dtype), if any."""
         x = np.asarray(x, dtype=np.float64)
-        if self.p.storage is not None:
+        if self.p.storage is not None and not (fmt is not None and holds(self.p.storage, fmt)):
             x = quantize(x, self.p.storage, toward_zero=self.p.toward_zero)
         return self._flush(x)
 
@@ -240,6 +259,8 @@ class Arith:
             return y   # already rounded to the output format by r
         if self.p.storage is not None:
             y = quantize(y, self.p.storage, toward_zero=self.p.toward_zero, ftz=self.p.ftz)
+            if holds(fmt, self.p.storage):
+                return y
         return quantize(y, fmt, toward_zero=self.p.toward_zero, ftz=self.p.ftz)
 
     def sum(self, x: np.ndarray, axis, keepdims: bool = False) -> np.ndarray:
@@ -273,13 +294,15 @@ class Arith:
 
 
 def apply(kernel, profile: Profile, inputs: list, attrs: dict, out_shapes: list, out_fmts: list,
-          values: list | None = None) -> list:
+          values: list | None = None, in_fmts: list | None = None) -> list:
     """Run ``kernel`` under ``profile``: the floating inputs (``values[j]`` true; all when not
-    given) through ``inp``, integer ones (shapes, axes) as they are; outputs shaped as the NPU's
-    and rounded to their formats. ValueError when the replay cannot have the NPU's shapes."""
+    given) through ``inp`` (``in_fmts[j]``: the format input j's values are in, when known),
+    integer ones (shapes, axes) as they are; outputs shaped as the NPU's and rounded to their
+    formats. ValueError when the replay cannot have the NPU's shapes."""
     ar = Arith(profile, out_fmts[0] if out_fmts else "float64")
     values = values if values is not None else [True] * len(inputs)
-    xs = [ar.inp(x) if value else np.asarray(x, dtype=np.float64) for x, value in zip(inputs, values)]
+    in_fmts = in_fmts if in_fmts is not None else [None] * len(inputs)
+    xs = [ar.inp(x, f) if value else np.asarray(x, dtype=np.float64) for x, value, f in zip(inputs, values, in_fmts)]
     ys = kernel(ar, xs, attrs, out_shapes)
     if len(ys) < len(out_shapes):
         raise ValueError(f"the kernel gives {len(ys)} outputs, the dump has {len(out_shapes)}")
