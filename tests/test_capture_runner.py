@@ -180,6 +180,19 @@ def test_pair_runs_fp32_and_bf16_and_prints_the_pshell_command(tmp_path):
 
 # --- naming rules --------------------------------------------------------------------------------
 
+def test_uninitialised_memory_is_not_recorded(tmp_path):
+    """A script captured whole builds its model under the capture: the torch.empty behind
+    nn.Linear's weights (and any empty buffer) holds garbage that would compare as a root."""
+    with capture(tmp_path, mode="statistics", level="api") as cap:
+        layer = torch.nn.Linear(4, 3)
+        buffer = torch.empty(2, 4).new_empty(2, 4)
+        buffer.copy_(torch.ones(2, 4))
+        layer(buffer).sum().backward()
+    names = _names(Path(cap.written[0]))
+    assert not [n for n in names if "empty" in n]
+    assert "Functional.linear.0.forward" in names and "Tensor.copy_.0.forward" in names
+
+
 def test_operators_getters_and_nesting_are_named_as_msprobe_does(tmp_path):
     a = torch.randn(2, 3, requires_grad=True)
     b = torch.randn(2, 3)

@@ -37,7 +37,10 @@ _NOT_RECORDED = frozenset((
     "backward", "detach", "detach_", "__len__", "__repr__", "__format__", "__str__", "__hash__",
     "__bool__", "__index__", "__int__", "__float__", "__complex__", "__array__", "__array_wrap__",
     "__contains__", "__iter__", "__reduce_ex__", "__deepcopy__", "__setstate__", "__dlpack__",
-    "__dlpack_device__", "__reversed__", "__dir__", "__sizeof__"))
+    "__dlpack_device__", "__reversed__", "__dir__", "__sizeof__",
+    # uninitialised memory (nn.Linear's weights before init, out= buffers): its values are noise
+    # that would compare as a failing root in every captured pair
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"))
 _NOT_RECORDED_PREFIXES = ("torch.autograd.", "torch.cuda.", "torch._C.", "torch.utils.", "torch.nn.init.")
 
 IN_PLACE_DUNDERS = frozenset(d for d in OPERATOR_DUNDERS if d.startswith("__i")) | {"__setitem__"}
