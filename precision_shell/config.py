@@ -1,7 +1,7 @@
 """User settings in an INI file: ``$XDG_CONFIG_HOME/pshell/config.ini`` or ``--config FILE``.
 
-``config set KEY VALUE`` validates a value, applies it to the running session and saves the file,
-so the next REPL starts with it. Only the REPL loads the file at start-up: batch runs take their
+``config set KEY VALUE`` validates a value and applies it to the running session only;
+``config set KEY VALUE --save`` also writes it to the file, so the next REPL starts with it. Only the REPL loads the file at start-up: batch runs take their
 settings from flags, so a CI job gives the same answer on every machine.
 
 Layout::
@@ -14,6 +14,8 @@ Layout::
     output =
     editing_mode = emacs
     color = on
+    expanded = auto
+    timing = off
 """
 
 from __future__ import annotations
@@ -84,6 +86,13 @@ def _parse_editing_mode(text: str) -> str:
     return word
 
 
+def _parse_expanded(text: str) -> str:
+    word = text.strip().lower()
+    if word not in ("auto", "on", "off"):
+        raise UsageError(f"expanded is auto, on or off, got {text!r}")
+    return word
+
+
 def _parse_output(text: str) -> str:
     # Empty (or "default") means pshell's own choice: precision_data/temp/pshell.
     word = text.strip()
@@ -106,6 +115,9 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("output", _parse_output, "output folder (empty or 'default': precision_data/temp/pshell)"),
     ConfigKey("editing_mode", _parse_editing_mode, "line editing keys: emacs or vi"),
     ConfigKey("color", _parse_bool, "colour on a terminal (on/off; NO_COLOR always wins)"),
+    ConfigKey("expanded", _parse_expanded,
+              "tables one field per line: auto (when a table does not fit), on, off"),
+    ConfigKey("timing", _parse_bool, "print each command's run time (on/off)"),
 )}
 
 
@@ -134,6 +146,8 @@ class Config:
     output: str = ""
     editing_mode: str = "emacs"
     color: bool = True
+    expanded: str = "auto"
+    timing: bool = False
     path: Path | None = None
     warnings: list[str] = field(default_factory=list)   # bad lines skipped while loading
     # The output folder workspace discovery chose, kept so `config set output default` can go back.

@@ -31,7 +31,7 @@ from precision_shell.config import Config, use_config
 from precision_shell.logfile import setup_logging
 from precision_shell.model.findings import FindingCursor
 from precision_shell.model.session import Session
-from precision_shell.render.text import render
+from precision_shell.render.text import Layout, render
 from precision_shell.shell import pager as pager_module
 from precision_shell.shell.lexer import ShellLexer
 from precision_shell.shell.pager import PagingWriter, needs_paging, run_pager, screen_lines
@@ -101,10 +101,10 @@ def drive(session, keys: str, opts, *, out=None, on_start=None,
     return rc, out.getvalue(), err.getvalue(), fired.is_set()
 
 
-def rendered(session, line: str) -> str:
+def rendered(session, line: str, width: int | None = None) -> str:
     outcome = execute(session, Statement(line.split(), text=line), REGISTRY)
     assert outcome.error is None
-    return render(outcome.result)
+    return render(outcome.result, layout=Layout(width))
 
 
 def with_extra_commands(monkeypatch, *commands) -> Registry:
@@ -296,7 +296,7 @@ def recording_pager(tmp_path, monkeypatch):
 
 
 def test_tall_output_goes_through_the_pager_until_pager_off(session, tmp_path, recording_pager):
-    help_text = rendered(session, "help")
+    help_text = rendered(session, "help", width=100)   # the terminal below is 100 columns wide
     assert screen_lines(help_text, 100) > 10
     opts = make_opts(tmp_path, no_pager=False, no_color=True)
     rc, out, _, _ = drive(session, "help\rconfig set pager off\rhelp\r\x04", opts, out=TtyStringIO())
@@ -310,7 +310,7 @@ def test_tall_output_goes_through_the_pager_until_pager_off(session, tmp_path, r
 def test_no_pager_flag_and_short_output(session, tmp_path, recording_pager):
     opts = make_opts(tmp_path, no_pager=True, no_color=True)
     _, out, _, _ = drive(session, "help\r\x04", opts, out=TtyStringIO())
-    assert not recording_pager.exists() and rendered(session, "help") in out
+    assert not recording_pager.exists() and rendered(session, "help", width=100) in out
     opts = make_opts(tmp_path, no_pager=False, no_color=True)
     _, out, _, _ = drive(session, "config show limit\r\x04", opts, out=TtyStringIO())
     assert not recording_pager.exists() and "limit" in out

@@ -31,7 +31,7 @@ from precision_shell.commands.runner import Statement, execute
 from precision_shell.shell.progress import progress_factory
 from precision_shell.config import Config, current_config, load_config, use_config
 from precision_shell.errors import FormatError
-from precision_shell.frontend import Frontend
+from precision_shell.frontend import Frontend, terminal_width
 from precision_shell.logfile import log_internal_error
 from precision_shell.render.style import Style, color_wanted
 from precision_shell.render.text import render
@@ -167,7 +167,8 @@ def run_repl(session: Any, opts: Any, log_path: Path | None, *, input: Any = Non
         return color_wanted(out, requested=not no_color and current_config().color)
 
     frontend = Frontend(session, fmt=getattr(opts, "format", None) or "table",
-                        style=Style(color_now()), err=err, log_path=log_path)
+                        style=Style(color_now()), err=err, log_path=log_path,
+                        width=lambda: terminal_width(out))
     pager = PagingWriter(out, enabled=lambda: pager_wanted(no_pager, session.settings.pager, out))
     frontend.out = pager
     history, history_warning = open_history(getattr(opts, "history_file", None))
