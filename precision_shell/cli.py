@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for line in lines:
             frontend.run_line(line)
-            if frontend.quit:
+            if frontend.quit or frontend.interrupted:   # Ctrl-C stops the whole script
                 break
     except KeyboardInterrupt:
         frontend.error("interrupted")

@@ -40,6 +40,12 @@ def terminal_width(stream: Any = None) -> int | None:
     return int(columns) if columns.isdigit() and int(columns) > 0 else None
 
 
+def stopped_by_ctrl_c(outcome: Outcome) -> bool:
+    """A command that Ctrl-C stopped early (its results are partial): what follows it in a line
+    or a script does not run."""
+    return bool(getattr(outcome.result, "interrupted", False))
+
+
 @dataclass
 class Frontend:
     session: Any
@@ -84,6 +90,8 @@ class Frontend:
             outcomes.append(outcome)
             if outcome.quit:
                 self.quit = True
+                break
+            if stopped_by_ctrl_c(outcome):   # Ctrl-C stops the rest of the line as well
                 break
         return outcomes
 
@@ -163,8 +171,8 @@ class Frontend:
         self.sourcing += 1
         try:
             for line in lines:
-                self.run_line(line)
-                if self.quit:
+                outcomes = self.run_line(line)
+                if self.quit or any(stopped_by_ctrl_c(o) for o in outcomes):
                     break
         finally:
             self.sourcing -= 1

@@ -99,6 +99,8 @@ def run_vc(session: Session, *, npu: str | None = None, golden: str | None = Non
     if executor is None and EXECUTOR_FACTORY is not None and workers > 1:
         executor = EXECUTOR_FACTORY(workers)
     result = run_compare(plan, progress=session.progress, workers=workers, executor=executor)
+    if result.cancelled:   # Ctrl-C: the file's name says it is not the whole compare
+        path = session.output_path(None, f"compare/result_{stamp}_partial.csv")
     write_vendor_csv(path, result)
     result.csv_path = path
     session.results["compare"] = result

@@ -1,0 +1,95 @@
+"""Ctrl-C in a batch script stops the whole script; the real shell in a pty (pexpect)."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from precision_shell.frontend import Frontend
+from precision_shell.model.session import Session
+
+
+class _InterruptAfter:
+    """A progress bar whose N-th step is a Ctrl-C."""
+
+    def __init__(self, n: int):
+        self.n, self.seen = n, 0
+
+    @contextmanager
+    def __call__(self, label, total):
+        outer = self
+
+        class Bar:
+            def advance(self, k: int = 1):
+                outer.seen += k
+                if outer.seen >= outer.n:
+                    raise KeyboardInterrupt
+
+        yield Bar()
+
+
+def test_ctrl_c_in_vc_stops_the_line_and_names_the_csv_partial(sample_ws, tmp_path):
+    root, _ = sample_ws
+    session = Session.open(root, output=str(tmp_path / "out"))
+    session.progress = _InterruptAfter(5)
+    out, err = io.StringIO(), io.StringIO()
+    frontend = Frontend(session, out=out, err=err)
+    outcomes = frontend.run_line("vc -j 1; vcs; info")
+    assert [o.statement.argv[0] for o in outcomes] == ["vc"]      # vcs and info did not run
+    assert frontend.interrupted
+    written = sorted(p.name for p in (tmp_path / "out" / "compare").iterdir())
+    assert len(written) == 1 and written[0].startswith("result_") and written[0].endswith("_partial.csv")
+    assert "failing ops" not in out.getvalue()
+
+
+# ------------------------------------------------------------------------------------------------
+# in a pseudo-terminal
+
+pexpect = pytest.importorskip("pexpect")
+
+
+def _env(tmp_path: Path) -> dict:
+    env = dict(os.environ)
+    env.pop("NO_COLOR", None)
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
+               XDG_DATA_HOME=str(tmp_path / "data"), XDG_STATE_HOME=str(tmp_path / "state"),
+               XDG_CACHE_HOME=str(tmp_path / "cache"), TERM="xterm-256color", PAGER="cat",
+               PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    return env
+
+
+@pytest.fixture(scope="module")
+def big_ws(tmp_path_factory) -> Path:
+    """A workspace with 2000 dump files: `vc` on it takes long enough to be interrupted."""
+    root = tmp_path_factory.mktemp("big_ws")
+    child = pexpect.spawn(sys.executable, ["-m", "precision_shell.samples", str(root), "--files", "2000"],
+                          env=_env(root), encoding="utf-8", timeout=120)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    return root
+
+
+@pytest.mark.terminal
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
+def test_ctrl_c_in_batch_stops_the_whole_script(big_ws, tmp_path):
+    out_dir = tmp_path / "out"
+    child = pexpect.spawn(sys.executable, ["-m", "precision_shell", str(big_ws), "-o", str(out_dir),
+                                           "-c", "!echo started", "-c", "vc; vcs", "-c", "!echo after"],
+                          env=_env(tmp_path), encoding="utf-8", timeout=60)
+    child.expect("started")
+    child.kill(signal.SIGINT)        # vc is reading 2000 dump headers now (about a second)
+    child.expect(pexpect.EOF)
+    child.close()
+    shown = child.before
+    assert child.exitstatus == 130, shown
+    assert "failing ops" not in shown and "after" not in shown     # neither vcs nor the rest ran
+    compare = out_dir / "compare"
+    written = sorted(p.name for p in compare.iterdir()) if compare.is_dir() else []
+    assert all(name.endswith("_partial.csv") for name in written), written
