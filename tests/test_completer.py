@@ -217,7 +217,7 @@ def test_statements_redirects_choices_and_paths(sample, tmp_path):
     (tmp_path / "report_low.txt").write_text("x")
     (tmp_path / "reports").mkdir()
     got = sorted(c.text for c in complete(completer, f"info > {tmp_path}/rep"))
-    assert got == ["ort_low.txt", "orts"]
+    assert got == ["ort_low.txt", "orts/"]   # a folder ends in / (go on typing in it)
     assert [c.text for c in complete(completer, "info; hel")] == ["help"]
     assert [c.text for c in complete(completer, "config ")] == ["show", "set"]
     assert [c.text for c in complete(completer, "config set edi")] == ["editing_mode"]

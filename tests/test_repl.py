@@ -182,15 +182,20 @@ def test_ctrl_c_during_a_slow_command_returns_to_the_prompt(session, tmp_path, m
     assert rendered(session, "help") in out        # the next command works
 
 
-def test_enter_on_a_highlighted_candidate_takes_it_without_running(session, tmp_path):
-    # Tab highlights "help"; Enter only closes the menu (a second Enter would run the line);
-    # Ctrl-C then drops it. Had Enter run it, the help table would show; had Tab not
-    # completed, "hel" would be an unknown command.
+def test_enter_on_a_highlighted_candidate_runs_a_complete_line(session, tmp_path):
+    # Tab highlights "help"; Enter takes it and, the line being complete, runs it.
     rc, out, err, fired = drive(session, "hel", make_opts(tmp_path),
+                                later=[(0.7, "\t"), (1.4, "\r\x04")])
+    assert rc == 0 and not fired and err == ""
+    assert "what it does" in out
+
+
+def test_enter_on_a_candidate_of_a_half_typed_line_only_takes_it(session, tmp_path):
+    # `cp A` needs a second tensor: Enter takes the candidate and waits; Ctrl-C drops the line.
+    rc, out, err, fired = drive(session, "cp ", make_opts(tmp_path),
                                 later=[(0.7, "\t"), (1.4, "\r\x03\x04")])
     assert rc == 0 and not fired
-    assert err == ""
-    assert rendered(session, "help") not in out
+    assert err == "" and "cosine" not in out
 
 
 def test_errors_never_end_the_shell(session, tmp_path, monkeypatch):

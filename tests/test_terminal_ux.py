@@ -93,3 +93,22 @@ def test_ctrl_c_in_batch_stops_the_whole_script(big_ws, tmp_path):
     compare = out_dir / "compare"
     written = sorted(p.name for p in compare.iterdir()) if compare.is_dir() else []
     assert all(name.endswith("_partial.csv") for name in written), written
+
+
+def test_natural_order_and_folders_with_a_slash(tmp_path, monkeypatch):
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from precision_shell.shell.completer import ShellCompleter, natural_key, ranked
+
+    names = ["op_10", "op_2", "op_1", "xop_3"]
+    assert ranked(names, "op") == ["op_1", "op_2", "op_10", "xop_3"]
+    assert sorted(["b10", "b9", "a"], key=natural_key) == ["a", "b9", "b10"]
+    (tmp_path / "dir_10").mkdir()
+    (tmp_path / "dir_9").mkdir()
+    (tmp_path / "file_1.txt").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    completer = ShellCompleter(None)
+    line = "source "         # a relative path, no ./ needed
+    got = [c.text for c in completer.get_completions(Document(line, len(line)), CompleteEvent())]
+    assert got == ["dir_9/", "dir_10/", "file_1.txt"]

@@ -8,6 +8,8 @@ wraps this completer in prompt_toolkit's ``ThreadedCompleter`` so typing never w
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -20,6 +22,18 @@ from precision_shell.shell.line_context import ArgumentSlot, argument_slot, pars
 from precision_shell.shell.name_index import NameIndex
 
 MAX_RESULTS = 100
+
+
+def natural_key(text: str) -> list:
+    """``_2`` before ``_10``: digit runs compare as numbers."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+            for part in re.split(r"(\d+)", text) if part]
+
+
+def ranked(names: Iterable[str], word: str) -> list[str]:
+    """Names starting with ``word`` first, each group in natural order."""
+    folded = word.lower()
+    return sorted(names, key=lambda n: (not n.lower().startswith(folded), natural_key(n)))
 
 
 def _shape_text(shape: Any) -> str:
@@ -193,7 +207,7 @@ class ShellCompleter(Completer):
         index = self.op_index()
         if index is None:
             return
-        for name in index.search(word, MAX_RESULTS):
+        for name in ranked(index.search(word, MAX_RESULTS), word):
             yield Completion(name + suffix, -len(word), display=name,
                              display_meta=op_meta(self._op(name)))
 
@@ -239,7 +253,7 @@ class ShellCompleter(Completer):
         if index is None:
             return
         query = word[len("golden:"):] if word.startswith("golden:") else word
-        for name in index.search(query, MAX_RESULTS):
+        for name in ranked(index.search(query, MAX_RESULTS), query):
             yield Completion(f"golden:{name}", -len(word), display=name, display_meta="golden")
 
     def complete_dumps(self, word: str, event: CompleteEvent) -> Iterator[Completion]:
@@ -252,5 +266,8 @@ class ShellCompleter(Completer):
 
     def _path_completions(self, word: str, event: CompleteEvent) -> Iterator[Completion]:
         sub = Document(word, len(word))
-        for c in self._paths.get_completions(sub, event):
-            yield Completion(c.text, c.start_position, display=c.display)
+        found = list(self._paths.get_completions(sub, event))
+        for c in sorted(found, key=lambda c: natural_key(c.text)):
+            whole = word[:len(word) + c.start_position] + c.text
+            slash = "/" if os.path.isdir(os.path.expanduser(whole)) else ""   # a folder: go on in
+            yield Completion(c.text + slash, c.start_position, display=c.text + slash)

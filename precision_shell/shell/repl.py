@@ -19,7 +19,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
 from prompt_toolkit.completion import ThreadedCompleter
 from prompt_toolkit.enums import EditingMode
-from prompt_toolkit.filters import completion_is_selected
+from prompt_toolkit.filters import completion_is_selected, has_completions, to_filter
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.output import ColorDepth
@@ -27,10 +27,11 @@ from prompt_toolkit.styles import Style as PromptStyle
 
 from precision_shell import __version__
 from precision_shell.commands import REGISTRY
-from precision_shell.commands.runner import Statement, execute
+from precision_shell.commands.registry import HelpRequested
+from precision_shell.commands.runner import Statement, execute, split_statements
 from precision_shell.shell.progress import progress_factory
 from precision_shell.config import Config, current_config, load_config, use_config
-from precision_shell.errors import FormatError
+from precision_shell.errors import FormatError, PshellError
 from precision_shell.frontend import Frontend, terminal_width
 from precision_shell.logfile import log_internal_error
 from precision_shell.render.style import Style, color_wanted
@@ -100,13 +101,50 @@ def banner_text(session: Any, style: Style) -> str:
     return f"{body}\n{style(HINT, 'dim')}"
 
 
+def line_is_complete(text: str) -> bool:
+    """Whether every statement of ``text`` names a command and parses (nothing runs)."""
+    try:
+        statements = split_statements(text)
+        for statement in statements:
+            if statement.shell is None:
+                REGISTRY.lookup(statement.argv[0]).parse(statement.argv[1:])
+    except (PshellError, HelpRequested):
+        return False
+    return bool(statements)
+
+
+def _prefix_history(buffer, backward: bool, count: int) -> None:
+    """fish/IPython Up/Down: only history lines starting with what is typed before the cursor."""
+    buffer.complete_state = None
+    searching = buffer.enable_history_search
+    buffer.enable_history_search = to_filter(True)
+    try:
+        (buffer.history_backward if backward else buffer.history_forward)(count=count)
+    finally:
+        buffer.enable_history_search = searching
+
+
 def key_bindings() -> KeyBindings:
     kb = KeyBindings()
 
     @kb.add("enter", filter=completion_is_selected)
     def _accept_completion(event) -> None:
-        # Enter on a highlighted candidate takes it instead of running a half-typed line.
-        event.current_buffer.complete_state = None
+        # Enter on a highlighted candidate takes it; the line runs when it is complete, else the
+        # cursor stays for the rest of it.
+        buffer = event.current_buffer
+        buffer.complete_state = None
+        if line_is_complete(buffer.text):
+            buffer.validate_and_handle()
+
+    # Up/Down walk the completion menu once a candidate is highlighted; otherwise the history,
+    # matching the typed prefix.
+    @kb.add("up", filter=~completion_is_selected)
+    def _history_up(event) -> None:
+        _prefix_history(event.current_buffer, True, event.arg)
+
+    @kb.add("down", filter=~has_completions)
+    def _history_down(event) -> None:
+        _prefix_history(event.current_buffer, False, event.arg)
 
     return kb
 
