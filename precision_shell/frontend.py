@@ -68,7 +68,8 @@ class Frontend:
     sourcing: int = 0           # depth of nested `source FILE` scripts
 
     def error(self, message: str) -> None:
-        print(f"error: {message}", file=self.err, flush=True)
+        # one line; red on a colour terminal (the style is plain in batch, pipes and NO_COLOR)
+        print(self.style(f"error: {message}", "red"), file=self.err, flush=True)
 
     def show_warnings(self) -> None:
         """The session's new load warnings (problems that lose nothing: no failed exit)."""

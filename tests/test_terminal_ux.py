@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import signal
 import sys
 from contextlib import contextmanager
@@ -112,3 +113,82 @@ def test_natural_order_and_folders_with_a_slash(tmp_path, monkeypatch):
     line = "source "         # a relative path, no ./ needed
     got = [c.text for c in completer.get_completions(Document(line, len(line)), CompleteEvent())]
     assert got == ["dir_9/", "dir_10/", "file_1.txt"]
+
+
+@pytest.mark.terminal
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
+def test_up_searches_history_by_prefix_and_enter_runs_a_completed_line(tmp_path):
+    from test_terminal import expect_prompt, spawn
+
+    child = spawn(tmp_path)
+    try:
+        expect_prompt(child)
+        child.sendline("ls -l 2")
+        child.expect(r"more \(use -l 0\)")
+        expect_prompt(child)
+        child.sendline("config show limit")        # the newest line does not start with "ls"
+        child.expect("rows shown by list commands")
+        expect_prompt(child)
+        child.send("ls")
+        child.send("\x1b[A")                        # Up: the newest line starting with "ls"
+        child.send("\r")
+        child.expect(r"more \(use -l 0\)")
+        expect_prompt(child)
+        child.send("hel")
+        child.send("\t")                            # highlights "help"
+        child.expect("help")
+        child.send("\r")                            # takes it, and the line is complete: runs
+        child.expect("what it does")
+        expect_prompt(child)
+        child.sendline("quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+@pytest.mark.terminal
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
+def test_toolbar_at_80_columns_keeps_the_finding_cursor_and_run(tmp_path):
+    from test_terminal import ANSI, expect_prompt, spawn
+
+    child = spawn(tmp_path, "-o", str(tmp_path / "out"))
+    child.setwinsize(24, 80)
+    try:
+        expect_prompt(child)
+        child.sendline("vcs -l 1")
+        child.expect("failing ops")
+        # the toolbar under the next prompt: the finding cursor first, then the run (the
+        # workspace path gives way); drawn once, later prompts redraw only what changed
+        toolbar = (r"finding" + ANSI + r"\s*" + ANSI + r"[^\r\n│]*/\d+" + ANSI + r"\s*│" + ANSI
+                   + r"\s*" + ANSI + r"\s*run")
+        while child.expect([re.escape("\x1b[6n"), toolbar]) == 0:
+            child.send("\x1b[1;1R")      # the cursor-position answer a terminal gives
+        child.sendline("quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+
+
+def test_toolbar_items_by_importance_when_narrow_and_reverse_video_without_colour():
+    from precision_shell.shell.repl import prompt_style
+    from precision_shell.shell.toolbar import fit_items
+
+    items = [("ws", "~/work/" + "x" * 40), ("run", "debug_0 dev 0 step 0"), ("cos", "0.98"),
+             ("finding", "compare 3/13")]
+    assert fit_items(items, 200) == items
+    assert [label for label, _ in fit_items(items, 80)] == ["finding", "run", "cos"]
+    assert [label for label, _ in fit_items(items, 40)] == ["finding"]
+    plain = dict(prompt_style(False).style_rules)
+    assert "reverse" in plain["bottom-toolbar"] and "noreverse" in dict(prompt_style(True).style_rules)["bottom-toolbar"]
+
+
+def test_errors_are_red_on_a_colour_terminal_only():
+    from precision_shell.render.style import Style
+
+    err = io.StringIO()
+    Frontend(None, style=Style(True), err=err).run_line("nosuchcommand")
+    assert err.getvalue().startswith("\x1b[31merror: unknown command")
+    err = io.StringIO()
+    Frontend(None, err=err).run_line("nosuchcommand")
+    assert err.getvalue().startswith("error: unknown command")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import get_app_or_none
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
 from prompt_toolkit.completion import ThreadedCompleter
 from prompt_toolkit.enums import EditingMode
@@ -149,11 +150,23 @@ def key_bindings() -> KeyBindings:
     return kb
 
 
-def prompt_style() -> PromptStyle:
+def prompt_style(color: bool = True) -> PromptStyle:
     rules = {name: rule for name, rule in STYLE_RULES.items()}
-    rules.update({"bottom-toolbar": "bg:#303030 #d0d0d0 noreverse",
-                  "bottom-toolbar.label": "bg:#303030 #87afd7 bold noreverse"})
+    if color:
+        rules.update({"bottom-toolbar": "bg:#303030 #d0d0d0 noreverse",
+                      "bottom-toolbar.label": "bg:#303030 #87afd7 bold noreverse"})
+    else:   # no colour: the toolbar stands out in reverse video, suggestions are dimmed
+        rules.update({"bottom-toolbar": "reverse", "bottom-toolbar.label": "reverse bold",
+                      "auto-suggestion": "underline"})
     return PromptStyle.from_dict(rules)
+
+
+def _columns() -> int | None:
+    app = get_app_or_none()
+    try:
+        return app.output.get_size().columns if app is not None else None
+    except Exception:   # no size known (a pipe in tests): the toolbar is not fitted
+        return None
 
 
 def make_prompt_session(session: Any, config: Config, history: History, color: bool,
@@ -168,8 +181,8 @@ def make_prompt_session(session: Any, config: Config, history: History, color: b
         completer=ThreadedCompleter(completer),
         complete_while_typing=True,
         lexer=ShellLexer(session),
-        bottom_toolbar=lambda: toolbar_fragments(session),
-        style=prompt_style(),
+        bottom_toolbar=lambda: toolbar_fragments(session, _columns()),
+        style=prompt_style(color),
         include_default_pygments_style=False,
         key_bindings=key_bindings(),
         editing_mode=EditingMode.VI if config.editing_mode == "vi" else EditingMode.EMACS,
@@ -207,6 +220,7 @@ def run_repl(session: Any, opts: Any, log_path: Path | None, *, input: Any = Non
     frontend = Frontend(session, fmt=getattr(opts, "format", None) or "table",
                         style=Style(color_now()), err=err, log_path=log_path,
                         width=lambda: terminal_width(out))
+    frontend.follow_config()
     pager = PagingWriter(out, enabled=lambda: pager_wanted(no_pager, session.settings.pager, out))
     frontend.out = pager
     history, history_warning = open_history(getattr(opts, "history_file", None))
@@ -247,5 +261,7 @@ def run_repl(session: Any, opts: Any, log_path: Path | None, *, input: Any = Non
 def _follow_settings(prompt: PromptSession, frontend: Frontend, config: Config, color: bool) -> None:
     """`config set` may have changed the colour or the editing keys: take effect at once."""
     frontend.style = Style(color)
+    frontend.follow_config()
+    prompt.style = prompt_style(color)
     prompt.color_depth = None if color else ColorDepth.MONOCHROME
     prompt.editing_mode = EditingMode.VI if config.editing_mode == "vi" else EditingMode.EMACS
