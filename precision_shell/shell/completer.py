@@ -43,13 +43,25 @@ def _shape_text(shape: Any) -> str:
         return ""
 
 
+_SHORT_DTYPES = {"FLOAT16": "fp16", "FLOAT": "fp32", "BF16": "bf16", "DOUBLE": "fp64"}
+
+
+def dtype_text(dtype: Any) -> str:
+    """``DT_FLOAT16`` -> ``fp16`` (fp16/bf16/fp32 are what precision hunting turns on)."""
+    if not isinstance(dtype, str) or not dtype:
+        return ""
+    bare = dtype[3:] if dtype.startswith("DT_") else dtype
+    return _SHORT_DTYPES.get(bare, bare.lower())
+
+
 def desc_meta(desc: Any) -> str:
-    """``[2,8,16,16] NC1HWC0``: the logical shape users index with, and the device layout when
-    the dump is stored in a different one (duck-typed TensorDesc)."""
+    """``fp16 [2,8,16,16] NC1HWC0``: the dtype, the logical shape users index with, and the
+    device layout when the dump is stored in a different one (duck-typed TensorDesc)."""
     if desc is None:
         return ""
     shape = getattr(desc, "origin_shape", None) or getattr(desc, "shape", None)
     text = _shape_text(shape) if shape is not None else ""
+    text = f"{dtype_text(getattr(desc, 'dtype', None))} {text}".strip()
     layout, origin = getattr(desc, "layout", None), getattr(desc, "origin_format", None)
     if layout and origin and layout != origin:
         text += f" {layout}"
