@@ -180,7 +180,8 @@ def test_toolbar_items_by_importance_when_narrow_and_reverse_video_without_colou
     assert [label for label, _ in fit_items(items, 80)] == ["finding", "run", "cos"]
     assert [label for label, _ in fit_items(items, 40)] == ["finding"]
     plain = dict(prompt_style(False).style_rules)
-    assert "reverse" in plain["bottom-toolbar"] and "noreverse" in dict(prompt_style(True).style_rules)["bottom-toolbar"]
+    coloured = dict(prompt_style(True).style_rules)
+    assert "reverse" in plain["bottom-toolbar"] and "noreverse" in coloured["bottom-toolbar"]
 
 
 def test_errors_are_red_on_a_colour_terminal_only():
