@@ -193,3 +193,18 @@ def test_errors_are_red_on_a_colour_terminal_only():
     err = io.StringIO()
     Frontend(None, err=err).run_line("nosuchcommand")
     assert err.getvalue().startswith("error: unknown command")
+
+
+def test_tensor_completion_offers_relative_npy_paths(tmp_path, monkeypatch):
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from precision_shell.shell.completer import ShellCompleter
+
+    (tmp_path / "saved_1.npy").write_bytes(b"")
+    (tmp_path / "saved_1.txt").write_text("x")
+    (tmp_path / "saved_dir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    line = "pt sav"
+    got = [c.text for c in ShellCompleter(None).get_completions(Document(line, len(line)), CompleteEvent())]
+    assert got == ["ed_1.npy", "ed_dir/"]

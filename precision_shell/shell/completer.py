@@ -259,6 +259,11 @@ class ShellCompleter(Completer):
             yield Completion("golden:", -len(word), display_meta="golden (CPU/GPU) tensors")
         # The common case is an op's first output; the menu shows the op name and its meta.
         yield from self.complete_ops(word, suffix=":output:0")
+        # ... and a relative path (no ./ needed): .npy files and the folders that may hold them
+        if word and ":" not in word:
+            for c in self._path_completions(word, event):
+                if c.text.endswith(("/", ".npy")):
+                    yield c
 
     def complete_golden(self, word: str) -> Iterator[Completion]:
         index = self.golden_index()
