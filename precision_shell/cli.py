@@ -8,7 +8,7 @@ import sys
 from precision_shell import __version__
 from precision_shell.config import parse_min_coverage
 from precision_shell.errors import PshellError, UsageError
-from precision_shell.frontend import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Frontend
+from precision_shell.frontend import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Frontend, terminal_width
 from precision_shell.logfile import setup_logging
 
 
@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         session.settings.min_coverage = opts.min_coverage
     # Batch mode: no prompt, no colour, no pager (product.md §6).
     frontend = Frontend(session, fmt=opts.format, log_path=log_path,
-                        fail_on_findings=opts.fail_on_findings)
+                        fail_on_findings=opts.fail_on_findings, hints=False,
+                        width=lambda: terminal_width(sys.stdout))
     for message in session.load_errors:
         frontend.error(message)
     frontend.failed = bool(session.load_errors)
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for line in lines:
             frontend.run_line(line)
-            if frontend.quit:
+            if frontend.quit or frontend.interrupted:   # Ctrl-C stops the whole script
                 break
     except KeyboardInterrupt:
         frontend.error("interrupted")

@@ -1,7 +1,7 @@
 """User settings in an INI file: ``$XDG_CONFIG_HOME/pshell/config.ini`` or ``--config FILE``.
 
-``config set KEY VALUE`` validates a value, applies it to the running session and saves the file,
-so the next REPL starts with it. Only the REPL loads the file at start-up: batch runs take their
+``config set KEY VALUE`` validates a value and applies it to the running session only;
+``config set KEY VALUE --save`` also writes it to the file, so the next REPL starts with it. Only the REPL loads the file at start-up: batch runs take their
 settings from flags, so a CI job gives the same answer on every machine.
 
 Layout::
@@ -15,6 +15,8 @@ Layout::
     editing_mode = emacs
     color = on
     scheduler =
+    expanded = auto
+    timing = off
 
     [profiles]
     mlu370 = trunc-mantissa-20,ftz
@@ -89,6 +91,13 @@ def _parse_editing_mode(text: str) -> str:
     return word
 
 
+def _parse_expanded(text: str) -> str:
+    word = text.strip().lower()
+    if word not in ("auto", "on", "off"):
+        raise UsageError(f"expanded is auto, on or off, got {text!r}")
+    return word
+
+
 def _parse_output(text: str) -> str:
     # Empty (or "default") means pshell's own choice: precision_data/temp/pshell.
     word = text.strip()
@@ -113,6 +122,9 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("color", _parse_bool, "colour on a terminal (on/off; NO_COLOR always wins)"),
     ConfigKey("scheduler", _parse_output,
               "Dask scheduler ADDRESS for vc/ac work (empty or 'default': this machine's processes)"),
+    ConfigKey("expanded", _parse_expanded,
+              "tables one field per line: auto (when a table does not fit), on, off"),
+    ConfigKey("timing", _parse_bool, "print each command's run time (on/off)"),
 )}
 
 
@@ -142,6 +154,8 @@ class Config:
     editing_mode: str = "emacs"
     color: bool = True
     scheduler: str = ""
+    expanded: str = "auto"
+    timing: bool = False
     path: Path | None = None
     warnings: list[str] = field(default_factory=list)   # bad lines skipped while loading
     # [profiles]: user-named replay arithmetic profiles, e.g. mlu370 = trunc-mantissa-20,ftz

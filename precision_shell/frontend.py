@@ -7,21 +7,43 @@ the log. Nothing here ever lets an exception escape for a single bad command.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands import REGISTRY
-from precision_shell.commands.runner import Outcome, execute, split_statements
+from precision_shell.commands.runner import (Outcome, SourceRequest, Statement, execute,
+                                             split_statements)
 from precision_shell.errors import FormatError, PshellError, UsageError
 from precision_shell.logfile import log_internal_error
 from precision_shell.model.output_guard import require_parent
 from precision_shell.render.style import PLAIN, Style
-from precision_shell.render.text import render
+from precision_shell.render.text import Layout, render
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FINDINGS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+_MAX_SOURCE_DEPTH = 20
+
+
+def terminal_width(stream: Any = None) -> int | None:
+    """Columns to fit text to: the terminal's width when ``stream`` is a terminal, else an
+    explicit ``COLUMNS``; ``None`` (never cut) for pipes and files."""
+    stream = stream or sys.stdout
+    if getattr(stream, "isatty", lambda: False)():
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+def stopped_by_ctrl_c(outcome: Outcome) -> bool:
+    """A command that Ctrl-C stopped early (its results are partial): what follows it in a line
+    or a script does not run."""
+    return bool(getattr(outcome.result, "interrupted", False))
 
 
 @dataclass
@@ -39,9 +61,15 @@ class Frontend:
     interrupted: bool = False   # a command stopped early on Ctrl-C and returned partial results
     quit: bool = False
     warned: int = 0  # session.load_warnings already shown
+    width: Callable[[], int | None] = field(default=lambda: None)   # terminal columns, read per command
+    expanded: str = "auto"      # `config set expanded`: one field per line when a table does not fit
+    hints: bool = True          # REPL hints (`next` steps through...); batch output has none
+    timing: bool = False        # `config set timing on`: each statement's run time on stderr
+    sourcing: int = 0           # depth of nested `source FILE` scripts
 
     def error(self, message: str) -> None:
-        print(f"error: {message}", file=self.err, flush=True)
+        # one line; red on a colour terminal (the style is plain in batch, pipes and NO_COLOR)
+        print(self.style(f"error: {message}", "red"), file=self.err, flush=True)
 
     def show_warnings(self) -> None:
         """The session's new load warnings (problems that lose nothing: no failed exit)."""
@@ -64,9 +92,33 @@ class Frontend:
             if outcome.quit:
                 self.quit = True
                 break
+            if stopped_by_ctrl_c(outcome):   # Ctrl-C stops the rest of the line as well
+                break
         return outcomes
 
-    def run_statement(self, statement) -> Outcome:
+    def run_statement(self, statement: Statement) -> Outcome:
+        started = time.perf_counter()
+        try:
+            return self._run_statement(statement)
+        finally:
+            if self.timing:
+                print(f"time: {time.perf_counter() - started:.3f} s", file=self.err, flush=True)
+
+    def follow_config(self) -> None:
+        """Take the display settings of `config set` (expanded tables, timing)."""
+        from precision_shell.config import current_config
+
+        config = current_config()
+        self.expanded, self.timing = config.expanded, config.timing
+
+    def _run_statement(self, statement: Statement) -> Outcome:
+        if statement.shell is not None:
+            try:
+                self._run_shell(statement.shell, None)
+            except PshellError as exc:
+                self._record_error(exc)
+                return Outcome(statement, error=exc)
+            return Outcome(statement)
         try:
             outcome = execute(self.session, statement, REGISTRY)
         except KeyboardInterrupt:
@@ -83,22 +135,65 @@ class Frontend:
                 self._record_error(outcome.error)
             elif outcome.help_text is not None:
                 self.emit(outcome.help_text.rstrip("\n"), statement)
+            elif isinstance(outcome.result, SourceRequest):
+                self.run_script(outcome.result.path)
             elif outcome.result is not None and not outcome.quit:
                 result = outcome.result
                 if getattr(result, "findings", 0):
                     self.findings = True
                 if getattr(result, "interrupted", False):
                     self.interrupted = True
-                style = PLAIN if statement.redirect else self.style
+                plain = bool(statement.redirect or statement.pipe)
+                style = PLAIN if plain else self.style
                 fmt = statement.fmt or self.fmt
-                self.emit(render(result, fmt, style), statement)
+                layout = Layout(None if plain else self.width(), self.expanded, self.hints)
+                self.emit(render(result, fmt, style, layout), statement)
                 if fmt != "table":   # the document keeps its shape; its warnings go beside it
                     for warning in getattr(result, "warnings", ()):
                         print(f"warning: {warning}", file=self.err, flush=True)
                 self._gate(statement, getattr(result, "unjudged", None))
         except PshellError as exc:
             self._record_error(exc)
+        if outcome.command is not None and outcome.command.name == "config":
+            self.follow_config()
         return outcome
+
+    def run_script(self, path: str) -> None:
+        """``source FILE``: its lines run as if typed, like ``pshell -f FILE``."""
+        if self.sourcing >= _MAX_SOURCE_DEPTH:
+            raise UsageError(f"{path}: `source` nested more than {_MAX_SOURCE_DEPTH} deep")
+        try:
+            with open(Path(path).expanduser(), encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise FormatError(path, f"cannot read script ({getattr(exc, 'strerror', None) or exc})") from None
+        if self.session is not None and hasattr(self.session, "add_input_file"):
+            self.session.add_input_file(path, "a script run with `source`")   # never written over
+        self.sourcing += 1
+        try:
+            for line in lines:
+                outcomes = self.run_line(line)
+                if self.quit or any(stopped_by_ctrl_c(o) for o in outcomes):
+                    break
+        finally:
+            self.sourcing -= 1
+
+    def _run_shell(self, command: str, text: str | None) -> None:
+        """``!COMMAND`` (no input) or ``CMD | PIPELINE`` (``text`` on its stdin) through
+        ``/bin/sh``; its output goes where pshell's own output goes."""
+        try:
+            done = subprocess.run(command, shell=True, input=text, capture_output=True,
+                                  text=True, errors="replace")
+        except OSError as exc:
+            raise PshellError(f"cannot run `{command}`: {exc.strerror or exc}") from None
+        if done.stdout:
+            self.out.write(done.stdout if done.stdout.endswith("\n") else done.stdout + "\n")
+            self.out.flush()
+        if done.stderr:
+            self.err.write(done.stderr if done.stderr.endswith("\n") else done.stderr + "\n")
+            self.err.flush()
+        if done.returncode != 0:
+            raise PshellError(f"`{command}` exited with status {done.returncode}")
 
     def _gate(self, statement, unjudged: str | None) -> None:
         """A gated run fails (exit 1) when a command could not judge what it was asked to."""
@@ -114,6 +209,9 @@ class Frontend:
             self.failed = True
 
     def emit(self, text: str, statement=None) -> None:
+        if statement is not None and statement.pipe:
+            self._run_shell(statement.pipe, text + "\n")
+            return
         if statement is not None and statement.redirect:
             self._write_redirect(text, statement.redirect, statement.append)
             return

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -129,14 +131,19 @@ def expected_meta(op: dict) -> str:
     shape = "[" + ",".join(str(d) for d in out["logical_shape"]) + "]"
     layout = f" {out['format']}" if out["format"] != out["origin_format"] else ""
     extra = f" +{len(op['outputs']) - 1} out" if len(op["outputs"]) > 1 else ""
-    return f"{op['type']} {shape}{layout}{extra}"
+    dtype = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16"}.get(out["dtype"], out["dtype"])
+    return f"{op['type']} {dtype} {shape}{layout}{extra}"
 
 
 def test_ni_offers_every_op_with_type_and_shape(sample):
     session, manifest = sample
     reg = registry_with("ni", arg("op", complete="op"))
     got = complete(ShellCompleter(session, reg), "ni ")
-    assert [c.text for c in got] == sorted(session.graph.ops, key=lambda n: (n.lower(), n))
+    def natural(name: str) -> list:       # digit runs as numbers: _2 before _10
+        return [(0, int(p), "") if p.isdigit() else (1, 0, p.lower())
+                for p in re.split(r"(\d+)", name) if p]
+
+    assert [c.text for c in got] == sorted(session.graph.ops, key=natural)
     meta = {c.text: c.display_meta_text for c in got}
     checked = 0
     for op in manifest["ops"]:
@@ -217,7 +224,7 @@ def test_statements_redirects_choices_and_paths(sample, tmp_path):
     (tmp_path / "report_low.txt").write_text("x")
     (tmp_path / "reports").mkdir()
     got = sorted(c.text for c in complete(completer, f"info > {tmp_path}/rep"))
-    assert got == ["ort_low.txt", "orts"]
+    assert got == ["ort_low.txt", "orts/"]   # a folder ends in / (go on typing in it)
     assert [c.text for c in complete(completer, "info; hel")] == ["help"]
     assert [c.text for c in complete(completer, "config ")] == ["show", "set"]
     assert [c.text for c in complete(completer, "config set edi")] == ["editing_mode"]

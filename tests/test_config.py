@@ -61,7 +61,7 @@ def test_save_and_load_round_trip(tmp_path):
     assert back.values() == cfg.values()
     assert back.values() == {"threshold": 0.95, "limit": 0, "pager": False,
                              "output": "~/pshell_out", "editing_mode": "vi", "color": False,
-                             "min_coverage": 75.0, "scheduler": ""}
+                             "min_coverage": 75.0, "scheduler": "", "expanded": "auto", "timing": False}
     # the file is plain INI another tool can read
     raw = configparser.ConfigParser()
     raw.read(path)
@@ -118,19 +118,25 @@ def test_config_show_lists_every_setting_and_the_file(tmp_path):
     assert [r[:2] for r in one.result.rows] == [["limit", "7"]]
 
 
-def test_config_set_applies_to_the_session_and_saves(tmp_path):
+def test_config_set_applies_to_the_session_only(tmp_path):
     session = fake_session(tmp_path)
     outcome = run("config set threshold 0.9", session)
     assert outcome.error is None
     assert session.settings.threshold == 0.9
-    saved = load_config(None)
-    assert saved.threshold == 0.9
-    assert outcome.result.data["saved"] is True
+    assert outcome.result.data["saved"] is False
+    assert not default_config_path().exists()
+    assert "--save" in "\n".join(outcome.result.lines)
+
+
+def test_config_set_save_writes_only_that_key(tmp_path):
+    session = fake_session(tmp_path)
+    run("config set limit 0", session)                  # session only
+    outcome = run("config set pager off --save", session)
+    assert outcome.error is None and outcome.result.data["saved"] is True
     assert str(default_config_path()) in "\n".join(outcome.result.lines)
-    run("config set pager off", session)
-    run("config set limit 0", session)
     assert session.settings.pager is False and session.settings.limit == 0
-    assert load_config(None).values()["pager"] is False
+    on_file = load_config(None)
+    assert on_file.pager is False and on_file.limit == Config().limit
 
 
 def test_config_set_output_and_back_to_default(tmp_path):
@@ -172,7 +178,7 @@ def test_unwritable_config_still_applies_for_the_session(tmp_path):
     blocker.write_text("x")
     use_config(load_config(blocker / "config.ini"))   # parent is a file: cannot save
     session = fake_session(tmp_path)
-    outcome = run("config set limit 3", session)
+    outcome = run("config set limit 3 --save", session)
     assert outcome.error is None
     assert session.settings.limit == 3
     assert outcome.result.data["saved"] is False
@@ -180,7 +186,7 @@ def test_unwritable_config_still_applies_for_the_session(tmp_path):
 
 
 def test_config_works_without_a_workspace():
-    outcome = run("config set editing_mode vi")
+    outcome = run("config set editing_mode vi --save")
     assert outcome.error is None
     assert current_config().editing_mode == "vi"
     assert load_config(None).editing_mode == "vi"

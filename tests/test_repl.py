@@ -31,7 +31,7 @@ from precision_shell.config import Config, use_config
 from precision_shell.logfile import setup_logging
 from precision_shell.model.findings import FindingCursor
 from precision_shell.model.session import Session
-from precision_shell.render.text import render
+from precision_shell.render.text import Layout, render
 from precision_shell.shell import pager as pager_module
 from precision_shell.shell.lexer import ShellLexer
 from precision_shell.shell.pager import PagingWriter, needs_paging, run_pager, screen_lines
@@ -101,10 +101,10 @@ def drive(session, keys: str, opts, *, out=None, on_start=None,
     return rc, out.getvalue(), err.getvalue(), fired.is_set()
 
 
-def rendered(session, line: str) -> str:
+def rendered(session, line: str, width: int | None = None) -> str:
     outcome = execute(session, Statement(line.split(), text=line), REGISTRY)
     assert outcome.error is None
-    return render(outcome.result)
+    return render(outcome.result, layout=Layout(width))
 
 
 def with_extra_commands(monkeypatch, *commands) -> Registry:
@@ -182,15 +182,20 @@ def test_ctrl_c_during_a_slow_command_returns_to_the_prompt(session, tmp_path, m
     assert rendered(session, "help") in out        # the next command works
 
 
-def test_enter_on_a_highlighted_candidate_takes_it_without_running(session, tmp_path):
-    # Tab highlights "help"; Enter only closes the menu (a second Enter would run the line);
-    # Ctrl-C then drops it. Had Enter run it, the help table would show; had Tab not
-    # completed, "hel" would be an unknown command.
+def test_enter_on_a_highlighted_candidate_runs_a_complete_line(session, tmp_path):
+    # Tab highlights "help"; Enter takes it and, the line being complete, runs it.
     rc, out, err, fired = drive(session, "hel", make_opts(tmp_path),
+                                later=[(0.7, "\t"), (1.4, "\r\x04")])
+    assert rc == 0 and not fired and err == ""
+    assert "what it does" in out
+
+
+def test_enter_on_a_candidate_of_a_half_typed_line_only_takes_it(session, tmp_path):
+    # `cp A` needs a second tensor: Enter takes the candidate and waits; Ctrl-C drops the line.
+    rc, out, err, fired = drive(session, "cp ", make_opts(tmp_path),
                                 later=[(0.7, "\t"), (1.4, "\r\x03\x04")])
     assert rc == 0 and not fired
-    assert err == ""
-    assert rendered(session, "help") not in out
+    assert err == "" and "cosine" not in out
 
 
 def test_errors_never_end_the_shell(session, tmp_path, monkeypatch):
@@ -296,7 +301,7 @@ def recording_pager(tmp_path, monkeypatch):
 
 
 def test_tall_output_goes_through_the_pager_until_pager_off(session, tmp_path, recording_pager):
-    help_text = rendered(session, "help")
+    help_text = rendered(session, "help", width=100)   # the terminal below is 100 columns wide
     assert screen_lines(help_text, 100) > 10
     opts = make_opts(tmp_path, no_pager=False, no_color=True)
     rc, out, _, _ = drive(session, "help\rconfig set pager off\rhelp\r\x04", opts, out=TtyStringIO())
@@ -310,7 +315,7 @@ def test_tall_output_goes_through_the_pager_until_pager_off(session, tmp_path, r
 def test_no_pager_flag_and_short_output(session, tmp_path, recording_pager):
     opts = make_opts(tmp_path, no_pager=True, no_color=True)
     _, out, _, _ = drive(session, "help\r\x04", opts, out=TtyStringIO())
-    assert not recording_pager.exists() and rendered(session, "help") in out
+    assert not recording_pager.exists() and rendered(session, "help", width=100) in out
     opts = make_opts(tmp_path, no_pager=False, no_color=True)
     _, out, _, _ = drive(session, "config show limit\r\x04", opts, out=TtyStringIO())
     assert not recording_pager.exists() and "limit" in out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from precision_shell.commands.registry import REGISTRY, arg, command
 from precision_shell.commands.results import Message, Table
-from precision_shell.commands.runner import QuitRequest
+from precision_shell.commands.runner import QuitRequest, SourceRequest
 from precision_shell.model.session import Session
 
 
@@ -31,6 +31,14 @@ def help_(session: Session | None, args) -> Table | Message:
          example="quit", needs_session=False)
 def quit_(session, args) -> QuitRequest:
     return QuitRequest()
+
+
+@command("source", summary="Run the commands of a script file, one line at a time, as `pshell -f "
+                           "FILE` does (`!CMD` runs a shell command; `CMD | PIPELINE` pipes output).",
+         example="source checks.pshell", needs_session=False,
+         args=[arg("file", complete="path", help="script: pshell command lines, # comments")])
+def source(session, args) -> SourceRequest:
+    return SourceRequest(args.file)
 
 
 @command("use", summary="Switch the active dump set: run (debug_N), device, step, time folder.",

@@ -27,7 +27,7 @@ from precision_shell.analysis.root_cause import (
 from precision_shell.analysis.tensor_compare import compare_pair
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.export import write_rows
-from precision_shell.commands.results import Message, Sections, Table
+from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import golden_stats_rows
 from precision_shell.errors import CommandError, UsageError
 from precision_shell.model.dump_index import DumpIndex, scan_dump_dir
@@ -138,8 +138,11 @@ def finish_vc(session: Session, prepared: PreparedCompare, progress: Any, keep: 
     """Run a prepared ``vc`` and write its CSV; ``keep``: it becomes the session's compare."""
     result = run_compare(prepared.plan, progress=progress, workers=prepared.workers,
                          executor=prepared.executor)
-    write_vendor_csv(prepared.path, result)
-    result.csv_path = prepared.path
+    path = prepared.path
+    if result.cancelled:   # Ctrl-C: the file's name says it is not the whole compare
+        path = path.with_name(f"{path.stem}_partial{path.suffix}")
+    write_vendor_csv(path, result)
+    result.csv_path = path
     if not keep:
         return result
     session.results["compare"] = result
@@ -254,10 +257,10 @@ def suspects_table(found: SuspectList, limit: int, problems: list[str], info: li
     shown = _shown(suspects, limit)
     rows, highlight = [], set()
     for pos, s in enumerate(shown):
-        mark = "  ◀ first divergence" if s.first else ""
+        mark = "◀ first divergence" if s.first else ""
         inputs = ", ".join(f"in{t.index} {_cos_text(t)}" for t in s.inputs) or "-"
         fusion = f"{'+'.join(s.passes)}" if s.fused and s.passes else ""
-        rows.append([s.order, s.op, s.type, s.role + mark, f"out{s.worst.index}", _cos_text(s.worst),
+        rows.append([s.order, s.op, s.type, Marked(s.role, mark), f"out{s.worst.index}", _cos_text(s.worst),
                      s.worst.metrics.max_abs_error, inputs, _short_list(s.golden_ops), fusion])
         if s.first:
             highlight.add(pos)
@@ -269,14 +272,13 @@ def suspects_table(found: SuspectList, limit: int, problems: list[str], info: li
         if s.fusion_blame:
             notes.append(f"fusion blame: {s.op} {s.fusion_blame}")
     notes += list(info) + report.notes
-    if suspects:
-        notes.append("`next` steps through the list with each op's full metric panel")
+    hints = ["`next` steps through the list with each op's full metric panel"] if suspects else []
     title = (f"{_count(len(suspects), 'failing op')} ({_count(len(roots), 'root')}), "
              f"in execution order [{found.source}]")
     return Table(["#", "op", "type", "role", "output", "cosine", "max_abs_err", "inputs (cosine)",
                   "golden", "fusion passes"], rows, title=title,
                  json_rows=[s.to_json() for s in suspects], notes=notes, total=len(suspects),
-                 highlight=highlight, findings=len(suspects),
+                 highlight=highlight, findings=len(suspects), hints=hints,
                  interrupted=found.source == "partial compare",
                  warnings=report.warnings + list(problems), unjudged=report.gate)
 

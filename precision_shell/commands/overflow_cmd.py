@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from precision_shell.commands.registry import arg, command
-from precision_shell.commands.results import Sections, Table
+from precision_shell.commands.results import Marked, Sections, Table
 from precision_shell.commands.stepping import PANELS, golden_stats_rows
 from precision_shell.errors import CommandError
 from precision_shell.model.findings import FindingCursor
@@ -35,9 +35,9 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
     for pos, f in enumerate(shown):
         outs = "; ".join(_tensor_summary(t) for t in f.outputs if t.bad) or \
             "; ".join(_tensor_summary(t) for t in f.outputs[:1])
-        mark = "  ◀ first producer" if f is first else ""
+        mark = "◀ first producer" if f is first else ""
         rows.append([f.order, f.op, f.type, f.source, ", ".join(f.status_words) or "-",
-                     f.role + mark, outs])
+                     Marked(f.role, mark), outs])
         if f is first:
             highlight.add(pos)
     notes: list[str] = []
@@ -54,12 +54,11 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
     warnings += scan.problems
     if scan.cancelled:
         notes.append("interrupted: the value scan stopped early; the list covers what was scanned")
-    if scan.findings:
-        notes.append("`next` steps through the list with the full panel of each op")
+    hints = ["`next` steps through the list with the full panel of each op"] if scan.findings else []
     title = f"{len(scan.findings)} overflowing op{'s' * (len(scan.findings) != 1)} ({', '.join(what)})"
     return Table(["#", "op", "type", "source", "status", "role", "outputs"], rows,
                  title=title, json_rows=[f.to_json() for f in scan.findings], notes=notes,
-                 total=len(scan.findings), highlight=highlight, findings=len(scan.findings),
+                 total=len(scan.findings), highlight=highlight, findings=len(scan.findings), hints=hints,
                  interrupted=scan.cancelled, warnings=warnings,
                  unjudged=f"unreadable files: {bad.text(': ')}" if bad.total else None)
 

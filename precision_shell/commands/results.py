@@ -28,11 +28,22 @@ class Table:
     interrupted: bool = False   # stopped early by Ctrl-C: the rows are partial (batch exits 130)
     warnings: list[str] = field(default_factory=list)
     unjudged: str | None = None
+    hints: list[str] = field(default_factory=list)   # how to go on: shown in the REPL only
 
     def to_json(self) -> list[dict]:
         if self.json_rows is not None:
             return self.json_rows
         return [dict(zip(self.headers, row)) for row in self.rows]
+
+
+class Marked(str):
+    """A cell with a decoration for the eye (``root  ◀ first divergence``): it reads as the
+    decorated text; CSV gets ``value`` and the mark as a true/false column named ``field``."""
+
+    def __new__(cls, value: Any, mark: str = "", field: str = "first") -> "Marked":
+        cell = super().__new__(cls, f"{value}  {mark}" if mark else str(value))
+        cell.value, cell.mark, cell.field = value, mark, field
+        return cell
 
 
 @dataclass

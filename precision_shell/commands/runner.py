@@ -2,7 +2,10 @@
 
 ``vcs -c 0.95 > low.txt; pt fc1/MatMul:output:0[0, :8]``: statements end at ``;``, a trailing
 ``> FILE`` / ``>> FILE`` redirects, quotes group words, and brackets keep a numpy slice with spaces
-in one word. Execution returns an :class:`Outcome` and never raises for user errors.
+in one word. ``CMD | PIPELINE`` hands the rest of the statement to the shell as a pipeline that
+reads the command's plain output; a statement starting with ``!`` is a shell command taking the
+rest of the line (``;`` included). Execution returns an :class:`Outcome` and never raises for
+user errors; running pipelines and shell commands is the front end's job.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ class Statement:
     append: bool = False
     text: str = ""
     fmt: str | None = None      # a per-statement `--format table|csv|json`
+    pipe: str | None = None     # `CMD | grep X`: a shell pipeline fed the command's output
+    shell: str | None = None    # `!ls -l`: a shell command instead of a pshell command
 
 
 def take_format_option(argv: list[str]) -> tuple[list[str], str | None]:
@@ -61,7 +66,27 @@ class QuitRequest:
     """Returned by ``quit``/``exit``: the front end stops reading commands."""
 
 
-def _words(text: str) -> tuple[list[str], str | None, bool]:
+@dataclass
+class SourceRequest:
+    """Returned by ``source FILE``: the front end runs the file's lines as a script."""
+
+    path: str
+
+
+@dataclass
+class _Parsed:
+    words: list[str]
+    redirect: str | None = None
+    append: bool = False
+    pipe: str | None = None
+
+
+def _in_regex(current: list[str]) -> bool:
+    """Inside an unclosed ``/regex/`` word, where ``|`` is alternation, not a pipe."""
+    return bool(current) and current[0] == "/" and current.count("/") == 1
+
+
+def _words(text: str) -> _Parsed:
     words: list[str] = []
     current: list[str] = []
     quote: str | None = None
@@ -69,6 +94,7 @@ def _words(text: str) -> tuple[list[str], str | None, bool]:
     redirect_at: int | None = None
     append = False
     in_word = False
+    pipe: str | None = None
     i = 0
     while i < len(text):
         ch = text[i]
@@ -101,6 +127,11 @@ def _words(text: str) -> tuple[list[str], str | None, bool]:
             i += 2 if append else 1
             redirect_at = len(words)
             continue
+        elif ch == "|" and depth == 0 and not _in_regex(current):
+            pipe = text[i + 1:].strip()
+            if not pipe:
+                raise UsageError(f"'|' needs a shell command after it: {text.strip()}")
+            break
         else:
             current.append(ch)
             in_word = True
@@ -110,11 +141,13 @@ def _words(text: str) -> tuple[list[str], str | None, bool]:
     if in_word:
         words.append("".join(current))
     if redirect_at is None:
-        return words, None, False
+        return _Parsed(words, pipe=pipe)
+    if pipe is not None:
+        raise UsageError(f"'>' before '|': put the redirect at the end of the pipeline: {text.strip()}")
     target = words[redirect_at:]
     if len(target) != 1:
         raise UsageError(f"redirect needs exactly one file name after '>': {text.strip()}")
-    return words[:redirect_at], target[0], append
+    return _Parsed(words[:redirect_at], target[0], append)
 
 
 def _split_parts(line: str, track_brackets: bool) -> tuple[list[str], int]:
@@ -122,7 +155,10 @@ def _split_parts(line: str, track_brackets: bool) -> tuple[list[str], int]:
     current: list[str] = []
     quote: str | None = None
     depth = 0
-    for ch in line:
+    for pos, ch in enumerate(line):
+        if ch == "!" and not quote and not "".join(current).strip():
+            current.append(line[pos:])   # a shell command: the rest of the line is its own
+            break
         if quote:
             quote = None if ch == quote else quote
         elif ch in "'\"":
@@ -152,9 +188,18 @@ def split_statements(line: str) -> list[Statement]:
     for part in parts:
         if not part.strip():
             continue
-        argv, redirect, append = _words(part)
-        if argv:
-            statements.append(Statement(argv, redirect, append, part.strip()))
+        if part.strip().startswith("!"):
+            command_line = part.strip()[1:].strip()
+            if not command_line:
+                raise UsageError("'!' needs a shell command, e.g. `!ls -l`")
+            statements.append(Statement(["!"], text=part.strip(), shell=command_line))
+            continue
+        parsed = _words(part)
+        if parsed.words:
+            statements.append(Statement(parsed.words, parsed.redirect, parsed.append, part.strip(),
+                                        pipe=parsed.pipe))
+        elif parsed.pipe is not None:
+            raise UsageError(f"'|' needs a pshell command before it: {part.strip()}")
     return statements
 
 

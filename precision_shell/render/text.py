@@ -1,18 +1,17 @@
-"""Results as terminal text (tables via tabulate), CSV and one-line JSON."""
+"""Results as terminal text (fitted to the terminal by ``render.layout``), CSV and one-line JSON."""
 
 from __future__ import annotations
 
 import csv
 import io
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import singledispatch
 from typing import Any
 
-from tabulate import tabulate
-
-from precision_shell.commands.results import Message, Sections, Table
+from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.jsonable import to_json_text
+from precision_shell.render.layout import expanded_records, fit_table, wrap, wrap_lines
 from precision_shell.render.style import PLAIN, Style
 
 
@@ -30,25 +29,46 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def table_text(table: Table, style: Style = PLAIN) -> str:
+_MIN_VALUE = 20     # narrower than this, a panel value is left unwrapped
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How text output is fitted: terminal ``width`` (None: never cut, as for pipes and files),
+    ``expanded`` (auto|on|off, psql's \\x) and whether REPL ``hints`` are shown."""
+
+    width: int | None = None
+    expanded: str = "auto"
+    hints: bool = True
+
+
+def table_text(table: Table, style: Style = PLAIN, layout: Layout = Layout()) -> str:
+    width = layout.width
     lines = []
     if table.title:
-        lines.append(style(table.title, "bold"))
+        lines += [style(line, "bold") for line in wrap(table.title, width or 0)]
     if table.rows:
         rows = [[_cell(v) for v in row] for row in table.rows]
-        body = tabulate(rows, headers=table.headers, tablefmt="simple", disable_numparse=True)
-        body_lines = body.split("\n")
-        # two header lines (names, rule) precede the rows
-        for pos in table.highlight:
-            if 0 <= pos < len(rows):
-                body_lines[pos + 2] = style(body_lines[pos + 2], "bold_yellow")
-        lines += body_lines
+        fitted = fit_table(table.headers, rows, width, layout.expanded)
+        if fitted is None:
+            for pos, record in enumerate(expanded_records(table.headers, rows, width)):
+                bold = pos in table.highlight
+                lines += [style(line, "bold_yellow") if bold else line for line in record]
+        else:
+            lines += fitted.header + [fitted.rule]
+            for pos, row_lines in enumerate(fitted.rows):
+                bold = pos in table.highlight
+                lines += [style(line, "bold_yellow") if bold else line for line in row_lines]
+            if fitted.hidden:
+                note = (f"columns not shown at this width: {', '.join(fitted.hidden)} "
+                        "(`config set expanded on` or --format csv shows them)")
+                lines += [style(line, "dim") for line in wrap(note, width or 0, "  ")]
     else:
         lines.append("(no rows)")
     if table.total is not None and table.total > len(table.rows):
         lines.append(style(f"... {table.total - len(table.rows)} more (use -l 0)", "dim"))
-    lines += table.notes
-    lines += warning_lines(table)
+    notes = table.notes + (table.hints if layout.hints else [])
+    lines += [wrapped for note in notes + warning_lines(table) for wrapped in wrap(note, width or 0, "  ")]
     return "\n".join(lines)
 
 
@@ -57,37 +77,41 @@ def warning_lines(result: Any) -> list[str]:
 
 
 @singledispatch
-def render_text(result: Any, style: Style = PLAIN) -> str:
-    return str(result)
+def render_text(result: Any, style: Style = PLAIN, layout: Layout = Layout()) -> str:
+    return wrap_lines(str(result), layout.width)
 
 
 @render_text.register
-def _(result: Table, style: Style = PLAIN) -> str:
-    return table_text(result, style)
+def _(result: Table, style: Style = PLAIN, layout: Layout = Layout()) -> str:
+    return table_text(result, style, layout)
 
 
 @render_text.register
-def _(result: Message, style: Style = PLAIN) -> str:
-    return "\n".join(result.lines + warning_lines(result))
+def _(result: Message, style: Style = PLAIN, layout: Layout = Layout()) -> str:
+    return wrap_lines("\n".join(result.lines + warning_lines(result)), layout.width)
 
 
 @render_text.register
-def _(result: Sections, style: Style = PLAIN) -> str:
+def _(result: Sections, style: Style = PLAIN, layout: Layout = Layout()) -> str:
     lines = [style(result.title, "bold")] if result.title else []
     for heading, block in result.blocks:
         if isinstance(block, Table):
             if heading:
                 lines.append(style(heading, "bold"))
-            lines.append(table_text(block, style))
+            lines.append(table_text(block, style, layout))
         elif block and isinstance(block[0], tuple):
             width = max(len(k) for k, _ in block) if block else 0
             if heading:
                 lines.append(style(heading, "bold"))
+            hang = " " * (width + 4)
+            room = (layout.width or 0) - len(hang)
             for key, value in block:
-                lines.append(f"  {style(key.ljust(width), 'cyan')}  {value}")
+                first, *rest = wrap(str(value), room) if room > _MIN_VALUE else [str(value)]
+                lines.append(f"  {style(key.ljust(width), 'cyan')}  {first}")
+                lines += [hang + line for line in rest]
         else:
             lines.append(f"  {style(heading, 'bold_yellow' if heading == 'errors' else 'bold')}")
-            lines += [f"    {item}" for item in block]
+            lines += [w for item in block for w in wrap(f"    {item}", layout.width or 0, " " * 6)]
     return "\n".join(lines)
 
 
@@ -104,13 +128,26 @@ def render_csv(result: Any) -> str:
         result = table()
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(result.headers)
+    # a Marked cell is two fields: its value, and its mark as true/false in a column of its own
+    marked = {i: cell.field for row in result.rows for i, cell in enumerate(row) if isinstance(cell, Marked)}
+    header: list[str] = []
+    for i, name in enumerate(result.headers):
+        header += [name, marked[i]] if i in marked else [name]
+    writer.writerow(header)
     for row in result.rows:
-        writer.writerow([_cell(v) for v in row])
+        cells: list[str] = []
+        for i, value in enumerate(row):
+            if i not in marked:
+                cells.append(_cell(value))
+            elif isinstance(value, Marked):
+                cells += [_cell(value.value), "true" if value.mark else "false"]
+            else:
+                cells += [_cell(value), "false"]
+        writer.writerow(cells)
     return buf.getvalue().rstrip("\n")
 
 
-def render(result: Any, fmt: str = "table", style: Style = PLAIN) -> str:
+def render(result: Any, fmt: str = "table", style: Style = PLAIN, layout: Layout = Layout()) -> str:
     # A result may restyle itself for a colour terminal (e.g. `pt -r` colours in-range values).
     if fmt == "table" and style.color and hasattr(result, "styled"):
         result = result.styled(style)
@@ -118,4 +155,4 @@ def render(result: Any, fmt: str = "table", style: Style = PLAIN) -> str:
         return render_json(result)
     if fmt == "csv":
         return render_csv(result)
-    return render_text(result, style)
+    return render_text(result, style, layout)

@@ -8,6 +8,8 @@ wraps this completer in prompt_toolkit's ``ThreadedCompleter`` so typing never w
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -22,6 +24,18 @@ from precision_shell.shell.name_index import NameIndex
 MAX_RESULTS = 100
 
 
+def natural_key(text: str) -> list:
+    """``_2`` before ``_10``: digit runs compare as numbers."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+            for part in re.split(r"(\d+)", text) if part]
+
+
+def ranked(names: Iterable[str], word: str) -> list[str]:
+    """Names starting with ``word`` first, each group in natural order."""
+    folded = word.lower()
+    return sorted(names, key=lambda n: (not n.lower().startswith(folded), natural_key(n)))
+
+
 def _shape_text(shape: Any) -> str:
     try:
         return "[" + ",".join(str(int(d)) for d in shape) + "]"
@@ -29,13 +43,25 @@ def _shape_text(shape: Any) -> str:
         return ""
 
 
+_SHORT_DTYPES = {"FLOAT16": "fp16", "FLOAT": "fp32", "BF16": "bf16", "DOUBLE": "fp64"}
+
+
+def dtype_text(dtype: Any) -> str:
+    """``DT_FLOAT16`` -> ``fp16`` (fp16/bf16/fp32 are what precision hunting turns on)."""
+    if not isinstance(dtype, str) or not dtype:
+        return ""
+    bare = dtype[3:] if dtype.startswith("DT_") else dtype
+    return _SHORT_DTYPES.get(bare, bare.lower())
+
+
 def desc_meta(desc: Any) -> str:
-    """``[2,8,16,16] NC1HWC0``: the logical shape users index with, and the device layout when
-    the dump is stored in a different one (duck-typed TensorDesc)."""
+    """``fp16 [2,8,16,16] NC1HWC0``: the dtype, the logical shape users index with, and the
+    device layout when the dump is stored in a different one (duck-typed TensorDesc)."""
     if desc is None:
         return ""
     shape = getattr(desc, "origin_shape", None) or getattr(desc, "shape", None)
     text = _shape_text(shape) if shape is not None else ""
+    text = f"{dtype_text(getattr(desc, 'dtype', None))} {text}".strip()
     layout, origin = getattr(desc, "layout", None), getattr(desc, "origin_format", None)
     if layout and origin and layout != origin:
         text += f" {layout}"
@@ -193,7 +219,7 @@ class ShellCompleter(Completer):
         index = self.op_index()
         if index is None:
             return
-        for name in index.search(word, MAX_RESULTS):
+        for name in ranked(index.search(word, MAX_RESULTS), word):
             yield Completion(name + suffix, -len(word), display=name,
                              display_meta=op_meta(self._op(name)))
 
@@ -233,13 +259,18 @@ class ShellCompleter(Completer):
             yield Completion("golden:", -len(word), display_meta="golden (CPU/GPU) tensors")
         # The common case is an op's first output; the menu shows the op name and its meta.
         yield from self.complete_ops(word, suffix=":output:0")
+        # ... and a relative path (no ./ needed): .npy files and the folders that may hold them
+        if word and ":" not in word:
+            for c in self._path_completions(word, event):
+                if c.text.endswith(("/", ".npy")):
+                    yield c
 
     def complete_golden(self, word: str) -> Iterator[Completion]:
         index = self.golden_index()
         if index is None:
             return
         query = word[len("golden:"):] if word.startswith("golden:") else word
-        for name in index.search(query, MAX_RESULTS):
+        for name in ranked(index.search(query, MAX_RESULTS), query):
             yield Completion(f"golden:{name}", -len(word), display=name, display_meta="golden")
 
     def complete_dumps(self, word: str, event: CompleteEvent) -> Iterator[Completion]:
@@ -252,5 +283,8 @@ class ShellCompleter(Completer):
 
     def _path_completions(self, word: str, event: CompleteEvent) -> Iterator[Completion]:
         sub = Document(word, len(word))
-        for c in self._paths.get_completions(sub, event):
-            yield Completion(c.text, c.start_position, display=c.display)
+        found = list(self._paths.get_completions(sub, event))
+        for c in sorted(found, key=lambda c: natural_key(c.text)):
+            whole = word[:len(word) + c.start_position] + c.text
+            slash = "/" if os.path.isdir(os.path.expanduser(whole)) else ""   # a folder: go on in
+            yield Completion(c.text + slash, c.start_position, display=c.text + slash)

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import get_app_or_none
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
 from prompt_toolkit.completion import ThreadedCompleter
 from prompt_toolkit.enums import EditingMode
-from prompt_toolkit.filters import completion_is_selected
+from prompt_toolkit.filters import completion_is_selected, has_completions, to_filter
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.output import ColorDepth
@@ -27,11 +28,12 @@ from prompt_toolkit.styles import Style as PromptStyle
 
 from precision_shell import __version__
 from precision_shell.commands import REGISTRY
-from precision_shell.commands.runner import Statement, execute
+from precision_shell.commands.registry import HelpRequested
+from precision_shell.commands.runner import Statement, execute, split_statements
 from precision_shell.shell.progress import progress_factory
 from precision_shell.config import Config, current_config, load_config, use_config
-from precision_shell.errors import FormatError
-from precision_shell.frontend import Frontend
+from precision_shell.errors import FormatError, PshellError
+from precision_shell.frontend import Frontend, terminal_width
 from precision_shell.logfile import log_internal_error
 from precision_shell.render.style import Style, color_wanted
 from precision_shell.render.text import render
@@ -100,22 +102,71 @@ def banner_text(session: Any, style: Style) -> str:
     return f"{body}\n{style(HINT, 'dim')}"
 
 
+def line_is_complete(text: str) -> bool:
+    """Whether every statement of ``text`` names a command and parses (nothing runs)."""
+    try:
+        statements = split_statements(text)
+        for statement in statements:
+            if statement.shell is None:
+                REGISTRY.lookup(statement.argv[0]).parse(statement.argv[1:])
+    except (PshellError, HelpRequested):
+        return False
+    return bool(statements)
+
+
+def _prefix_history(buffer, backward: bool, count: int) -> None:
+    """fish/IPython Up/Down: only history lines starting with what is typed before the cursor."""
+    buffer.complete_state = None
+    searching = buffer.enable_history_search
+    buffer.enable_history_search = to_filter(True)
+    try:
+        (buffer.history_backward if backward else buffer.history_forward)(count=count)
+    finally:
+        buffer.enable_history_search = searching
+
+
 def key_bindings() -> KeyBindings:
     kb = KeyBindings()
 
     @kb.add("enter", filter=completion_is_selected)
     def _accept_completion(event) -> None:
-        # Enter on a highlighted candidate takes it instead of running a half-typed line.
-        event.current_buffer.complete_state = None
+        # Enter on a highlighted candidate takes it; the line runs when it is complete, else the
+        # cursor stays for the rest of it.
+        buffer = event.current_buffer
+        buffer.complete_state = None
+        if line_is_complete(buffer.text):
+            buffer.validate_and_handle()
+
+    # Up/Down walk the completion menu once a candidate is highlighted; otherwise the history,
+    # matching the typed prefix.
+    @kb.add("up", filter=~completion_is_selected)
+    def _history_up(event) -> None:
+        _prefix_history(event.current_buffer, True, event.arg)
+
+    @kb.add("down", filter=~has_completions)
+    def _history_down(event) -> None:
+        _prefix_history(event.current_buffer, False, event.arg)
 
     return kb
 
 
-def prompt_style() -> PromptStyle:
+def prompt_style(color: bool = True) -> PromptStyle:
     rules = {name: rule for name, rule in STYLE_RULES.items()}
-    rules.update({"bottom-toolbar": "bg:#303030 #d0d0d0 noreverse",
-                  "bottom-toolbar.label": "bg:#303030 #87afd7 bold noreverse"})
+    if color:
+        rules.update({"bottom-toolbar": "bg:#303030 #d0d0d0 noreverse",
+                      "bottom-toolbar.label": "bg:#303030 #87afd7 bold noreverse"})
+    else:   # no colour: the toolbar stands out in reverse video, suggestions are dimmed
+        rules.update({"bottom-toolbar": "reverse", "bottom-toolbar.label": "reverse bold",
+                      "auto-suggestion": "underline"})
     return PromptStyle.from_dict(rules)
+
+
+def _columns() -> int | None:
+    app = get_app_or_none()
+    try:
+        return app.output.get_size().columns if app is not None else None
+    except Exception:   # no size known (a pipe in tests): the toolbar is not fitted
+        return None
 
 
 def make_prompt_session(session: Any, config: Config, history: History, color: bool,
@@ -130,8 +181,8 @@ def make_prompt_session(session: Any, config: Config, history: History, color: b
         completer=ThreadedCompleter(completer),
         complete_while_typing=True,
         lexer=ShellLexer(session),
-        bottom_toolbar=lambda: toolbar_fragments(session),
-        style=prompt_style(),
+        bottom_toolbar=lambda: toolbar_fragments(session, _columns()),
+        style=prompt_style(color),
         include_default_pygments_style=False,
         key_bindings=key_bindings(),
         editing_mode=EditingMode.VI if config.editing_mode == "vi" else EditingMode.EMACS,
@@ -167,7 +218,9 @@ def run_repl(session: Any, opts: Any, log_path: Path | None, *, input: Any = Non
         return color_wanted(out, requested=not no_color and current_config().color)
 
     frontend = Frontend(session, fmt=getattr(opts, "format", None) or "table",
-                        style=Style(color_now()), err=err, log_path=log_path)
+                        style=Style(color_now()), err=err, log_path=log_path,
+                        width=lambda: terminal_width(out))
+    frontend.follow_config()
     pager = PagingWriter(out, enabled=lambda: pager_wanted(no_pager, session.settings.pager, out))
     frontend.out = pager
     history, history_warning = open_history(getattr(opts, "history_file", None))
@@ -208,5 +261,7 @@ def run_repl(session: Any, opts: Any, log_path: Path | None, *, input: Any = Non
 def _follow_settings(prompt: PromptSession, frontend: Frontend, config: Config, color: bool) -> None:
     """`config set` may have changed the colour or the editing keys: take effect at once."""
     frontend.style = Style(color)
+    frontend.follow_config()
+    prompt.style = prompt_style(color)
     prompt.color_depth = None if color else ColorDepth.MONOCHROME
     prompt.editing_mode = EditingMode.VI if config.editing_mode == "vi" else EditingMode.EMACS

@@ -68,16 +68,38 @@ def toolbar_items(session: Any) -> list[tuple[str, str]]:
     return items
 
 
-def toolbar_fragments(session: Any) -> list[tuple[str, str]]:
-    """Formatted text for prompt_toolkit's ``bottom_toolbar``."""
+# When the toolbar is too wide, items go in this order of importance (the rest are dropped): where
+# you are in the finding list and which run is active matter most while stepping.
+_IMPORTANCE = ("finding", "run", "cos", "ws")
+_SEPARATOR = "  │ "
+
+
+def _width(items: list[tuple[str, str]]) -> int:
+    return sum(len(label) + 2 + len(value) for label, value in items) + len(_SEPARATOR) * (len(items) - 1)
+
+
+def fit_items(items: list[tuple[str, str]], width: int | None) -> list[tuple[str, str]]:
+    """All items in their order when they fit ``width``; else the most important first
+    (finding cursor, run), dropping the least important until they fit."""
+    if not width or _width(items) <= width:
+        return items
+    rank = {label: pos for pos, label in enumerate(_IMPORTANCE)}
+    kept = sorted(items, key=lambda item: rank.get(item[0], len(rank)))
+    while len(kept) > 1 and _width(kept) > width:
+        kept.pop()
+    return kept
+
+
+def toolbar_fragments(session: Any, width: int | None = None) -> list[tuple[str, str]]:
+    """Formatted text for prompt_toolkit's ``bottom_toolbar`` (fitted to ``width`` columns)."""
     fragments: list[tuple[str, str]] = []
     try:
-        items = toolbar_items(session)
+        items = fit_items(toolbar_items(session), width)
     except Exception as exc:  # never let the toolbar take the prompt down
         return [("class:bottom-toolbar", f" toolbar: {type(exc).__name__}")]
     for pos, (label, value) in enumerate(items):
         if pos:
-            fragments.append(("class:bottom-toolbar", "  │ "))
+            fragments.append(("class:bottom-toolbar", _SEPARATOR))
         fragments.append(("class:bottom-toolbar.label", f" {label} "))
         fragments.append(("class:bottom-toolbar", value))
     return fragments
