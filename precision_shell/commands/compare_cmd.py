@@ -89,14 +89,16 @@ PANELS["compare_sets"] = lambda session, item, position: _run().compare_set_pane
 
 def _exporter(factory: str, *fmt: str) -> Callable[[Session, Path], int]:
     def export(session: Session, path: Path) -> int:
-        fn = getattr(_run(), factory)
+        from precision_shell.commands import compare_exports  # numpy: on first use
+
+        fn = getattr(compare_exports, factory)
         return (fn(*fmt) if fmt else fn)(session, path)
     return export
 
 
-EXPORTERS[("suspects", "csv")] = _exporter("_export_suspects", "csv")
-EXPORTERS[("suspects", "json")] = _exporter("_export_suspects", "json")
-EXPORTERS[("suspects", "fusion-switch")] = _exporter("_export_fusion_switch")
-EXPORTERS[("suspects", "keep-fp32")] = _exporter("_export_keep_fp32")
-EXPORTERS[("compare", "csv")] = _exporter("_export_compare", "csv")
-EXPORTERS[("compare", "json")] = _exporter("_export_compare", "json")
+EXPORTERS[("suspects", "csv")] = _exporter("export_suspects", "csv")
+EXPORTERS[("suspects", "json")] = _exporter("export_suspects", "json")
+EXPORTERS[("suspects", "fusion-switch")] = _exporter("export_fusion_switch")
+EXPORTERS[("suspects", "keep-fp32")] = _exporter("export_keep_fp32")
+EXPORTERS[("compare", "csv")] = _exporter("export_compare", "csv")
+EXPORTERS[("compare", "json")] = _exporter("export_compare", "json")

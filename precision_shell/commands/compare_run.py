@@ -1,15 +1,14 @@
-"""What ``compare``/``vc``, ``vcs``, ``compare_tensors``/``cp``, the compare panel and the exporters
+"""What ``compare``/``vc``, ``vcs``, ``compare_tensors``/``cp`` and the compare panel
 do (registered in compare_cmd, which imports this module on first use: numpy and the compare
 engine stay out of start-up).
 
 ``vc`` runs the whole-network compare and writes the vendor-layout CSV; ``vcs`` turns the result
 (or vendor CSVs) into the failing-op list with root causes and sets the finding cursor, so
-``next`` walks it; ``export suspects|compare`` writes it for the team.
+``next`` walks it; ``export suspects|compare`` (compare_exports) writes it for the team.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,11 +21,9 @@ from precision_shell.analysis.compare import (
 from precision_shell.analysis.compare_mapping import plan_golden_compare, plan_npu_compare
 from precision_shell.analysis.coverage import Coverage
 from precision_shell.analysis.root_cause import (
-    Criteria, Suspect, SuspectList, find_suspects, fusion_switch_config, keep_fp32_names, parse_condition,
+    Criteria, Suspect, SuspectList, find_suspects, parse_condition,
 )
 from precision_shell.analysis.tensor_compare import compare_pair
-from precision_shell.atomic_write import write_atomic
-from precision_shell.commands.export import write_rows
 from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import golden_stats_rows
 from precision_shell.errors import CommandError, UsageError
@@ -435,66 +432,3 @@ def compare_tensors(session: Session, args) -> Sections:
     if args.top:
         blocks.append((f"worst {len(res.worst)} elements", worst))
     return Sections(title=f"{a.label} vs {b.label}", blocks=blocks, data=data)
-
-
-# ------------------------------------------------------------------------------------------------
-# exporters (``export suspects|compare``)
-
-def _suspects(session: Session) -> list[Suspect]:
-    found = session.results.get("vcs")
-    if found is None:
-        raise CommandError("no suspect list yet: run `vcs` first")
-    return found.suspects
-
-
-def _export_suspects(fmt: str) -> Callable[[Session, Path], int]:
-    def export(session: Session, path: Path) -> int:
-        suspects = _suspects(session)
-        if fmt == "csv":
-            return write_rows(path, [s.to_flat_json() for s in suspects], "csv")
-        return write_rows(path, [s.to_json() for s in suspects], "json")
-    return export
-
-
-def fusion_switch_text(suspects: list[Suspect]) -> tuple[str, int]:
-    """The fusion switch config turning off the passes behind the fused roots, and how many."""
-    config, _unknown = fusion_switch_config(suspects)
-    count = sum(len(v) for v in config["Switch"].values())
-    if not count:
-        roots = [s.op for s in suspects if s.role == "root"]
-        raise CommandError("no fused root op in the suspect list, so no fusion pass to switch off"
-                           + (f" (roots: {', '.join(roots)})" if roots else ""))
-    return json.dumps(config, indent=4) + "\n", count
-
-
-def keep_fp32_text(suspects: list[Suspect]) -> tuple[str, int]:
-    """The keep-fp32 list: one framework op name of a root per line, and how many."""
-    names = keep_fp32_names(suspects)
-    if not names:
-        raise CommandError("no root op in the suspect list: nothing to keep in fp32")
-    return "".join(n + "\n" for n in names), len(names)
-
-
-def _write_text(make: Callable[[list[Suspect]], tuple[str, int]]) -> Callable[[Session, Path], int]:
-    def export(session: Session, path: Path) -> int:
-        text, count = make(_suspects(session))
-        write_atomic(path, lambda fh: fh.write(text))
-        return count
-    return export
-
-
-_export_fusion_switch = _write_text(fusion_switch_text)
-_export_keep_fp32 = _write_text(keep_fp32_text)
-
-
-def _export_compare(fmt: str) -> Callable[[Session, Path], int]:
-    def export(session: Session, path: Path) -> int:
-        result = session.results.get("compare")
-        if result is None:
-            raise CommandError("no compare result yet: run `vc` first")
-        if fmt == "csv":
-            return write_vendor_csv(path, result)
-        return write_rows(path, [r.to_json() for r in result.iter_done()], "json")
-    return export
-
-

@@ -106,7 +106,7 @@ def op_points(result: Any, found: Any) -> list[OpPoint]:
 
 def export_files(suspects: list) -> tuple[list[ExportFile], list[str]]:
     """The suspect exports (what ``export suspects --format F`` writes), and why any is missing."""
-    from precision_shell.commands.compare_run import fusion_switch_text, keep_fp32_text
+    from precision_shell.commands.compare_exports import fusion_switch_text, keep_fp32_text
     from precision_shell.commands.export import rows_text
 
     files = [ExportFile("suspects.csv", "text/csv", rows_text([s.to_flat_json() for s in suspects], "csv"),
