@@ -29,7 +29,6 @@ from .msprobe_layout import (TENSOR_DIR, RankDir, find_rank_dirs, normalize_dtyp
 from .torch_pt import PtTensor, load_pt_tensor, open_pt
 
 _MAX_LEAF_DEPTH = 16
-_STATS = (("max", "Max"), ("min", "Min"), ("mean", "Mean"), ("norm", "Norm"))
 # entry keys -> leaf path roots; input_args and input_kwargs both become "input" (A6)
 _ROOTS = {"input_args": "input", "input_kwargs": "input", "input": "input", "output": "output",
           "parameters": "parameters"}
@@ -211,7 +210,7 @@ def _flatten(node, path: str, depth: int, entry: Entry, rank: RankDump, json_pat
     if node is None:
         entry.leaves.append(Leaf(path, None))
     elif isinstance(node, dict) and isinstance(node.get("type"), str):
-        entry.leaves.append(_leaf(node, path, f"{json_path}: {entry.name} {path}", rank.warnings))
+        entry.leaves.append(_leaf(node, path, entry.name, json_path, rank.warnings))
     elif isinstance(node, dict):
         for key, value in node.items():
             _flatten(value, f"{path}.{key}", depth + 1, entry, rank, json_path)
@@ -222,30 +221,31 @@ def _flatten(node, path: str, depth: int, entry: Entry, rank: RankDump, json_pat
         rank.warnings.append(f"{json_path}: {entry.name} {path}: unexpected {type(node).__name__}, skipped")
 
 
-def _leaf(node: dict, path: str, where: str, warnings: list[str]) -> Leaf:
-    leaf = Leaf(path, node["type"], value=node.get("value"))
+def _leaf(node: dict, path: str, entry: str, json_path: str, warnings: list[str]) -> Leaf:
+    """One leaf, built in one constructor call: a 100k-entry dump.json has 300k of them, so the
+    text naming a leaf in a warning is made only when there is one."""
+    get = node.get
+    shape = dtype = dtype_raw = None
     if "dtype" in node and "shape" in node and "value" not in node:
-        leaf.shape = _shape(node["shape"])
-        if leaf.shape is None:
-            warnings.append(f"{where}: bad shape {node['shape']!r:.60}")
-            leaf.shape = ()
-        leaf.dtype_raw = node["dtype"] if isinstance(node["dtype"], str) else repr(node["dtype"])
-        leaf.dtype = normalize_dtype(node["dtype"])
-        if leaf.dtype is None:
-            warnings.append(f"{where}: unknown dtype {leaf.dtype_raw!r}")
-    for attr, key in _STATS:
-        setattr(leaf, attr, _stat(node.get(key)))
-    md5 = node.get("md5")
-    leaf.md5 = md5 if isinstance(md5, str) else None
-    rg = node.get("requires_grad")
-    leaf.requires_grad = rg if isinstance(rg, bool) else None
-    data_name = node.get("data_name")
-    if isinstance(data_name, str) and data_name and os.path.basename(data_name) == data_name \
-            and data_name not in (".", ".."):
-        leaf.data_name = data_name
-    elif data_name is not None:
-        warnings.append(f"{where}: bad data_name {data_name!r:.80}, ignored")
-    return leaf
+        shape = _shape(node["shape"])
+        if shape is None:
+            warnings.append(f"{json_path}: {entry} {path}: bad shape {node['shape']!r:.60}")
+            shape = ()
+        raw = node["dtype"]
+        dtype_raw = raw if isinstance(raw, str) else repr(raw)
+        dtype = normalize_dtype(raw)
+        if dtype is None:
+            warnings.append(f"{json_path}: {entry} {path}: unknown dtype {dtype_raw!r}")
+    md5, rg, data_name = get("md5"), get("requires_grad"), get("data_name")
+    if not (isinstance(data_name, str) and data_name and os.path.basename(data_name) == data_name
+            and data_name not in (".", "..")):
+        if data_name is not None:
+            warnings.append(f"{json_path}: {entry} {path}: bad data_name {data_name!r:.80}, ignored")
+        data_name = None
+    return Leaf(path, node["type"], dtype, dtype_raw, shape,
+                _stat(get("Max")), _stat(get("Min")), _stat(get("Mean")), _stat(get("Norm")),
+                md5 if isinstance(md5, str) else None, rg if isinstance(rg, bool) else None,
+                get("value"), data_name)
 
 
 def _shape(value) -> tuple[int, ...] | None:
