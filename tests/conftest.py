@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,22 @@ def cache_round_trip(kind, value, key=("key",)):
     copy = cache.value_of(kind, LoadCache.entry(kind, key, value), key, "round trip")
     assert cache.warnings == []
     return copy
+
+
+class InterruptAfter:
+    """A session/compare progress factory whose bar raises Ctrl-C once ``n`` steps are done."""
+
+    def __init__(self, n: int):
+        self.n, self.seen = n, 0
+
+    @contextmanager
+    def __call__(self, label, total):
+        outer = self
+
+        class Bar:
+            def advance(self, k: int = 1):
+                outer.seen += k
+                if outer.seen >= outer.n:
+                    raise KeyboardInterrupt
+
+        yield Bar()

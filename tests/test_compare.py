@@ -9,7 +9,6 @@ import json
 import math
 import shutil
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from precision_shell.formats.compare_csv import read_compare_csv
 from precision_shell.formats.dump_file import read_dump_header, read_logical_array
 from precision_shell.model.session import Session
 from precision_shell.samples.writer import SampleOptions, write_workspace
+from tests.conftest import InterruptAfter
 
 
 @pytest.fixture(scope="module")
@@ -222,21 +222,6 @@ def test_a_bad_pair_becomes_a_reason_row_not_a_crash(tmp_path, session):
 # ------------------------------------------------------------------------------------------------
 # Ctrl-C
 
-class _InterruptAfter:
-    def __init__(self, n: int):
-        self.n, self.seen = n, 0
-
-    @contextmanager
-    def __call__(self, label, total):
-        outer = self
-
-        class Bar:
-            def advance(self, k: int = 1):
-                outer.seen += k
-                if outer.seen >= outer.n:
-                    raise KeyboardInterrupt
-
-        yield Bar()
 
 
 def test_interrupt_keeps_partial_results_in_process(session):
@@ -244,7 +229,7 @@ def test_interrupt_keeps_partial_results_in_process(session):
     runnable = sum(j.npu is not None and j.golden is not None for j in plan.jobs)
     no_pair = len(plan.jobs) - runnable
     stop = no_pair + 7
-    result = run_compare(plan, workers=1, progress=_InterruptAfter(stop))
+    result = run_compare(plan, workers=1, progress=InterruptAfter(stop))
     assert result.cancelled
     done = [r for r in result.rows if r is not None]
     assert len(done) == stop
@@ -261,7 +246,7 @@ def test_interrupt_with_a_pool_cancels_the_rest(session, monkeypatch):
     plan = _plan(session)
     no_pair = sum(j.npu is None or j.golden is None for j in plan.jobs)
     with ThreadPoolExecutor(1) as pool:
-        result = run_compare(plan, workers=1, executor=pool, progress=_InterruptAfter(no_pair + 1))
+        result = run_compare(plan, workers=1, executor=pool, progress=InterruptAfter(no_pair + 1))
     assert result.cancelled
     done = sum(r is not None for r in result.rows)
     assert no_pair < done < len(plan.jobs)

@@ -7,38 +7,21 @@ import os
 import re
 import signal
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from precision_shell.frontend import Frontend
 from precision_shell.model.session import Session
+from tests.conftest import InterruptAfter
 
 
-class _InterruptAfter:
-    """A progress bar whose N-th step is a Ctrl-C."""
-
-    def __init__(self, n: int):
-        self.n, self.seen = n, 0
-
-    @contextmanager
-    def __call__(self, label, total):
-        outer = self
-
-        class Bar:
-            def advance(self, k: int = 1):
-                outer.seen += k
-                if outer.seen >= outer.n:
-                    raise KeyboardInterrupt
-
-        yield Bar()
 
 
 def test_ctrl_c_in_vc_stops_the_line_and_names_the_csv_partial(sample_ws, tmp_path):
     root, _ = sample_ws
     session = Session.open(root, output=str(tmp_path / "out"))
-    session.progress = _InterruptAfter(5)
+    session.progress = InterruptAfter(5)
     out, err = io.StringIO(), io.StringIO()
     frontend = Frontend(session, out=out, err=err)
     outcomes = frontend.run_line("vc -j 1; vcs; info")
