@@ -272,6 +272,22 @@ def test_bad_and_deep_json(tmp_path):
     assert rank.warnings[1] == f"{rank_dir / 'dump.json'}: A.a.0.forward input{'.0' * 17}: nested deeper than 16, skipped"
 
 
+def test_a_number_too_long_for_json_is_a_cut_not_a_traceback(tmp_path):
+    """json's int() refuses more than 4300 digits with a ValueError (not a JSONDecodeError): the
+    entries before it are kept and the file is named, as for any other cut."""
+    rank_dir = tmp_path / "step0" / "rank0"
+    rank_dir.mkdir(parents=True)
+    leaf = '{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": %s}'
+    (rank_dir / "dump.json").write_text(
+        '{"task": "statistics", "data": {"A.a.0.forward": {"output": [%s]}, "B.b.0.forward": {"output": [%s]}}}'
+        % (leaf % "1.5", leaf % ("9" * 5000)))
+    rank = read_rank_dump(find_rank_dirs(rank_dir)[0])
+    assert [e.name for e in rank.entries] == ["A.a.0.forward"] and rank.entries[0].leaves[0].max == 1.5
+    (warning,) = rank.warnings
+    assert warning.startswith(f"{rank_dir / 'dump.json'}: truncated or invalid (cut at char")
+    assert "B.b.0.forward" in warning and len(warning) < 300
+
+
 def test_stack_and_construct_both_formats(tmp_path):
     data, files = _pytorch_data()
     new_dir = _write_rank(tmp_path / "new" / "step0" / "rank0", data, files)

@@ -7,9 +7,8 @@ every entry before the cut. Bare ``NaN``/``Infinity`` literals, which msprobe wr
 statistics, are accepted (the stdlib decoder's default).
 
 Deeply nested JSON is bounded by the C decoder itself (it raises RecursionError at Python's
-recursion limit), turned into a FormatError here.
-TODO(unify): a bounded JSON helper is being added under formats/ on branch trust-readers; this
-module's :func:`read_json_text` / :func:`load_json` should move onto it once merged.
+recursion limit), and a number of more than 4300 digits by json's int() (ValueError): both are a
+FormatError or the point where salvage stops, never a traceback (as in fusion_result/graph_json).
 """
 
 from __future__ import annotations
@@ -52,6 +51,8 @@ def load_json(path: str | os.PathLike, max_bytes: int = MAX_JSON_BYTES):
         raise FormatError(path, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except RecursionError:
         raise FormatError(path, "JSON nests too deeply") from None
+    except ValueError:   # json's int(): a number of more than 4300 digits
+        raise FormatError(path, "a number in the JSON is too long (over 4300 digits)") from None
 
 
 def _skip_ws(text: str, pos: int) -> int:
@@ -76,7 +77,7 @@ def _members(text: str, pos: int, out: dict, decoder: json.JSONDecoder, descend:
     while True:
         try:
             key, pos = decoder.raw_decode(text, _skip_ws(text, pos))
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # incl. JSONDecodeError
             raise _Cut(pos, "a member name") from None
         if not isinstance(key, str):
             raise _Cut(pos, "a member name")
@@ -91,7 +92,7 @@ def _members(text: str, pos: int, out: dict, decoder: json.JSONDecoder, descend:
         else:
             try:
                 out[key], pos = decoder.raw_decode(text, pos)
-            except (json.JSONDecodeError, RecursionError):
+            except (ValueError, RecursionError):  # incl. JSONDecodeError
                 raise _Cut(pos, f"the value of {key!r}") from None
         pos = _skip_ws(text, pos)
         if text.startswith(",", pos):
@@ -108,7 +109,7 @@ def salvage_object(text: str, descend: str = "data") -> tuple[dict, str | None]:
     ``descend`` is salvaged entry by entry, so a dump.json cut inside entry N keeps entries < N."""
     try:  # a whole file (the usual case) in one C-speed pass; member by member only when cut
         whole = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):   # ValueError: JSONDecodeError, or a 4300+ digit number
         whole = None
     if isinstance(whole, dict):
         return whole, None
