@@ -261,25 +261,36 @@ def print_tensor(session: Session, args: Any) -> TensorPrint:
     resolved = _resolve(session, args.tensor)
     array = read_tensor(session, resolved)
     label = resolved.label + resolved.ref.slice_text
-    stats = tensor_stats(array)
     header = [("tensor", label), ("file", str(resolved.path)), ("dtype", f"{resolved.dtype} ({array.dtype})")]
     if resolved.device_format is not None:
         header.append(("device", f"{resolved.device_format} {_shape(resolved.device_shape)}"))
     header.append(("logical shape", _shape(resolved.logical_shape)))
     if resolved.ref.slice_text:
         header.append(("slice shape", _shape(array.shape)))
+    data: dict[str, Any] = {
+        "tensor": label, "file": str(resolved.path), "dtype": resolved.dtype, "numpy_dtype": str(array.dtype),
+        "device_format": resolved.device_format,
+        "device_shape": list(resolved.device_shape) if resolved.device_shape is not None else None,
+        "logical_shape": list(resolved.logical_shape),
+    }
+    return array_panel(session, args, array, label, header, data, ranges=ranges,
+                       save_name=resolved.label)
+
+
+def array_panel(session: Session, args: Any, array: np.ndarray, label: str,
+                header: list[tuple[str, str]], data: dict[str, Any], *,
+                ranges: list[tuple[float, float]] | None = None, save_name: str) -> TensorPrint:
+    """What ``pt`` shows of an array after its own ``header`` rows (also ``eval``'s result):
+    statistics, values (``-a``, ``-s``, ``-l``), ranges, ``--hist`` and ``-w`` (file name from
+    ``save_name`` when none is given)."""
+    stats = tensor_stats(array)
     stat_rows = [("count", f"{stats.count:,}"), ("min", _num(stats.min)), ("max", _num(stats.max)),
                  ("mean", _num(stats.mean)), ("std", _num(stats.std)),
                  ("nan / +inf / -inf", f"{stats.nan} / {stats.pos_inf} / {stats.neg_inf}"),
                  ("zero", str(stats.zero))]
     if array.dtype == np.float16:
         stat_rows.append(("±65504 (fp16 max)", str(stats.fp16_saturated)))
-    data: dict[str, Any] = {
-        "tensor": label, "file": str(resolved.path), "dtype": resolved.dtype, "numpy_dtype": str(array.dtype),
-        "device_format": resolved.device_format,
-        "device_shape": list(resolved.device_shape) if resolved.device_shape is not None else None,
-        "logical_shape": list(resolved.logical_shape), "shape": list(array.shape), "stats": stats_json(stats),
-    }
+    data = {**data, "shape": list(array.shape), "stats": stats_json(stats)}
     blocks: list[tuple[str, Any]] = [("", header), ("stats", stat_rows)]
     notes: list[str] = []
     if ranges is not None:
@@ -310,7 +321,7 @@ def print_tensor(session: Session, args: Any) -> TensorPrint:
         blocks.append(("histogram", histogram_lines(hist)))
         data["histogram"] = hist.to_json()
     if args.write is not None:
-        path, note = _save(session, args.write, resolved.label, array)
+        path, note = _save(session, args.write, save_name, array)
         notes.append(f"saved {_shape(array.shape)} {array.dtype} to {path}" + (f" ({note})" if note else ""))
         data["saved"] = path
     if notes:
