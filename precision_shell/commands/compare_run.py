@@ -321,6 +321,10 @@ def vcs(session: Session, args) -> Table:
         found.suspects, excess = rank_by_excess(session, found.suspects)
     session.results["vcs"] = found
     session.results["cursor"] = FindingCursor("compare", found.suspects)
+    if getattr(args, "plot", None) is not None:
+        from precision_shell.commands.plot_cmd import compare_chart, plot_metric_key
+
+        return compare_chart(found, result, plot_metric_key(args.plot))
     table = suspects_table(found, limit, result.problems, info, coverage_report(session, result))
     if excess is not None:
         from precision_shell.commands.replay_run import add_excess_column

@@ -66,9 +66,11 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
 @command("overflow", aliases=("ac",),
          summary="Overflow scan: Opdebug records + nan/inf values, ops in execution order, "
                  "each a producer or propagated.",
-         example="ac\nac -l 0\nac --values-only\nac; next; next\nac --ranks all --steps all",
+         example="ac\nac -l 0\nac --values-only\nac --plot\nac; next; next\nac --ranks all --steps all",
          args=[arg("-l", "--limit", type=int, default=3, help="rows to show (0 = all; default 3)"),
                arg("--all", action="store_true", help="show every finding (same as -l 0)"),
+               arg("--plot", action="store_true",
+                   help="instead of the table, a chart of each op's nan/inf count along execution order"),
                arg("--values-only", action="store_true",
                    help="only the value scan (ignore Opdebug records)"),
                arg("--ranks", metavar="all|R,R",
@@ -101,6 +103,10 @@ def overflow(session: Session, args) -> Table:
                          executor=session_executor(session))
     session.results["overflow"] = scan
     session.results["cursor"] = FindingCursor("overflow", scan.findings)
+    if args.plot:
+        from precision_shell.commands.plot_cmd import overflow_chart
+
+        return overflow_chart(scan)
     limit = 0 if args.all else args.limit
     if limit < 0:
         raise CommandError("-l must be 0 (all) or a positive number")
