@@ -43,10 +43,10 @@ def source(session, args) -> SourceRequest:
 
 @command("use", summary="Switch the active dump set: run (debug_N), device, step, time folder.",
          example="use --device 1 --step 5\nuse --run debug_1",
-         args=[arg("--run", help="NPU run folder, e.g. debug_1"),
-               arg("--device", help="device/rank id folder"),
-               arg("--step", help="step (data index) folder"),
-               arg("--time", help="dump time folder (default: the newest)")])
+         args=[arg("--run", complete="run", help="NPU run folder, e.g. debug_1"),
+               arg("--device", complete="device", help="device/rank id folder"),
+               arg("--step", complete="step", help="step (data index) folder"),
+               arg("--time", complete="time", help="dump time folder (default: the newest)")])
 def use(session: Session, args) -> Message:
     chosen = session.use(run=args.run, device=args.device, step=args.step, time=args.time)
     if chosen is None:

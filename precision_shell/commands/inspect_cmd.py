@@ -70,7 +70,7 @@ def op_row_json(op: Any) -> dict:
          example="ls\nls -t MatMul\nls -n /^fc[0-9]+/\nls -f TbeCommonRules0FusionPass\nls --fused -l 0\n"
                  "# JSON rows: {op, type, passes, original_ops}; without a filter {type, ops, fused}",
          args=[arg("-n", "--name", metavar="NAME", complete="op", help="op name contains NAME (or /regex/)"),
-               arg("-t", "--type", metavar="TYPE", help="op type contains TYPE (or /regex/)"),
+               arg("-t", "--type", metavar="TYPE", complete="optype", help="op type contains TYPE (or /regex/)"),
                arg("-f", "--pass", dest="pass_", metavar="PASS",
                    help="made by a fusion pass whose name contains PASS (or /regex/)"),
                arg("-k", "--kernel", metavar="KERNEL", help="kernel name contains KERNEL (or /regex/)"),

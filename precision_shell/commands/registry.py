@@ -41,7 +41,9 @@ class Arg:
 
     flags: tuple[str, ...]
     kwargs: dict[str, Any]
-    complete: str | None = None  # "op" | "tensor" | "golden" | "path" | "command" | "dump"
+    # "op" | "tensor" | "golden" | "path" | "command" | "dump", or a kind of value the session has
+    # (shell.completer.VALUE_KINDS: "run" | "device" | "step" | "time" | "optype" | "metric")
+    complete: str | None = None
 
 
 def arg(*flags: str, complete: str | None = None, **kwargs: Any) -> Arg:
