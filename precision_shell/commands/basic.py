@@ -16,9 +16,11 @@ def help_(session: Session | None, args) -> Table | Message:
     if args.topic:
         cmd = REGISTRY.lookup(args.topic)
         cmd = REGISTRY.available(cmd, session) or REGISTRY.for_session(cmd, session)
-        return Message(cmd.help_text().rstrip("\n").split("\n"),
-                       data={"command": cmd.name, "aliases": list(cmd.aliases),
-                             "help": cmd.help_text()})
+        from precision_shell.commands.help_examples import localised_help
+
+        text = localised_help(cmd.help_text(), session)
+        return Message(text.rstrip("\n").split("\n"),
+                       data={"command": cmd.name, "aliases": list(cmd.aliases), "help": text})
     rows = [[cmd.name, ", ".join(cmd.aliases), shown.summary if shown else "(graph mode only)"]
             for cmd in REGISTRY.commands() for shown in [REGISTRY.available(cmd, session)]]
     json_rows = [{"command": r[0], "aliases": list(REGISTRY.lookup(r[0]).aliases), "summary": r[2]}

@@ -193,8 +193,7 @@ def vc_summary(session: Session, result: CompareResult) -> Message:
             "seconds": round(result.elapsed, 4), "mb_per_s": round(result.mb_per_s, 1),
             "workers": result.workers, "cancelled": result.cancelled, "problems": result.problems,
             "coverage": report.coverage.to_json(), "unjudged": report.gate}
-    if result.cancelled:
-        lines.append("interrupted: the results above are partial")
+    # an interrupted compare says so once: in result.problems, with how much was compared
     return Message(lines, data=data, interrupted=result.cancelled,
                    warnings=report.warnings + result.problems, unjudged=report.gate)
 

@@ -177,12 +177,11 @@ def vcs(session, args) -> Table:
     notes = [f"failing = an output with cosine <= {threshold:g} or NaN/Inf; root = every input still passes"]
     if ran_vc:
         notes.append(f"no compare result yet, so `vc` ran first (CSV {found.csv_path})")
-    if suspects:
-        notes.append("`next` steps through the list with each entry's metric panel")
+    hints = ["`next` steps through the list with each entry's metric panel"] if suspects else []
     return Table(["#", "entry", "kind", "role", "cosine", "failing outputs", "failing inputs"], rows,
                  title=f"{_count(len(suspects), 'failing entry')} "
                        f"({_count(len(roots), 'root')}), in execution order",
-                 json_rows=[s.to_json() for s in suspects], notes=notes, total=len(suspects),
+                 json_rows=[s.to_json() for s in suspects], notes=notes, hints=hints, total=len(suspects),
                  highlight=highlight, findings=len(suspects), warnings=found.problems,
                  unjudged=None if found.compared else "no tensor pair compared")
 
@@ -242,12 +241,12 @@ def overflow(session, args) -> Table:
                      "; ".join(_check_text(c) for c in f.outputs if c.bad)])
         if f.first:
             highlight.add(pos)
-    notes = ["`next` steps through the list with each entry's tensors"] if scan.findings else []
+    hints = ["`next` steps through the list with each entry's tensors"] if scan.findings else []
     title = (f"{_count(len(scan.findings), 'overflowing entry')} "
              f"({scan.from_values:,} tensors judged from their values, "
              f"{scan.tensors - scan.from_values:,} from their statistics)")
     return Table(["#", "entry", "kind", "role", "outputs"], rows, title=title,
-                 json_rows=[f.to_json() for f in scan.findings], notes=notes, total=len(scan.findings),
+                 json_rows=[f.to_json() for f in scan.findings], hints=hints, total=len(scan.findings),
                  highlight=highlight, findings=len(scan.findings), warnings=scan.problems,
                  unjudged=f"{_count(len(scan.problems), 'file')} unreadable" if scan.problems else None)
 

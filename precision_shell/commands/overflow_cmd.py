@@ -21,7 +21,7 @@ def _num(v: float) -> str:
 
 def _tensor_summary(t) -> str:
     s = t.stats
-    parts = [f"{n} {label}" for n, label in ((s.nan, "nan"), (s.pos_inf, "+inf"), (s.neg_inf, "-inf"),
+    parts = [f"{n:,} {label}" for n, label in ((s.nan, "nan"), (s.pos_inf, "+inf"), (s.neg_inf, "-inf"),
                                               (s.fp16_saturated, "±65504")) if n]
     finite = s.count - s.nan - s.pos_inf - s.neg_inf
     value_range = f"finite range [{_num(s.min)}, {_num(s.max)}]" if finite else "no finite value"
@@ -55,7 +55,12 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
     if scan.cancelled:
         notes.append("interrupted: the value scan stopped early; the list covers what was scanned")
     hints = ["`next` steps through the list with the full panel of each op"] if scan.findings else []
-    title = f"{len(scan.findings)} overflowing op{'s' * (len(scan.findings) != 1)} ({', '.join(what)})"
+    healed = sum(1 for f in scan.findings if f.role == "healed")
+    over = len(scan.findings) - healed
+    title = f"{over} overflowing op{'s' * (over != 1)}"
+    if healed:   # their outputs are finite: not overflowing, yet where the nan/inf went
+        title += f" and {healed} healing one{'s' * (healed != 1)} (nan/inf inputs, finite outputs)"
+    title += f" ({', '.join(what)})"
     return Table(["#", "op", "type", "source", "status", "role", "outputs"], rows,
                  title=title, json_rows=[f.to_json() for f in scan.findings], notes=notes,
                  total=len(scan.findings), highlight=highlight, findings=len(scan.findings), hints=hints,
@@ -65,7 +70,7 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
 
 @command("overflow", aliases=("ac",),
          summary="Overflow scan: Opdebug records + nan/inf values, ops in execution order, "
-                 "each a producer or propagated.",
+                 "each a producer, propagated, or healed (nan/inf inputs, finite outputs).",
          example="ac\nac -l 0\nac --values-only\nac --plot\nac; next; next\nac --ranks all --steps all",
          args=[arg("-l", "--limit", type=int, default=3, help="rows to show (0 = all; default 3)"),
                arg("--all", action="store_true", help="show every finding (same as -l 0)"),
