@@ -59,3 +59,14 @@ def test_metric_names_for_plot_and_vcs_plot(sample_ws):
     for line in ("plot ", "vcs --plot "):
         assert sorted(c.text for c in complete(session, line)) == sorted(PLOT_METRICS)
     assert [c.text for c in complete(session, "plot max_a")] == ["max_abs_error"]
+
+
+def test_eval_completes_tensor_names_inside_backticks(sample_ws):
+    session = Session.open(sample_ws[0])
+    got = complete(session, 'eval "np.abs(`fc1/Mat')
+    assert got and all(c.start_position == -len("fc1/Mat") for c in got)
+    assert "fc1/MatMul:output:0" in [c.text for c in got]
+    outputs = [c.text for c in complete(session, "eval `fc1/MatMul:o")]
+    assert outputs == [f"fc1/MatMul:output:{k}" for k in range(len(session.graph.ops["fc1/MatMul"].outputs))]
+    # a closed backtick: the expression goes on, nothing to complete there
+    assert complete(session, "eval `fc1/MatMul:output:0` - np.a") == []

@@ -95,3 +95,24 @@ def test_unknown_metric_and_missing_plotext_are_one_line(sample_ws, capsys, monk
     monkeypatch.setattr(plot_cmd.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(CommandError, match="charts need plotext: pip install"):
         plot_cmd.require_plotext()
+
+
+FRAMEWORK = Path(__file__).resolve().parents[1] / "sample_data" / "framework"
+
+
+@pytest.mark.skipif(not (FRAMEWORK / "target_bf16").is_dir(), reason="framework sample not present")
+def test_framework_vcs_plot_draws_msprobes_metrics_of_each_entry(capsys):
+    argv = [str(FRAMEWORK / "target_bf16"), "--golden", str(FRAMEWORK / "golden_fp32"), "--format", "json", "-c"]
+    rc = main(argv + ["vcs -l 0; vcs --plot; plot max_abs_error"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    suspects, cosine, max_abs = [json.loads(line) for line in out.splitlines()]
+    by_op = {p["op"]: p for p in cosine["points"]}
+    for s in suspects:
+        assert by_op[s["op"]]["role"] == s["role"] and by_op[s["op"]]["first"] == s["first"]
+        if isinstance(s["cosine"], float):
+            assert by_op[s["op"]]["value"] == s["cosine"]
+    assert [p["op"] for p in cosine["points"]] == [p["op"] for p in max_abs["points"]]
+    assert cosine["threshold"] == 0.98 and max_abs["metric"] == "max_abs_error"
+    rc = main(argv + ["plot relative_euclidean_distance"])
+    assert rc == 2 and "msprobe's compare has no relative_euclidean_distance" in capsys.readouterr().err

@@ -54,3 +54,35 @@ def metric_series(result: Any, found: Any, key: str) -> list[SeriesPoint]:
                                   worst_value((getattr(t.metrics, key) for t in outputs), key),
                                   suspect.role if suspect else None, bool(suspect and suspect.first)))
     return points
+
+
+# msprobe's tensor-mode metrics under the names `plot` takes (its EucDist is not relative: no
+# relative_euclidean_distance here)
+FRAMEWORK_METRICS = {"cosine": "cosine", "max_abs_error": "max_abs_err", "max_relative_error": "max_relative_err",
+                     "one_thousandth_err_ratio": "one_thousandth",
+                     "five_thousandths_err_ratio": "five_thousandths"}
+
+
+def framework_series(run: Any, results: Iterable[Any], suspects: list[Any], key: str,
+                     kinds: tuple[str, ...] = ("forward",)) -> list[SeriesPoint]:
+    """:func:`metric_series` for a framework (msprobe) run: every entry of ``kinds`` with a
+    compared output, in dump order; msprobe's texts (``Nan``, ``N/A``) are NaN."""
+    by_name = {r.name: r for r in results}
+    field_name = FRAMEWORK_METRICS[key]
+    by_op = {s.op: s for s in suspects}
+    points = []
+    for op in run.ops:
+        if op.kind not in kinds:
+            continue
+        values = []
+        for t in op.outputs:
+            r = by_name.get(t.compare_name)
+            if r is not None and r.metrics is not None and r.pair.golden is not None:
+                value = getattr(r.metrics, field_name)
+                values.append(value if isinstance(value, float) else math.nan)
+        if not values:
+            continue
+        suspect = by_op.get(op.name)
+        points.append(SeriesPoint(op.index, op.name, op.kind, worst_value(values, key),
+                                  suspect.role if suspect else None, bool(suspect and suspect.first)))
+    return points

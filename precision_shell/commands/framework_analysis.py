@@ -141,12 +141,15 @@ def _cos(value) -> str:
 @variant(FRAMEWORK, "vcs", summary="Failing entries of the compare (output cosine <= COS, NaN fails "
                                    "too) in execution order, each root or propagated over the dataflow "
                                    "graph; the first root is the first divergence.",
-         example="vcs\nvcs -c 0.99 -l 0\nvcs --backward",
+         example="vcs\nvcs -c 0.99 -l 0\nvcs --backward\nvcs --plot max_abs_error",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
                arg("-l", "--limit", type=int, default=None, metavar="N", help="rows to show (0 = all)"),
                arg("--backward", action="store_true",
-                   help="backward and parameters_grad entries too (default: forward only)")])
+                   help="backward and parameters_grad entries too (default: forward only)"),
+               arg("--plot", nargs="?", const="cosine", default=None, metavar="METRIC", complete="metric",
+                   help="instead of the table, a chart of METRIC (default cosine) of each forward "
+                        "entry along execution order, roots and the first divergence marked")])
 def vcs(session, args) -> Table:
     from precision_shell.analysis.framework_root_cause import find_framework_suspects
 
@@ -163,7 +166,12 @@ def vcs(session, args) -> Table:
                            f"{found.mode} mode: `vc` writes msprobe's {found.mode} CSV")
     suspects = find_framework_suspects(session.run, found.rows, threshold, args.backward)
     session.results["vcs"] = suspects
+    session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)
     session.results["cursor"] = FindingCursor(COMPARE_CURSOR, suspects)
+    if args.plot is not None:
+        from precision_shell.commands.plot_cmd import framework_chart, plot_metric_key
+
+        return framework_chart(session, plot_metric_key(args.plot))
     shown = suspects if limit == 0 or len(suspects) <= limit else \
         sorted(sorted(suspects, key=lambda s: (s.role != "root", s.index))[:limit], key=lambda s: s.index)
     rows, highlight = [], set()

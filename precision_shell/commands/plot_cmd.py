@@ -33,21 +33,39 @@ def compare_chart(found: Any, result: Any, key: str) -> Chart:
     from precision_shell.analysis.metric_series import metric_series
 
     require_plotext()
-    points = metric_series(result, found, key)
+    threshold = found.criteria.threshold if found is not None else None
+    return series_chart(metric_series(result, found, key), key, threshold, "op")
+
+
+def framework_chart(session: Any, key: str) -> Chart:
+    """The same for a framework (msprobe) session, after its ``vcs``."""
+    from precision_shell.analysis.metric_series import FRAMEWORK_METRICS, framework_series
+
+    require_plotext()
+    if key not in FRAMEWORK_METRICS:
+        raise UsageError(f"msprobe's compare has no {key}; use one of {', '.join(FRAMEWORK_METRICS)}")
+    found = session.results["compare"]
+    suspects = session.results.get("vcs") or []
+    points = framework_series(session.run, found.rows, suspects, key)
+    return series_chart(points, key, session.results.get("vcs_threshold"), "entry")
+
+
+def series_chart(points: list, key: str, threshold: float | None, what: str) -> Chart:
     if not points:
-        raise CommandError("nothing to plot: no op has a compared output (see `vc`)")
+        raise CommandError(f"nothing to plot: no {what} has a compared output (see `vc`)")
     roots = [p.order for p in points if p.role == "root"]
     first = next((p for p in points if p.first), None)
     notes = []
     if first is not None:
         notes.append(f"first divergence: {first.op} ({first.type}) at {first.order}, {key} {first.value:.6g}")
-    threshold = found.criteria.threshold if key == "cosine" and found is not None else None
+    threshold = threshold if key == "cosine" else None
     if threshold is not None:
         notes.append(f"horizontal line: the cosine threshold {threshold:g}")
     marks = {"root": roots}
     if first is not None:
         marks["first divergence"] = [first.order]
-    title = (f"{key} of each op's worst output along execution order ({len(points)} ops, "
+    many = {"op": "ops", "entry": "entries"}[what]
+    title = (f"{key} of each {what}'s worst output along execution order ({len(points)} {many}, "
              f"{len(roots)} root{'s' * (len(roots) != 1)})")
     return Chart(title, "line", [p.order for p in points], [p.value for p in points],
                  [p.op for p in points], key, marks=marks, hline=threshold, notes=notes,
@@ -87,8 +105,14 @@ def plot(session: Session, args: Any) -> Chart:
     key = plot_metric_key(args.metric)
     if "vcs" not in session.results or "compare" not in session.results:
         cursor = session.results.get("cursor")
-        vcs = REGISTRY.lookup("vcs")
+        vcs = REGISTRY.for_session(REGISTRY.lookup("vcs"), session)
         vcs.handler(session, vcs.parse([]))
         if cursor is not None:   # plotting does not move the finding cursor
             session.results["cursor"] = cursor
+    if getattr(session, "kind", "graph") != "graph":
+        return framework_chart(session, key)
     return compare_chart(session.results["vcs"], session.results["compare"], key)
+
+
+# a framework (msprobe) session plots its own compare (framework_chart)
+REGISTRY.share("framework", "plot")

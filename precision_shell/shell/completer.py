@@ -158,6 +158,14 @@ def _dump_names(dumps: Any) -> Iterable[str]:
     return [f.path.name for f in getattr(dumps, "files", [])]
 
 
+def _open_backtick(text: str) -> str | None:
+    """The tensor name typed after an unclosed backtick of an ``eval`` statement, else None."""
+    statement = text.rsplit(";", 1)[-1].lstrip()
+    if statement.split(maxsplit=1)[:1] != ["eval"] or statement.count("`") % 2 == 0:
+        return None
+    return statement.rsplit("`", 1)[1]
+
+
 class ShellCompleter(Completer):
     def __init__(self, session: Any, registry: Registry = REGISTRY):
         self.session = session
@@ -191,6 +199,10 @@ class ShellCompleter(Completer):
     # -- prompt_toolkit entry point --------------------------------------------------------
     def get_completions(self, document: Document, complete_event: CompleteEvent
                         ) -> Iterator[Completion]:
+        backticked = _open_backtick(document.text_before_cursor)
+        if backticked is not None:      # `eval ... `OP:outp`: a tensor name inside an expression
+            yield from self.complete_tensors(backticked, complete_event)
+            return
         ctx = parse_line(document.text_before_cursor)
         if ctx.in_brackets:
             return
