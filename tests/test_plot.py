@@ -116,3 +116,18 @@ def test_framework_vcs_plot_draws_msprobes_metrics_of_each_entry(capsys):
     assert cosine["threshold"] == 0.98 and max_abs["metric"] == "max_abs_error"
     rc = main(argv + ["plot relative_euclidean_distance"])
     assert rc == 2 and "msprobe's compare has no relative_euclidean_distance" in capsys.readouterr().err
+
+
+def test_chart_csv_has_one_true_false_column_per_mark(sample_ws, capsys):
+    root, _ = sample_ws
+    rc, out, err = run(root, "vcs --plot; vcs -l 0", capsys, "csv")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "order,name,cosine,root,first divergence"
+    rows = [line.split(",") for line in lines[1:lines.index(next(l for l in lines[1:] if l.startswith("#")))]]
+    rc, out, err = run(root, "vcs -l 0", capsys, "json")
+    suspects = json.loads(out)
+    roots = {s["op"] for s in suspects if s["role"] == "root"}
+    firsts = {s["op"] for s in suspects if s["first"]}
+    assert {r[1] for r in rows if r[3] == "true"} == roots and {r[1] for r in rows if r[4] == "true"} == firsts
+    assert all(r[3] in ("true", "false") and r[4] in ("true", "false") for r in rows)

@@ -97,6 +97,9 @@ class Chart:
         return self.data
 
     def to_table(self) -> Table:
-        marked = {x: label for label, xs in self.marks.items() for x in xs}
-        return Table(["order", "name", self.ylabel, "mark"],
-                     [[x, n, y, marked.get(x, "")] for x, y, n in zip(self.x, self.y, self.names)])
+        """CSV: the points, each mark a true/false column of its own (a first divergence is a
+        root too)."""
+        marks = {label: set(xs) for label, xs in self.marks.items()}
+        return Table(["order", "name", self.ylabel, *marks],
+                     [[x, n, y, *("true" if x in xs else "false" for xs in marks.values())]
+                      for x, y, n in zip(self.x, self.y, self.names)])
