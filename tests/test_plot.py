@@ -131,3 +131,10 @@ def test_chart_csv_has_one_true_false_column_per_mark(sample_ws, capsys):
     firsts = {s["op"] for s in suspects if s["first"]}
     assert {r[1] for r in rows if r[3] == "true"} == roots and {r[1] for r in rows if r[4] == "true"} == firsts
     assert all(r[3] in ("true", "false") and r[4] in ("true", "false") for r in rows)
+
+
+def test_plot_with_several_dump_sets_is_refused_in_one_line(sample_ws, capsys):
+    root, _ = sample_ws
+    for line in ("vcs --plot --ranks all", "ac --plot --ranks all"):
+        rc, _, err = run(root, line, capsys)
+        assert rc == 2 and "--plot draws one dump set" in err and len(err.strip().splitlines()) == 1

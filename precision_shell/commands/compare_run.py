@@ -305,6 +305,8 @@ def vcs(session: Session, args) -> Table:
         raise UsageError("-l must be 0 (all) or a positive number")
     criteria = Criteria(threshold, tuple(parse_condition(t) for t in args.metric or ()))
     if _selection(session, args) is not None:
+        if getattr(args, "plot", None) is not None:
+            raise UsageError("vcs --plot draws one dump set: drop --ranks/--steps (see `use`)")
         table = _sets_table(session, args, criteria)
         return table
     ran_vc = not args.file and "compare" not in session.results

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Marked, Sections, Table
 from precision_shell.commands.stepping import PANELS, golden_stats_rows
-from precision_shell.errors import CommandError
+from precision_shell.errors import CommandError, UsageError
 from precision_shell.model.findings import FindingCursor
 from precision_shell.model.session import Session
 
@@ -84,6 +84,8 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
                arg("--steps", metavar="all|S,S", help="scan these steps (step folders) at once")])
 def overflow(session: Session, args) -> Table:
     if args.ranks is not None or args.steps is not None:
+        if args.plot:
+            raise UsageError("ac --plot draws one dump set: drop --ranks/--steps (see `use`)")
         from precision_shell.commands.multi_set import scan_sets, select_sets, timeline_table
 
         limit = 0 if args.all else args.limit
