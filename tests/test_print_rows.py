@@ -4,7 +4,6 @@ element. Values are read back from the printed text and compared with the arrays
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -69,7 +69,7 @@ def test_every_usage_line_shows_format_which_every_command_takes(sample_ws, caps
     rc = main([str(sample_ws[0]), "-c", "help fusion"])
     out = capsys.readouterr().out
     usage = out.split("\n\n")[0]
-    assert "--format {table,csv,json}" in usage and "fusion --format json" in out
+    assert rc == 0 and "--format {table,csv,json}" in usage and "fusion --format json" in out
 
 
 def test_ranges_help_says_marks_are_coloured_on_a_colour_terminal():
