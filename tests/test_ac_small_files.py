@@ -219,7 +219,8 @@ def test_ac_reports_exactly_what_the_per_file_path_reports(odd_ws, capsys, monke
     assert rows["odd/bf16_nan"]["outputs"][0]["nan"] == 1 and rows["odd/bf16_nan"]["role"] == "producer"
     assert rows["odd/fp64_ninf"]["outputs"][0]["neg_inf"] == 1
     assert rows["odd/saturated_input"]["inputs"][0]["saturated"] == 1
-    assert rows["odd/saturated_input"]["role"] == "propagated"
+    # a saturated input, finite outputs: listed as healed, not as an overflowing op
+    assert rows["odd/saturated_input"]["role"] == "healed"
     assert rows["odd/big_inf"]["outputs"][0]["pos_inf"] == 1
     assert rows["odd/mid_inf"]["outputs"][0]["pos_inf"] == 1
     assert rows["odd/v1_inf"]["outputs"][0]["pos_inf"] == 1

@@ -99,9 +99,18 @@ def parse_dot(text: str):
     for line in lines[1:-1]:
         if m := _DOT_EDGE.match(line):
             edges.append((unquote(m[1]), unquote(m[2]), m[3]))
-        elif m := _DOT_NODE.match(line):
+        elif (m := _DOT_NODE.match(line)) and not m[1].startswith(LEGEND):
             nodes[unquote(m[1])] = m[2]
     return nodes, edges
+
+
+LEGEND = "\u2063"   # the legend's node ids start with an invisible separator
+
+
+def parse_legend(text: str) -> dict[str, str]:
+    """The legend of our DOT output: {meaning: fill colour}."""
+    found = re.findall(r'"\u2063legend [^"]*" \[label="([^"]*)"(?:, fillcolor="([^"]*)")?', text)
+    return {meaning: fill for meaning, fill in found}
 
 
 # ---- ls ---------------------------------------------------------------------------------------
@@ -334,12 +343,47 @@ def test_ni_after_compare_shows_metrics_and_colours_suspects(ws, manifest, capsy
     for name in downstream:
         assert roles[name] == "propagated" and "#fcd9a8" in nodes[name] and "propagated" in nodes[name]
     # GE-inserted Cast/TransData outputs meet their producer's golden (formats.md A.8.5): each
-    # shows its cosine, and is painted only when vcs lists it (trans_Cast_5 inherits the root's)
+    # shows its cosine, and is painted by role when vcs lists it (trans_Cast_5 inherits the
+    # root's), else by its cosine (passing: the legend's "cosine > 0.98" colour)
+    text = Path(panel["subgraph"]["dot"]).read_text()
+    legend = parse_legend(text)
     trans = [name for name in nodes if name.startswith("trans_")]
-    assert trans and any(name in roles for name in trans)
+    assert trans and any(name in roles for name in trans) and any(name not in roles for name in trans)
     for name in trans:
         assert "cos " in nodes[name]
-        assert ("fillcolor" in nodes[name]) == (name in roles), name
+        want = legend[roles[name]] if name in roles else legend["cosine > 0.98"]
+        assert f'fillcolor="{want}"' in nodes[name], name
+    # the legend names every colour the picture uses, and nothing else
+    used = {m for m in re.findall(r'fillcolor="([^"]*)"', "\n".join(nodes.values()))}
+    assert set(legend.values()) - {None, ""} == used
+
+
+def test_ni_s_file_dot_and_svg(ws, manifest, capsys, tmp_path, monkeypatch):
+    lossy = manifest["lossy"]["op"]
+    monkeypatch.chdir(tmp_path)
+    _no_dot_path(tmp_path, monkeypatch)
+    rc, out, err = run(ws, f"vcs; ni {lossy} -s hood.dot -d 1", capsys, out=tmp_path / "out")
+    assert rc == 0, err
+    panel = json.loads(out.strip().splitlines()[-1])
+    assert Path(panel["subgraph"]["dot"]).resolve() == (tmp_path / "hood.dot").resolve()
+    assert panel["subgraph"]["depth"] == 1
+    nodes, edges = parse_dot((tmp_path / "hood.dot").read_text())
+    assert set(nodes) == set(bfs(data_edges(manifest), lossy, 1))
+    assert "root / overflow producer" in parse_legend((tmp_path / "hood.dot").read_text())
+    assert panel["subgraph"]["svg"] is None and not (tmp_path / "hood.svg").exists()
+    rc, _, err = run(ws, f"ni {lossy} -s hood.txt", capsys)
+    assert rc == 1 and "a file ending .dot or .svg" in err
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
+def test_ni_s_file_svg_is_rendered_by_graphviz(ws, manifest, capsys, tmp_path, monkeypatch):
+    lossy = manifest["lossy"]["op"]
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(ws, f"vcs; ni {lossy} -s hood.svg", capsys, out=tmp_path / "out")
+    assert rc == 0, err
+    svg = (tmp_path / "hood.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") or "<svg" in svg[:500]
+    assert lossy in svg and "legend" in svg and "#f4a3a3" in svg.lower()
 
 
 @pytest.fixture(scope="module")

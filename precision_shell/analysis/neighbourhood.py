@@ -19,6 +19,24 @@ from precision_shell.analysis.node_panel import known_cosines, known_roles
 # centre still shows its role.
 _ROLE_FILL = {"root": "#f4a3a3", "producer": "#f4a3a3", "propagated": "#fcd9a8"}
 _LOW_COSINE_FILL = "#fff3b0"
+_PASSING_FILL = "#d8f0d0"
+_UNCOMPARED_FILL = "white"
+
+
+def _legend(threshold: float) -> list[tuple[str, str]]:
+    """(fill, meaning) in the order the legend shows them."""
+    return [(_ROLE_FILL["root"], "root / overflow producer"), (_ROLE_FILL["propagated"], "propagated"),
+            (_LOW_COSINE_FILL, f"cosine <= {threshold:g} or NaN"), (_PASSING_FILL, f"cosine > {threshold:g}"),
+            (_UNCOMPARED_FILL, "not compared")]
+
+
+def node_fill(role: str | None, cos: float | None, threshold: float) -> str:
+    """A node's colour: its finding role first, else its output cosine against the threshold."""
+    if role in _ROLE_FILL:
+        return _ROLE_FILL[role]
+    if cos is None:
+        return _UNCOMPARED_FILL
+    return _LOW_COSINE_FILL if math.isnan(cos) or cos <= threshold else _PASSING_FILL
 
 
 @dataclass
@@ -113,6 +131,7 @@ def to_dot(hood: Neighbourhood, graph: Any, *, cosines: dict[str, float] | None 
              "  rankdir=TB;",
              '  node [shape=box, style="rounded,filled", fillcolor=white, fontname="Helvetica", fontsize=10];',
              '  edge [fontname="Helvetica", fontsize=8];']
+    used: set[str] = set()
     for name in hood.nodes:
         op = graph.ops.get(name)
         real = getattr(op, "name", name)      # findings and compare rows use the GE name
@@ -126,11 +145,9 @@ def to_dot(hood: Neighbourhood, graph: Any, *, cosines: dict[str, float] | None 
             parts.append(role)
         if name in hood.hidden:
             parts.append(f"+{hood.hidden[name]} more")
-        fill = _ROLE_FILL.get(role or "")
-        if fill is None and cos is not None and (math.isnan(cos) or cos <= threshold):
-            fill = _LOW_COSINE_FILL
-        if fill:
-            attrs.append(f'fillcolor="{fill}"')
+        fill = node_fill(role, cos, threshold)
+        used.add(fill)
+        attrs.append(f'fillcolor="{fill}"')
         if name == hood.center:
             attrs.append("penwidth=3")
         attrs.insert(0, 'label="' + "\\n".join(parts) + '"')
@@ -140,6 +157,14 @@ def to_dot(hood: Neighbourhood, graph: Any, *, cosines: dict[str, float] | None 
             lines.append(f"  {dot_quote(e.src)} -> {dot_quote(e.dst)} [style=dashed, color=gray40];")
         else:
             lines.append(f'  {dot_quote(e.src)} -> {dot_quote(e.dst)} [label="{e.src_output}→{e.dst_input}"];')
+    # the legend: the colours this picture uses, and the centre's bold border (node ids start
+    # with an invisible separator, U+2063, so they cannot be an op's name)
+    lines += ['  subgraph "cluster_legend" {', '    label="legend"; fontname="Helvetica"; fontsize=10;']
+    keys = [(fill, meaning) for fill, meaning in _legend(threshold) if fill in used]
+    for k, (fill, meaning) in enumerate(keys):
+        lines.append(f'    "\u2063legend {k}" [label={dot_quote(meaning)}, fillcolor="{fill}"];')
+    lines.append(f'    "\u2063legend centre" [label={dot_quote(f"centre: {hood.center}")}, penwidth=3];')
+    lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

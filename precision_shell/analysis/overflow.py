@@ -50,9 +50,14 @@ class OverflowFinding:
         return words
 
     def decide_role(self) -> None:
+        """producer: nan/inf out, none in; propagated: in and out; healed: nan/inf inputs whose
+        outputs are finite (a Sigmoid of +inf is 1): listed, but not an overflowing op."""
         inputs_bad = any(t.bad for t in self.inputs)
         outputs_bad = any(t.bad for t in self.outputs) or bool(self.records)
-        self.role = "producer" if outputs_bad and not inputs_bad else "propagated"
+        if not outputs_bad:
+            self.role = "healed"
+        else:
+            self.role = "propagated" if inputs_bad else "producer"
 
     def to_json(self) -> dict:
         return {"order": self.order, "rank": _level(self.rank), "step": _level(self.step), "op": self.op, "type": self.type, "source": self.source,

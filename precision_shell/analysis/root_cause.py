@@ -52,15 +52,25 @@ class Condition:
         return value == value and _OPS[self.op](value, self.value)
 
 
+def metric_key(name: str) -> str | None:
+    """The metric a name means (JSON key, vendor column name or short alias), or None."""
+    name = name.strip().lower().replace(" ", "_")
+    return _METRIC_NAMES.get(name) or _METRIC_NAMES.get(name.replace("_", ""))
+
+
+def metric_names() -> list[str]:
+    """The metric JSON keys, for completion and messages."""
+    return sorted(k for k in JSON_KEYS.values() if k != "standard_deviation")
+
+
 def parse_condition(text: str) -> Condition:
     m = _CONDITION.match(text)
     if not m:
         raise UsageError(f"--metric {text!r}: write NAME<VALUE, e.g. max_abs_error>0.1 or "
                          f"'mean_relative_error>=0.01'")
-    name = m.group(1).strip().lower().replace(" ", "_")
-    key = _METRIC_NAMES.get(name) or _METRIC_NAMES.get(name.replace("_", ""))
+    key = metric_key(m.group(1))
     if key is None:
-        names = ", ".join(sorted(k for k in JSON_KEYS.values() if k != "standard_deviation"))
+        names = ", ".join(metric_names())
         raise UsageError(f"--metric {text!r}: unknown metric {m.group(1)!r} (use one of {names})")
     try:
         value = float(m.group(3))

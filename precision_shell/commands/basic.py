@@ -16,9 +16,11 @@ def help_(session: Session | None, args) -> Table | Message:
     if args.topic:
         cmd = REGISTRY.lookup(args.topic)
         cmd = REGISTRY.available(cmd, session) or REGISTRY.for_session(cmd, session)
-        return Message(cmd.help_text().rstrip("\n").split("\n"),
-                       data={"command": cmd.name, "aliases": list(cmd.aliases),
-                             "help": cmd.help_text()})
+        from precision_shell.commands.help_examples import localised_help
+
+        text = localised_help(cmd.help_text(), session)
+        return Message(text.rstrip("\n").split("\n"),
+                       data={"command": cmd.name, "aliases": list(cmd.aliases), "help": text})
     rows = [[cmd.name, ", ".join(cmd.aliases), shown.summary if shown else "(graph mode only)"]
             for cmd in REGISTRY.commands() for shown in [REGISTRY.available(cmd, session)]]
     json_rows = [{"command": r[0], "aliases": list(REGISTRY.lookup(r[0]).aliases), "summary": r[2]}
@@ -43,10 +45,10 @@ def source(session, args) -> SourceRequest:
 
 @command("use", summary="Switch the active dump set: run (debug_N), device, step, time folder.",
          example="use --device 1 --step 5\nuse --run debug_1",
-         args=[arg("--run", help="NPU run folder, e.g. debug_1"),
-               arg("--device", help="device/rank id folder"),
-               arg("--step", help="step (data index) folder"),
-               arg("--time", help="dump time folder (default: the newest)")])
+         args=[arg("--run", complete="run", help="NPU run folder, e.g. debug_1"),
+               arg("--device", complete="device", help="device/rank id folder"),
+               arg("--step", complete="step", help="step (data index) folder"),
+               arg("--time", complete="time", help="dump time folder (default: the newest)")])
 def use(session: Session, args) -> Message:
     chosen = session.use(run=args.run, device=args.device, step=args.step, time=args.time)
     if chosen is None:

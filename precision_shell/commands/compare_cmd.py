@@ -47,6 +47,7 @@ def compare(session: Session, args: Any):
                  "order, each `root` (inputs still match, output does not) or `propagated`; the first "
                  "root is the first divergence. Runs `vc` first when needed; -f reads vendor CSVs.",
          example='vcs\nvcs -c 0.99 -l 0\nvcs --metric "max_abs_error>0.1"\nvcs --replay\nvcs --rank excess\n'
+                 "vcs --plot max_abs_error\n"
                  "vcs -f precision_data/temp/vector_compare/20240125/result_20240125.csv\n"
                  "vcs --ranks all     # per rank: first divergence, roots, the odd rank out",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
@@ -63,7 +64,10 @@ def compare(session: Session, args: Any):
                         "that of an ideal kernel in the NPU's dtypes (noise-aware), highest first"),
                arg("--replay", action="store_true",
                    help="replay every root (see `replay`) and add its verdict column (JSON: verdict, "
-                        "replay_profile)")] + _SET_ARGS)
+                        "replay_profile)"),
+               arg("--plot", nargs="?", const="cosine", default=None, metavar="METRIC", complete="metric",
+                   help="instead of the table, a chart of METRIC (default cosine) along execution "
+                        "order, roots and the first divergence marked (see `plot`)")] + _SET_ARGS)
 def vcs(session: Session, args: Any):
     return _run().vcs(session, args)
 

@@ -193,8 +193,7 @@ def vc_summary(session: Session, result: CompareResult) -> Message:
             "seconds": round(result.elapsed, 4), "mb_per_s": round(result.mb_per_s, 1),
             "workers": result.workers, "cancelled": result.cancelled, "problems": result.problems,
             "coverage": report.coverage.to_json(), "unjudged": report.gate}
-    if result.cancelled:
-        lines.append("interrupted: the results above are partial")
+    # an interrupted compare says so once: in result.problems, with how much was compared
     return Message(lines, data=data, interrupted=result.cancelled,
                    warnings=report.warnings + result.problems, unjudged=report.gate)
 
@@ -306,6 +305,8 @@ def vcs(session: Session, args) -> Table:
         raise UsageError("-l must be 0 (all) or a positive number")
     criteria = Criteria(threshold, tuple(parse_condition(t) for t in args.metric or ()))
     if _selection(session, args) is not None:
+        if getattr(args, "plot", None) is not None:
+            raise UsageError("vcs --plot draws one dump set: drop --ranks/--steps (see `use`)")
         table = _sets_table(session, args, criteria)
         return table
     ran_vc = not args.file and "compare" not in session.results
@@ -321,6 +322,10 @@ def vcs(session: Session, args) -> Table:
         found.suspects, excess = rank_by_excess(session, found.suspects)
     session.results["vcs"] = found
     session.results["cursor"] = FindingCursor("compare", found.suspects)
+    if getattr(args, "plot", None) is not None:
+        from precision_shell.commands.plot_cmd import compare_chart, plot_metric_key
+
+        return compare_chart(found, result, plot_metric_key(args.plot))
     table = suspects_table(found, limit, result.problems, info, coverage_report(session, result))
     if excess is not None:
         from precision_shell.commands.replay_run import add_excess_column

@@ -141,12 +141,15 @@ def _cos(value) -> str:
 @variant(FRAMEWORK, "vcs", summary="Failing entries of the compare (output cosine <= COS, NaN fails "
                                    "too) in execution order, each root or propagated over the dataflow "
                                    "graph; the first root is the first divergence.",
-         example="vcs\nvcs -c 0.99 -l 0\nvcs --backward",
+         example="vcs\nvcs -c 0.99 -l 0\nvcs --backward\nvcs --plot max_abs_error",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
                arg("-l", "--limit", type=int, default=None, metavar="N", help="rows to show (0 = all)"),
                arg("--backward", action="store_true",
-                   help="backward and parameters_grad entries too (default: forward only)")])
+                   help="backward and parameters_grad entries too (default: forward only)"),
+               arg("--plot", nargs="?", const="cosine", default=None, metavar="METRIC", complete="metric",
+                   help="instead of the table, a chart of METRIC (default cosine) of each forward "
+                        "entry along execution order, roots and the first divergence marked")])
 def vcs(session, args) -> Table:
     from precision_shell.analysis.framework_root_cause import find_framework_suspects
 
@@ -163,7 +166,12 @@ def vcs(session, args) -> Table:
                            f"{found.mode} mode: `vc` writes msprobe's {found.mode} CSV")
     suspects = find_framework_suspects(session.run, found.rows, threshold, args.backward)
     session.results["vcs"] = suspects
+    session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)
     session.results["cursor"] = FindingCursor(COMPARE_CURSOR, suspects)
+    if args.plot is not None:
+        from precision_shell.commands.plot_cmd import framework_chart, plot_metric_key
+
+        return framework_chart(session, plot_metric_key(args.plot))
     shown = suspects if limit == 0 or len(suspects) <= limit else \
         sorted(sorted(suspects, key=lambda s: (s.role != "root", s.index))[:limit], key=lambda s: s.index)
     rows, highlight = [], set()
@@ -177,12 +185,11 @@ def vcs(session, args) -> Table:
     notes = [f"failing = an output with cosine <= {threshold:g} or NaN/Inf; root = every input still passes"]
     if ran_vc:
         notes.append(f"no compare result yet, so `vc` ran first (CSV {found.csv_path})")
-    if suspects:
-        notes.append("`next` steps through the list with each entry's metric panel")
+    hints = ["`next` steps through the list with each entry's metric panel"] if suspects else []
     return Table(["#", "entry", "kind", "role", "cosine", "failing outputs", "failing inputs"], rows,
                  title=f"{_count(len(suspects), 'failing entry')} "
                        f"({_count(len(roots), 'root')}), in execution order",
-                 json_rows=[s.to_json() for s in suspects], notes=notes, total=len(suspects),
+                 json_rows=[s.to_json() for s in suspects], notes=notes, hints=hints, total=len(suspects),
                  highlight=highlight, findings=len(suspects), warnings=found.problems,
                  unjudged=None if found.compared else "no tensor pair compared")
 
@@ -242,12 +249,12 @@ def overflow(session, args) -> Table:
                      "; ".join(_check_text(c) for c in f.outputs if c.bad)])
         if f.first:
             highlight.add(pos)
-    notes = ["`next` steps through the list with each entry's tensors"] if scan.findings else []
+    hints = ["`next` steps through the list with each entry's tensors"] if scan.findings else []
     title = (f"{_count(len(scan.findings), 'overflowing entry')} "
              f"({scan.from_values:,} tensors judged from their values, "
              f"{scan.tensors - scan.from_values:,} from their statistics)")
     return Table(["#", "entry", "kind", "role", "outputs"], rows, title=title,
-                 json_rows=[f.to_json() for f in scan.findings], notes=notes, total=len(scan.findings),
+                 json_rows=[f.to_json() for f in scan.findings], hints=hints, total=len(scan.findings),
                  highlight=highlight, findings=len(scan.findings), warnings=scan.problems,
                  unjudged=f"{_count(len(scan.problems), 'file')} unreadable" if scan.problems else None)
 

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from pathlib import Path
 from typing import Any, Callable
 
 from precision_shell.atomic_write import write_atomic
@@ -69,7 +70,7 @@ def op_row_json(op: Any) -> dict:
          example="ls\nls -t MatMul\nls -n /^fc[0-9]+/\nls -f TbeCommonRules0FusionPass\nls --fused -l 0\n"
                  "# JSON rows: {op, type, passes, original_ops}; without a filter {type, ops, fused}",
          args=[arg("-n", "--name", metavar="NAME", complete="op", help="op name contains NAME (or /regex/)"),
-               arg("-t", "--type", metavar="TYPE", help="op type contains TYPE (or /regex/)"),
+               arg("-t", "--type", metavar="TYPE", complete="optype", help="op type contains TYPE (or /regex/)"),
                arg("-f", "--pass", dest="pass_", metavar="PASS",
                    help="made by a fusion pass whose name contains PASS (or /regex/)"),
                arg("-k", "--kernel", metavar="KERNEL", help="kernel name contains KERNEL (or /regex/)"),
@@ -234,43 +235,75 @@ def render_svg(dot_path, svg_path) -> str | None:
     return None
 
 
-def write_neighbourhood(session: Session, op: Any, depth: int) -> dict:
+def write_neighbourhood(session: Session, op: Any, depth: int, given: str | None = None) -> dict:
+    """The depth-``depth`` neighbourhood as DOT, and as SVG when Graphviz is installed; ``given``:
+    the file the user named (``.dot`` or ``.svg``), else ``<output>/graphs/<op>_d<depth>.dot``."""
     from precision_shell.analysis.neighbourhood import neighbourhood_dot
 
     hood, text = neighbourhood_dot(session, op.key, depth)
-    dot_path = session.output_path(None, f"graphs/{graph_file_stem(op.key)}_d{depth}.dot")
+    default = f"graphs/{graph_file_stem(op.key)}_d{depth}.dot"
+    dot_path = session.output_path(str(Path(given).with_suffix(".dot")) if given else None, default)
     write_atomic(dot_path, lambda fh: fh.write(text))
     svg_path = dot_path.with_suffix(".svg")
-    session.check_writable_location(svg_path)
-    problem = render_svg(dot_path, svg_path)
+    problem = None
+    if given is None or given.endswith(".svg"):
+        session.check_writable_location(svg_path)
+        problem = render_svg(dot_path, svg_path)
+    elif given:
+        problem = "a .dot file was asked for (-s FILE.svg also renders it with Graphviz)"
     return {"dot": str(dot_path), "svg": None if problem else str(svg_path), "svg_note": problem,
             "depth": depth, "nodes": hood.nodes, "edges": len(hood.edges)}
+
+
+def _subgraph_request(value: str | None, depth: int | None) -> tuple[int, str | None] | None:
+    """``-s DEPTH`` or ``-s FILE.dot|FILE.svg`` (depth from ``-d``, default 2)."""
+    if value is None:
+        return None
+    if value.lower().endswith((".dot", ".svg")):
+        chosen = SUBGRAPH_DEPTH if depth is None else depth
+        if chosen < 0:
+            raise CommandError("-d DEPTH must be 0 or more")
+        return chosen, value
+    try:
+        chosen = int(value)
+    except ValueError:
+        raise CommandError(f"-s {value}: give a depth (-s 2) or a file ending .dot or .svg") from None
+    if chosen < 0:
+        raise CommandError("-s DEPTH must be 0 or more")
+    return chosen, None
+
+
+SUBGRAPH_DEPTH = 2
 
 
 @command("node_info", aliases=("ni",),
          summary="One op's panel: type, kernel, engine, fusion passes, original framework ops, inputs "
                  "(producers), outputs (consumers), dump files and golden tensors with stats, compare "
                  "metrics when known; -s N writes the depth-N neighbourhood as DOT (+ SVG with Graphviz).",
-         example="ni fc1/MatMul\nni MatMul -a\nni fc1/MatMul -s 2",
+         example="ni fc1/MatMul\nni MatMul -a\nni fc1/MatMul -s 2\nni fc1/MatMul -s fc1.svg -d 3",
          args=[arg("op", complete="op", help="op name, or a unique part of it"),
                arg("-a", "--attrs", action="store_true", help="also list every attribute of the op"),
-               arg("-s", "--subgraph", type=int, metavar="DEPTH",
+               arg("-s", "--subgraph", metavar="DEPTH|FILE",
                    help="write the ops within DEPTH data edges (either direction) to "
-                        "<output>/graphs/<op>_d<DEPTH>.dot, and .svg when Graphviz `dot` is installed")])
+                        "<output>/graphs/<op>_d<DEPTH>.dot, and .svg when Graphviz `dot` is installed; "
+                        "or to FILE.dot / FILE.svg (depth -d, default 2); nodes coloured by role and "
+                        "cosine, with a legend"),
+               arg("-d", "--depth", type=int, metavar="DEPTH",
+                   help="the depth of -s FILE (default 2)")])
 def node_info(session: Session, args: Any) -> Sections:
     require_graph(session)
     op = session.resolve_op(args.op)
-    if args.subgraph is not None and args.subgraph < 0:
-        raise CommandError("-s DEPTH must be 0 or more")
+    subgraph = _subgraph_request(args.subgraph, args.depth)
     from precision_shell.analysis.node_panel import node_panel  # numpy: not at start-up
 
     panel = node_panel(session, op, all_attrs=args.attrs)
     blocks = _panel_sections(panel)
     data = panel.to_json()
-    if args.subgraph is not None:
-        files = write_neighbourhood(session, op, args.subgraph)
+    if subgraph is not None:
+        depth, given = subgraph
+        files = write_neighbourhood(session, op, depth, given)
         data["subgraph"] = files
-        where = [("ops", f"{len(files['nodes'])} within {args.subgraph} data edges, {files['edges']} edges"),
+        where = [("ops", f"{len(files['nodes'])} within {depth} data edges, {files['edges']} edges"),
                  ("dot", files["dot"]), ("svg", files["svg"] or files["svg_note"])]
         blocks.append(("neighbourhood", where))
     title = f"{op.key} ({op.type})"

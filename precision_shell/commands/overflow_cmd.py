@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Marked, Sections, Table
 from precision_shell.commands.stepping import PANELS, golden_stats_rows
-from precision_shell.errors import CommandError
+from precision_shell.errors import CommandError, UsageError
 from precision_shell.model.findings import FindingCursor
 from precision_shell.model.session import Session
 
@@ -21,7 +21,7 @@ def _num(v: float) -> str:
 
 def _tensor_summary(t) -> str:
     s = t.stats
-    parts = [f"{n} {label}" for n, label in ((s.nan, "nan"), (s.pos_inf, "+inf"), (s.neg_inf, "-inf"),
+    parts = [f"{n:,} {label}" for n, label in ((s.nan, "nan"), (s.pos_inf, "+inf"), (s.neg_inf, "-inf"),
                                               (s.fp16_saturated, "±65504")) if n]
     finite = s.count - s.nan - s.pos_inf - s.neg_inf
     value_range = f"finite range [{_num(s.min)}, {_num(s.max)}]" if finite else "no finite value"
@@ -55,7 +55,12 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
     if scan.cancelled:
         notes.append("interrupted: the value scan stopped early; the list covers what was scanned")
     hints = ["`next` steps through the list with the full panel of each op"] if scan.findings else []
-    title = f"{len(scan.findings)} overflowing op{'s' * (len(scan.findings) != 1)} ({', '.join(what)})"
+    healed = sum(1 for f in scan.findings if f.role == "healed")
+    over = len(scan.findings) - healed
+    title = f"{over} overflowing op{'s' * (over != 1)}"
+    if healed:   # their outputs are finite: not overflowing, yet where the nan/inf went
+        title += f" and {healed} healing one{'s' * (healed != 1)} (nan/inf inputs, finite outputs)"
+    title += f" ({', '.join(what)})"
     return Table(["#", "op", "type", "source", "status", "role", "outputs"], rows,
                  title=title, json_rows=[f.to_json() for f in scan.findings], notes=notes,
                  total=len(scan.findings), highlight=highlight, findings=len(scan.findings), hints=hints,
@@ -65,10 +70,12 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
 
 @command("overflow", aliases=("ac",),
          summary="Overflow scan: Opdebug records + nan/inf values, ops in execution order, "
-                 "each a producer or propagated.",
-         example="ac\nac -l 0\nac --values-only\nac; next; next\nac --ranks all --steps all",
+                 "each a producer, propagated, or healed (nan/inf inputs, finite outputs).",
+         example="ac\nac -l 0\nac --values-only\nac --plot\nac; next; next\nac --ranks all --steps all",
          args=[arg("-l", "--limit", type=int, default=3, help="rows to show (0 = all; default 3)"),
                arg("--all", action="store_true", help="show every finding (same as -l 0)"),
+               arg("--plot", action="store_true",
+                   help="instead of the table, a chart of each op's nan/inf count along execution order"),
                arg("--values-only", action="store_true",
                    help="only the value scan (ignore Opdebug records)"),
                arg("--ranks", metavar="all|R,R",
@@ -77,6 +84,8 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
                arg("--steps", metavar="all|S,S", help="scan these steps (step folders) at once")])
 def overflow(session: Session, args) -> Table:
     if args.ranks is not None or args.steps is not None:
+        if args.plot:
+            raise UsageError("ac --plot draws one dump set: drop --ranks/--steps (see `use`)")
         from precision_shell.commands.multi_set import scan_sets, select_sets, timeline_table
 
         limit = 0 if args.all else args.limit
@@ -101,6 +110,10 @@ def overflow(session: Session, args) -> Table:
                          executor=session_executor(session))
     session.results["overflow"] = scan
     session.results["cursor"] = FindingCursor("overflow", scan.findings)
+    if args.plot:
+        from precision_shell.commands.plot_cmd import overflow_chart
+
+        return overflow_chart(scan)
     limit = 0 if args.all else args.limit
     if limit < 0:
         raise CommandError("-l must be 0 (all) or a positive number")

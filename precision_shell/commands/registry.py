@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 from precision_shell.errors import CommandError, UsageError
 
+OUTPUT_FORMATS = ("table", "csv", "json")
+
 
 class HelpRequested(Exception):
     """``CMD -h``: carries the parser's help text to whoever renders it."""
@@ -41,7 +43,9 @@ class Arg:
 
     flags: tuple[str, ...]
     kwargs: dict[str, Any]
-    complete: str | None = None  # "op" | "tensor" | "golden" | "path" | "command" | "dump"
+    # "op" | "tensor" | "golden" | "path" | "command" | "dump", or a kind of value the session has
+    # (shell.completer.VALUE_KINDS: "run" | "device" | "step" | "time" | "optype" | "metric")
+    complete: str | None = None
 
 
 def arg(*flags: str, complete: str | None = None, **kwargs: Any) -> Arg:
@@ -70,6 +74,12 @@ class Command:
             )
             for a in self.args:
                 parser.add_argument(*a.flags, **a.kwargs)
+            if "--format" not in self.flags():
+                # the runner takes a statement's own --format (commands/runner.py) before the
+                # parser sees it: shown here so usage, options and examples agree
+                parser.add_argument_group("output").add_argument(
+                    "--format", choices=OUTPUT_FORMATS, help="this statement's output format "
+                                                             "(default: pshell's --format, table)")
             self._parser = parser
         return self._parser
 

@@ -70,3 +70,36 @@ class Sections:
 
     def to_json(self) -> Any:
         return self.data
+
+
+@dataclass
+class Chart:
+    """A terminal chart (``plot``, ``vcs --plot``, ``ac --plot``): values along execution order.
+    ``kind`` is ``line`` or ``bar``; ``marks`` name the points drawn on top (label -> x positions),
+    ``hline`` a threshold. Text rendering fits it to the terminal (render.plot); CSV and JSON get
+    the points."""
+
+    title: str
+    kind: str
+    x: list[int]
+    y: list[float]
+    names: list[str]                     # what each point is (op names)
+    ylabel: str
+    xlabel: str = "execution order"
+    marks: dict[str, list[int]] = field(default_factory=dict)
+    hline: float | None = None
+    notes: list[str] = field(default_factory=list)
+    data: Any = None
+    warnings: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+    def to_json(self) -> Any:
+        return self.data
+
+    def to_table(self) -> Table:
+        """CSV: the points, each mark a true/false column of its own (a first divergence is a
+        root too)."""
+        marks = {label: set(xs) for label, xs in self.marks.items()}
+        return Table(["order", "name", self.ylabel, *marks],
+                     [[x, n, y, *("true" if x in xs else "false" for xs in marks.values())]
+                      for x, y, n in zip(self.x, self.y, self.names)])

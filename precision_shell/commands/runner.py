@@ -13,11 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from precision_shell.commands.registry import REGISTRY, Command, HelpRequested, Registry
+from precision_shell.commands.registry import OUTPUT_FORMATS, REGISTRY, Command, HelpRequested, Registry
 from precision_shell.errors import PshellError, UsageError
 
 
-OUTPUT_FORMATS = ("table", "csv", "json")
 
 
 @dataclass

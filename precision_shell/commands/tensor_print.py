@@ -207,6 +207,7 @@ class TensorPrint(Sections):
     colour them (``styled``); the plain blocks show them as a trailing ``*``."""
 
     marked_values: list[str] = field(default_factory=list)
+    interrupted: bool = False       # `pt -a` stopped by Ctrl-C: the values are partial
 
     def styled(self, style: Any) -> Sections:
         if not self.marked_values:
@@ -261,25 +262,36 @@ def print_tensor(session: Session, args: Any) -> TensorPrint:
     resolved = _resolve(session, args.tensor)
     array = read_tensor(session, resolved)
     label = resolved.label + resolved.ref.slice_text
-    stats = tensor_stats(array)
     header = [("tensor", label), ("file", str(resolved.path)), ("dtype", f"{resolved.dtype} ({array.dtype})")]
     if resolved.device_format is not None:
         header.append(("device", f"{resolved.device_format} {_shape(resolved.device_shape)}"))
     header.append(("logical shape", _shape(resolved.logical_shape)))
     if resolved.ref.slice_text:
         header.append(("slice shape", _shape(array.shape)))
-    stat_rows = [("count", f"{stats.count:,}"), ("min", _num(stats.min)), ("max", _num(stats.max)),
-                 ("mean", _num(stats.mean)), ("std", _num(stats.std)),
-                 ("nan / +inf / -inf", f"{stats.nan} / {stats.pos_inf} / {stats.neg_inf}"),
-                 ("zero", str(stats.zero))]
-    if array.dtype == np.float16:
-        stat_rows.append(("±65504 (fp16 max)", str(stats.fp16_saturated)))
     data: dict[str, Any] = {
         "tensor": label, "file": str(resolved.path), "dtype": resolved.dtype, "numpy_dtype": str(array.dtype),
         "device_format": resolved.device_format,
         "device_shape": list(resolved.device_shape) if resolved.device_shape is not None else None,
-        "logical_shape": list(resolved.logical_shape), "shape": list(array.shape), "stats": stats_json(stats),
+        "logical_shape": list(resolved.logical_shape),
     }
+    return array_panel(session, args, array, label, header, data, ranges=ranges,
+                       save_name=resolved.label)
+
+
+def array_panel(session: Session, args: Any, array: np.ndarray, label: str,
+                header: list[tuple[str, str]], data: dict[str, Any], *,
+                ranges: list[tuple[float, float]] | None = None, save_name: str) -> TensorPrint:
+    """What ``pt`` shows of an array after its own ``header`` rows (also ``eval``'s result):
+    statistics, values (``-a``, ``-s``, ``-l``), ranges, ``--hist`` and ``-w`` (file name from
+    ``save_name`` when none is given)."""
+    stats = tensor_stats(array)
+    stat_rows = [("count", f"{stats.count:,}"), ("min", _num(stats.min)), ("max", _num(stats.max)),
+                 ("mean", _num(stats.mean)), ("std", _num(stats.std)),
+                 ("nan / +inf / -inf", f"{stats.nan:,} / {stats.pos_inf:,} / {stats.neg_inf:,}"),
+                 ("zero", f"{stats.zero:,}")]
+    if array.dtype == np.float16:
+        stat_rows.append(("±65504 (fp16 max)", f"{stats.fp16_saturated:,}"))
+    data = {**data, "shape": list(array.shape), "stats": stats_json(stats)}
     blocks: list[tuple[str, Any]] = [("", header), ("stats", stat_rows)]
     notes: list[str] = []
     if ranges is not None:
@@ -290,14 +302,27 @@ def print_tensor(session: Session, args: Any) -> TensorPrint:
         data["in_range"] = hits
     marked: list[str] = []
     values_json = None
+    interrupted = False
     if not args.stats:
         shown, note = _display_array(array)
         if note:
             notes.append(note)
         width = max(60, min(200, shutil.get_terminal_size((120, 24)).columns))
-        marked = values_text(shown, full=args.all, ranges=ranges, width=width).split("\n")
+        if args.at is not None:
+            marked = _window(shown, args.at, header, data)
+        elif args.all and shown.ndim >= 1 and shown.size:
+            rows = _all_rows(session, shown, ranges, width, args.lines)
+            marked = rows.lines if rows is not None else \
+                values_text(shown, full=True, ranges=ranges, width=width).split("\n")
+            if rows is not None and rows.interrupted:
+                interrupted = True
+                notes.append(f"interrupted: {rows.rows_done:,} of {rows.rows_total:,} rows printed (Ctrl-C)")
+        else:
+            marked = values_text(shown, full=args.all, ranges=ranges, width=width).split("\n")
         if args.lines and len(marked) > args.lines:
-            notes.append(f"... {len(marked) - args.lines} more lines (-l 0 shows all)")
+            # -a stops formatting once -l is reached, so how many lines remain is not known
+            more = "" if args.all and args.at is None else f" {len(marked) - args.lines}"
+            notes.append(f"...{more} more lines (-l 0 shows all)")
             marked = marked[:args.lines]
         if args.all or array.size <= JSON_VALUES_MAX:
             values_json = _json_values(array)
@@ -310,9 +335,40 @@ def print_tensor(session: Session, args: Any) -> TensorPrint:
         blocks.append(("histogram", histogram_lines(hist)))
         data["histogram"] = hist.to_json()
     if args.write is not None:
-        path, note = _save(session, args.write, resolved.label, array)
+        path, note = _save(session, args.write, save_name, array)
         notes.append(f"saved {_shape(array.shape)} {array.dtype} to {path}" + (f" ({note})" if note else ""))
         data["saved"] = path
     if notes:
         blocks.append(("notes", notes))
-    return TensorPrint(title=label, blocks=blocks, data=data, marked_values=marked)
+    return TensorPrint(title=label, blocks=blocks, data=data, marked_values=marked, interrupted=interrupted)
+
+
+def _all_rows(session: Session, array: np.ndarray, ranges: list[tuple[float, float]] | None,
+              width: int, lines: int):
+    """``-a``: the rows with their indices (tensor_rows); None when numpy's text has an
+    unexpected layout (the values are then printed without indices)."""
+    from precision_shell.commands.tensor_rows import indexed_rows
+
+    def fmt(chunk: np.ndarray, room: int) -> str:
+        return values_text(chunk, full=True, ranges=ranges, width=room)
+    try:
+        return indexed_rows(array, fmt, width, session.progress, lines)
+    except ValueError:
+        return None
+
+
+def _window(array: np.ndarray, at: str, header: list[tuple[str, str]], data: dict[str, Any]) -> list[str]:
+    """``--at I,J``: the element's index and value in the header, the window around it as the
+    values (the element marked like an in-range value)."""
+    from precision_shell.commands.tensor_rows import parse_index, window_around
+
+    index = parse_index(at, array.shape)
+    window = window_around(array, index, lambda block: _element_text(block, sys.maxsize),
+                           (MARK_START, MARK_END))
+    value = array[index]
+    where = "[" + ", ".join(map(str, index)) + "]"
+    header.append(("element", f"{where} = {value}"))
+    data["at"] = {"index": list(index), "value": _json_values(np.asarray(value)),
+                  "rows": list(window.rows), "columns": list(window.columns),
+                  "window": _json_values(window.values)}
+    return window.lines

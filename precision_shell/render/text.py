@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from functools import singledispatch
 from typing import Any
 
-from precision_shell.commands.results import Marked, Message, Sections, Table
+from precision_shell.commands.results import Chart, Marked, Message, Sections, Table
 from precision_shell.jsonable import to_json_text
 from precision_shell.render.layout import expanded_records, fit_table, wrap, wrap_lines
 from precision_shell.render.style import PLAIN, Style
@@ -113,6 +113,13 @@ def _(result: Sections, style: Style = PLAIN, layout: Layout = Layout()) -> str:
             lines.append(f"  {style(heading, 'bold_yellow' if heading == 'errors' else 'bold')}")
             lines += [w for item in block for w in wrap(f"    {item}", layout.width or 0, " " * 6)]
     return "\n".join(lines)
+
+
+@render_text.register
+def _(result: Chart, style: Style = PLAIN, layout: Layout = Layout()) -> str:
+    from precision_shell.render.plot import chart_text   # plotext: on first chart
+
+    return chart_text(result, style, layout.width)
 
 
 def render_json(result: Any) -> str:

@@ -8,7 +8,6 @@ registry when they have not run yet.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -88,20 +87,11 @@ def ensure_results(session: Any) -> list[str]:
 
 def op_points(result: Any, found: Any) -> list[OpPoint]:
     """The chart's points: every op with a compared output, in execution order."""
-    by_op = {s.op: s for s in found.suspects} if found is not None else {}
-    points = []
-    for plan in sorted(result.ops, key=lambda p: p.order):
-        outputs = [t for t in result.rows_of(plan) if t.io == "output" and t.compared]
-        if not outputs:
-            continue
-        cosines = [t.metrics.cosine for t in outputs]
-        cosine = math.nan if any(c != c for c in cosines) else min(cosines)
-        errors = [t.metrics.max_abs_error for t in outputs]
-        max_abs = math.nan if all(e != e for e in errors) else max(e for e in errors if e == e)
-        suspect = by_op.get(plan.op)
-        points.append(OpPoint(plan.order, plan.op, plan.type, cosine, max_abs,
-                              suspect.role if suspect else None, bool(suspect and suspect.first)))
-    return points
+    from precision_shell.analysis.metric_series import metric_series
+
+    errors = {p.order: p.value for p in metric_series(result, None, "max_abs_error")}
+    return [OpPoint(p.order, p.op, p.type, p.value, errors[p.order], p.role, p.first)
+            for p in metric_series(result, found, "cosine")]
 
 
 def export_files(suspects: list) -> tuple[list[ExportFile], list[str]]:

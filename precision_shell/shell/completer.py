@@ -81,6 +81,51 @@ def op_meta(op: Any) -> str:
     return " ".join(p for p in parts if p)
 
 
+def _dump_set_values(field: str):
+    """``use --run/--device/--step/--time``: the values the workspace's dump sets have, each with
+    how many dump sets carry it."""
+    def values(session: Any) -> list[tuple[str, str]]:
+        sets = getattr(getattr(session, "workspace", None), "dump_sets", None) or []
+        counts: dict[str, int] = {}
+        for dump_set in sets:
+            value = str(getattr(dump_set, field, "") or "")
+            if value:
+                counts[value] = counts.get(value, 0) + 1
+        return [(v, f"{n} dump set{'s' * (n != 1)}") for v, n in counts.items()]
+    return values
+
+
+def _op_types(session: Any) -> list[tuple[str, str]]:
+    """``ls -t``: the op types of the loaded graph, each with its op count."""
+    graph = getattr(session, "graph", None)
+    counts: dict[str, int] = {}
+    for op in (getattr(graph, "ops", None) or {}).values():
+        kind = str(getattr(op, "type", "") or "")
+        if kind:
+            counts[kind] = counts.get(kind, 0) + 1
+    return [(t, f"{n} op{'s' * (n != 1)}") for t, n in counts.items()]
+
+
+def _metrics(session: Any) -> list[tuple[str, str]]:
+    """``plot``, ``vcs --plot``: the compare metrics."""
+    from precision_shell.analysis.metric_series import LOWER_IS_WORSE, PLOT_METRICS
+
+    return [(m, "lower is worse" if m in LOWER_IS_WORSE else "higher is worse") for m in PLOT_METRICS]
+
+
+# argument completion kinds whose values come from the session: kind -> (session -> (value, meta))
+VALUE_KINDS = {"run": _dump_set_values("run"), "device": _dump_set_values("device"),
+               "step": _dump_set_values("step"), "time": _dump_set_values("time"),
+               "optype": _op_types, "metric": _metrics}
+
+
+def ranked_values(values: list[tuple[str, str]], word: str) -> list[tuple[str, str]]:
+    """Values containing ``word`` (case-insensitive), those starting with it first, natural order."""
+    folded = word.lower()
+    meta = dict(values)
+    return [(v, meta[v]) for v in ranked([v for v in meta if folded in v.lower()], word)]
+
+
 class _CachedIndex:
     """A NameIndex rebuilt only when the object it was built from is replaced."""
 
@@ -111,6 +156,14 @@ def _golden_names(golden: Any) -> Iterable[str]:
 
 def _dump_names(dumps: Any) -> Iterable[str]:
     return [f.path.name for f in getattr(dumps, "files", [])]
+
+
+def _open_backtick(text: str) -> str | None:
+    """The tensor name typed after an unclosed backtick of an ``eval`` statement, else None."""
+    statement = text.rsplit(";", 1)[-1].lstrip()
+    if statement.split(maxsplit=1)[:1] != ["eval"] or statement.count("`") % 2 == 0:
+        return None
+    return statement.rsplit("`", 1)[1]
 
 
 class ShellCompleter(Completer):
@@ -146,6 +199,10 @@ class ShellCompleter(Completer):
     # -- prompt_toolkit entry point --------------------------------------------------------
     def get_completions(self, document: Document, complete_event: CompleteEvent
                         ) -> Iterator[Completion]:
+        backticked = _open_backtick(document.text_before_cursor)
+        if backticked is not None:      # `eval ... `OP:outp`: a tensor name inside an expression
+            yield from self.complete_tensors(backticked, complete_event)
+            return
         ctx = parse_line(document.text_before_cursor)
         if ctx.in_brackets:
             return
@@ -210,6 +267,9 @@ class ShellCompleter(Completer):
             yield from self._path_completions(word, event)
         elif kind == "dump":
             yield from self.complete_dumps(word, event)
+        elif kind in VALUE_KINDS:
+            for value, meta in ranked_values(VALUE_KINDS[kind](self.session), word):
+                yield Completion(value, -len(word), display_meta=meta)
         elif slot.arg is not None and slot.arg.kwargs.get("choices"):
             for choice in slot.arg.kwargs["choices"]:
                 if str(choice).startswith(word):
