@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from precision_shell.jsonable import jsonable
+from precision_shell.model.tensor_ref import name_of
 from precision_shell.model.session import Session
 from precision_shell.report.gather import ensure_results, gather
 from precision_shell.samples.writer import SampleOptions, write_workspace
@@ -100,7 +101,7 @@ def test_root_histograms_bin_every_value_of_the_tensors(report_data):
     lossy = next(op for op in manifest["ops"] if op["name"] == manifest["lossy"]["op"])
     hists = data.roots[0].histograms
     count = int(np.prod(lossy["outputs"][0]["logical_shape"]))
-    assert hists.npu_tensor == manifest["lossy"]["tensor"]
+    assert hists.npu_tensor == name_of(manifest["lossy"]["tensor"])    # the printed form: OP:N
     assert sum(hists.npu.counts) == sum(hists.golden.counts) == sum(hists.error.counts) == count
     # the overflow root: the +inf values are counted beside the bins, not in them
     over = data.roots[1].histograms
