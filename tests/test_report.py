@@ -87,7 +87,7 @@ def test_suspect_rows_equal_vcs_json_and_exports_decode(report_data, sample_ws, 
     assert rc == 0, err
     vcs_rows = json_docs(out.splitlines()[0])[0]
     assert jsonable(data.suspect_rows) == vcs_rows
-    assert [r[1] for r in data.suspects.rows] == [r["op"] for r in vcs_rows]
+    assert [r[2] for r in data.suspects.rows] == [r["op"] for r in vcs_rows]     # columns: #, order, op
     files = {f.name: f.text for f in data.exports}
     assert json.loads(files["suspects.json"]) == vcs_rows
     assert files["suspects_fusion_switch.cfg"] == (tmp_path / "f.cfg").read_text()
@@ -111,8 +111,8 @@ def test_root_histograms_bin_every_value_of_the_tensors(report_data):
 
 def test_overflow_and_fusion_tables_come_from_the_commands(report_data):
     session, data, manifest = report_data
-    assert data.overflow.rows[0][1] == manifest["overflow"]["op"]
-    assert "producer" in data.overflow.rows[0][5]
+    assert data.overflow.rows[0][2] == manifest["overflow"]["op"]     # columns: #, order, op
+    assert "producer" in data.overflow.rows[0][6]
     assert data.fusion is not None and data.fusion.data["passes"]
     blame = data.roots[0].suspect.fusion_blame
     assert blame and all(p in blame for p in next(

@@ -11,7 +11,7 @@ from precision_shell.formats.golden_npy import load_npy
 from precision_shell.model.framework_session import FrameworkSession
 from precision_shell.model.session import Session
 from precision_shell.model.suggest import close_names
-from precision_shell.model.tensor_ref import name_of, parse_tensor_ref, tensor_name
+from precision_shell.model.tensor_ref import golden_name_of, name_of, op_of, parse_tensor_ref, tensor_name
 from precision_shell.model.tensor_resolve import resolve_tensor
 
 from framework_dumps import SAMPLE
@@ -46,8 +46,11 @@ def test_the_printed_name_parses_back_to_the_same_tensor(op, io, index, golden, 
 def test_long_names_kept_by_compare_rows_print_in_the_short_form():
     assert name_of("ln/LayerNorm:output:2") == "ln/LayerNorm:2"
     assert name_of("ln/LayerNorm:input:0") == "ln/LayerNorm:in0"
-    assert name_of("ln/add_1:0", golden=True) == "golden:ln/add_1:0"
     assert name_of("not a tensor") == "not a tensor"
+    assert golden_name_of("ln/add_1:0") == "golden:ln_add_1:0"        # the .npy file's own name
+    assert golden_name_of("fc1/MatMul:output:1") == "fc1/MatMul:1"   # vc --against: another NPU run
+    assert golden_name_of(None) == "-"
+    assert op_of("fc1/MatMul:in1") == op_of("fc1/MatMul:output:0") == op_of("fc1/MatMul") == "fc1/MatMul"
 
 
 @pytest.mark.parametrize("text, meant", [("ln/LayerNorm:outptu:0", "'output' (ln/LayerNorm:0)"),

@@ -19,12 +19,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable
 
 from precision_shell.errors import CommandError, UsageError
+from precision_shell.formats.dump_names import escape_op_name
 from precision_shell.model.suggest import close_names
+
+if TYPE_CHECKING:      # the names are printed at start-up (ni, toolbar): numpy is not needed for them
+    import numpy as np
 
 KINDS = ("output", "input")
 _LEAF = r"\d{1,18}(?:\.\d{1,18})*"       # framework leaves nest: input 1.0 = element 0 of arg 1
@@ -48,17 +50,30 @@ def tensor_name(op: str, io: str, index: int | str, *, golden: bool = False) -> 
     return f"{prefix}{op}:{io}:{index}"
 
 
-def name_of(text: str, *, golden: bool = False) -> str:
+def name_of(text: str) -> str:
     """A name kept in the long form (``OP:output:0``, as compare rows and the vendor CSV carry
     it) in the printed form; text in no tensor form is returned as it is."""
     m = _LONG.match(text) or _PARAM.match(text)
-    if m:
-        return tensor_name(m["op"], m["io"], m["idx"], golden=golden)
-    if golden:
-        op, sep, idx = text.rpartition(":")
-        if sep and idx.isdigit():
-            return tensor_name(op, "output", idx, golden=True)
-    return text
+    return tensor_name(m["op"], m["io"], m["idx"]) if m else text
+
+
+def golden_name_of(ref: str | None) -> str:
+    """A graph-mode compare row's golden side as printed: ``FRAMEWORK_OP:I`` (the golden .npy
+    tensor) -> ``golden:ESCAPED_OP:I``, the name its file carries; another NPU run's
+    ``OP:output:I`` (``vc --against``) -> ``OP:I``; none -> ``-``."""
+    if not ref:
+        return "-"
+    if _LONG.match(ref):
+        return name_of(ref)
+    op, sep, idx = ref.rpartition(":")
+    return tensor_name(escape_op_name(op), "output", idx, golden=True) if sep and idx.isdigit() else ref
+
+
+def op_of(text: str) -> str:
+    """The op part of an NPU tensor name (``ni fc1/MatMul:0`` shows fc1/MatMul); other text as is."""
+    base = text.strip()
+    m = _LONG.match(base) or _PARAM.match(base) or _SHORT.match(base)
+    return m["op"] if m and not base.startswith("golden:") else base
 
 
 @dataclass(frozen=True)
