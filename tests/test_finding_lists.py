@@ -186,3 +186,17 @@ def test_framework_vc_moves_the_cursor_and_ac_lists_overflow_producers(framework
     assert [row[2] for row in table.rows if "first producer" in row[4]] == ["Tensor.__mul__.1.forward"]
     assert "propagated" in table.more
     assert table.rows[0][5].startswith(table.rows[0][2] + ":")     # outputs column: ENTRY:N first
+
+
+def test_the_suspects_csv_export_names_tensors_as_tables_do(graph, tmp_path):
+    session, manifest = graph
+    from precision_shell.model.tensor_resolve import resolve_tensor
+
+    path = tmp_path / "suspects.csv"
+    run(session, f"vcs; export suspects -o {path}")
+    rows = list(csv.DictReader(path.open()))
+    lossy = next(r for r in rows if r["op"] == manifest["lossy"]["op"])
+    assert lossy["tensor"] == f"{manifest['lossy']['op']}:0" and lossy["failed_outputs"].startswith(lossy["tensor"])
+    assert lossy["inputs"].startswith(f"{manifest['lossy']['op']}:in0 ")
+    for name in (lossy["tensor"], lossy["golden_tensor"]):
+        assert resolve_tensor(session, name).label == name       # each pastes into pt

@@ -142,3 +142,16 @@ def test_framework_wrong_names_get_suggestions_and_the_valid_tensors(fw):
         resolve_tensor(fw, "Functional.sofmax.0.forward:0")
     with pytest.raises(CommandError, match=r"valid: Functional.softmax.0.forward:0\)"):
         resolve_tensor(fw, "Functional.softmax.0.forward:5")
+
+
+def test_ni_li_lo_take_the_names_tables_print(graph_session):
+    from precision_shell.commands.inspect_cmd import op_argument
+
+    session, manifest = graph_session
+    op = manifest["lossy"]["op"]
+    golden = next(name for name in session.graph.ops[op].golden_names())
+    for text in (op, f"{op}:0", f"{op}:in1", f"{op}:output:0[0, :2]", f"golden:{golden.replace('/', '_')}:0",
+                 f"golden:{golden}:0"):
+        assert op_argument(session, text).key == op, text
+    with pytest.raises(CommandError, match="no NPU op is compared with golden:nothing:0"):
+        op_argument(session, "golden:nothing:0")

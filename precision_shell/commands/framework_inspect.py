@@ -168,10 +168,10 @@ def _edge_rows(run, edges, upstream: bool) -> tuple[list[list], list[dict]]:
 @variant(FRAMEWORK, "node_info", summary="One entry: kind, module path, tensors with dtype, shape "
                                          "and statistics, producers and consumers (edges exact or inferred).",
          example="ni Functional.softmax.0.forward\nni softmax.0.forward",
-         args=[arg("op", help="entry name, or a unique part of it")])
+         args=[arg("op", help="entry name, or a unique part of it (a tensor name: its entry)")])
 def node_info(session, args) -> Sections:
     run = session.run
-    op = run.op(op_of(args.op))
+    op = run.op(op_of(args.op.removeprefix("golden:")))
     modules = run.module_path(op.name)
     # a frame holds "File ..., in f, \n code": one line each on screen
     stack = [" ".join(frame.split()) for frame in session.selected.stack.get(op.name, ())]
@@ -193,7 +193,7 @@ def node_info(session, args) -> Sections:
 
 def _neighbours(session, name: str, upstream: bool) -> Table:
     run = session.run
-    op = run.op(op_of(name))
+    op = run.op(op_of(name.removeprefix("golden:")))
     edges = run.producers(op.name) if upstream else run.consumers(op.name)
     rows, docs = _edge_rows(run, edges, upstream)
     what = "inputs" if upstream else "outputs"
@@ -206,12 +206,12 @@ def _neighbours(session, name: str, upstream: bool) -> Table:
 
 
 @variant(FRAMEWORK, "list_inputs", summary="The entries whose outputs feed an entry's inputs.",
-         example="li Torch.matmul.1.forward", args=[arg("op", help="entry name, or a unique part of it")])
+         example="li Torch.matmul.1.forward", args=[arg("op", help="entry name, or a unique part of it (a tensor name: its entry)")])
 def list_inputs(session, args) -> Table:
     return _neighbours(session, args.op, upstream=True)
 
 
 @variant(FRAMEWORK, "list_outputs", summary="The entries that read an entry's outputs.",
-         example="lo Functional.softmax.0.forward", args=[arg("op", help="entry name, or a unique part of it")])
+         example="lo Functional.softmax.0.forward", args=[arg("op", help="entry name, or a unique part of it (a tensor name: its entry)")])
 def list_outputs(session, args) -> Table:
     return _neighbours(session, args.op, upstream=False)

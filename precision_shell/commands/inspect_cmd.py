@@ -17,7 +17,7 @@ from precision_shell.commands.results import Message, Sections, Table
 from precision_shell.errors import CommandError
 from precision_shell.formats.dump_names import escape_op_name
 from precision_shell.model.session import Session
-from precision_shell.model.tensor_ref import golden_name_of, name_of, op_of, tensor_name
+from precision_shell.model.tensor_ref import golden_name_of, name_of, op_of, parse_tensor_ref, tensor_name
 
 DOT_TIMEOUT_S = 30
 
@@ -42,6 +42,18 @@ def text_matcher(pattern: str, what: str) -> Callable[[str], bool]:
         return lambda text: rx.search(text) is not None
     lowered = pattern.lower()
     return lambda text: lowered in text.lower()
+
+
+def op_argument(session: Session, text: str) -> Any:
+    """The op ``ni``/``li``/``lo`` show for what was pasted: an op name (or a unique part of it),
+    a tensor name (its op), or a golden tensor name (the NPU op compared with that golden)."""
+    if text.startswith("golden:"):
+        escaped = escape_op_name(parse_tensor_ref(text).name)
+        for op in require_graph(session).in_exec_order():
+            if any(escape_op_name(name) == escaped for name in op.golden_names()):
+                return op
+        raise CommandError(f"no NPU op is compared with {text}")
+    return session.resolve_op(op_of(text))
 
 
 def check_limit(limit: int | None, session: Session) -> int:
@@ -258,14 +270,14 @@ def write_neighbourhood(session: Session, op: Any, depth: int) -> dict:
                  "(producers), outputs (consumers), dump files and golden tensors with stats, compare "
                  "metrics when known; -s N writes the depth-N neighbourhood as DOT (+ SVG with Graphviz).",
          example="ni fc1/MatMul\nni MatMul -a\nni fc1/MatMul -s 2",
-         args=[arg("op", complete="op", help="op name, or a unique part of it (a tensor name: its op)"),
+         args=[arg("op", complete="op", help="op name, or a unique part of it (a tensor name: its op; golden:X: the op compared with it)"),
                arg("-a", "--attrs", action="store_true", help="also list every attribute of the op"),
                arg("-s", "--subgraph", type=int, metavar="DEPTH",
                    help="write the ops within DEPTH data edges (either direction) to "
                         "<output>/graphs/<op>_d<DEPTH>.dot, and .svg when Graphviz `dot` is installed")])
 def node_info(session: Session, args: Any) -> Sections:
     require_graph(session)
-    op = session.resolve_op(op_of(args.op))
+    op = op_argument(session, args.op)
     if args.subgraph is not None and args.subgraph < 0:
         raise CommandError("-s DEPTH must be 0 or more")
     from precision_shell.analysis.node_panel import node_panel  # numpy: not at start-up
@@ -288,7 +300,7 @@ def node_info(session: Session, args: Any) -> Sections:
 
 def _tree(session: Session, args: Any, direction: str) -> Message:
     graph = require_graph(session)
-    op = session.resolve_op(op_of(args.op))
+    op = op_argument(session, args.op)
     if args.depth < 0:
         raise CommandError("-d DEPTH must be 0 (unlimited) or more")
     from precision_shell.analysis.neighbourhood import op_tree, tree_lines
@@ -301,7 +313,7 @@ def _tree(session: Session, args: Any, direction: str) -> Message:
     return Message(lines, data=[r.to_json() for r in rows])
 
 
-_TREE_ARGS = [arg("op", complete="op", help="op name, or a unique part of it (a tensor name: its op)"),
+_TREE_ARGS = [arg("op", complete="op", help="op name, or a unique part of it (a tensor name: its op; golden:X: the op compared with it)"),
               arg("-d", "--depth", type=int, default=1, help="levels to follow (0 = all; default 1)"),
               arg("-c", "--control", action="store_true", help="also show control edges (dashed in pictures)")]
 

@@ -70,8 +70,9 @@ def golden_name_of(ref: str | None) -> str:
 
 
 def op_of(text: str) -> str:
-    """The op part of an NPU tensor name (``ni fc1/MatMul:0`` shows fc1/MatMul); other text as is."""
-    base = text.strip()
+    """The op part of an NPU tensor name, slice and all (``ni fc1/MatMul:0[0]`` shows fc1/MatMul);
+    other text as is."""
+    base = split_slice(text)[0]
     m = _LONG.match(base) or _PARAM.match(base) or _SHORT.match(base)
     return m["op"] if m and not base.startswith("golden:") else base
 
