@@ -140,6 +140,10 @@ def test_framework_names_resolve_on_both_sides(fw):
 def test_framework_wrong_names_get_suggestions_and_the_valid_tensors(fw):
     with pytest.raises(CommandError, match="did you mean Functional.softmax.0.forward"):
         resolve_tensor(fw, "Functional.sofmax.0.forward:0")
+    # a mistyped part of a name (what `ni` takes): the entries with that part
+    with pytest.raises(CommandError, match="did you mean Functional.softmax.0.forward or "
+                                           "Functional.softmax.0.backward\\?"):
+        fw.run.op("softmx")
     with pytest.raises(CommandError, match=r"valid: Functional.softmax.0.forward:0\)"):
         resolve_tensor(fw, "Functional.softmax.0.forward:5")
 

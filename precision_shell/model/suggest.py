@@ -4,11 +4,13 @@ difflib's ratio, no new dependency."""
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Iterable
 
 # Past this many candidates difflib's full ratio is too slow for an error message (10^5 ops:
 # seconds): the candidates sharing a character pair with the typo are ranked instead.
 _DIRECT = 5000
+_PART = re.compile(r"[/.]")     # scopes (graph ops) and dotted entry names (framework)
 
 
 def close_names(word: str, candidates: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
@@ -19,14 +21,15 @@ def close_names(word: str, candidates: Iterable[str], n: int = 3, cutoff: float 
         scored = sorted(names, key=lambda name: -sum(p in name.lower() for p in pairs))
         names = scored[:_DIRECT]
     close = difflib.get_close_matches(word, names, n=n, cutoff=cutoff)
-    if close or "/" in word:
+    if close or _PART.search(word):
         return close
-    # a scope path is long and the typo short (ni LayerNrom): match the last component
-    last: dict[str, list[str]] = {}
+    # a scope path is long and the typo short (ni LayerNrom, ni softmx): match the name's parts
+    parts: dict[str, list[str]] = {}
     for name in names:
-        last.setdefault(name.rsplit("/", 1)[-1], []).append(name)
-    hits = difflib.get_close_matches(word, list(last), n=n, cutoff=cutoff)
-    return [name for hit in hits for name in last[hit]][:n]
+        for part in _PART.split(name):
+            parts.setdefault(part, []).append(name)
+    hits = difflib.get_close_matches(word, list(parts), n=n, cutoff=cutoff)
+    return list(dict.fromkeys(name for hit in hits for name in parts[hit]))[:n]
 
 
 def did_you_mean(word: str, candidates: Iterable[str], n: int = 3) -> str:
