@@ -187,14 +187,15 @@ def test_tensor_refs_of_an_op(sample):
     completer = ShellCompleter(session, registry_with("pt", arg("tensor", complete="tensor")))
     op = next(o for o in manifest["ops"] if len(o["inputs"]) >= 2 and o["outputs"])
     got = [c.text for c in complete(completer, f"pt {op['name']}:")]
-    expected = ([f"{op['name']}:output:{i}" for i in range(len(op["outputs"]))]
-                + [f"{op['name']}:input:{i}" for i in range(len(op["inputs"]))])
+    # the names tables print: OP:N outputs, OP:inN inputs
+    expected = ([f"{op['name']}:{i}" for i in range(len(op["outputs"]))]
+                + [f"{op['name']}:in{i}" for i in range(len(op["inputs"]))])
     assert got == expected
     assert [c.text for c in complete(completer, f"pt {op['name']}:in")] == expected[len(op["outputs"]):]
     # typing part of the name completes to the first output
     first = complete(completer, f"pt {op['name'][:-1]}")
-    assert f"{op['name']}:output:0" in [c.text for c in first]
-    assert complete(completer, f"pt {op['name']}:output:0[0, ") == []
+    assert f"{op['name']}:0" in [c.text for c in first]
+    assert complete(completer, f"pt {op['name']}:0[0, ") == []
 
 
 def test_golden_names(sample):

@@ -192,7 +192,7 @@ def test_exit_code_precedence_usage_over_unjudged_over_findings(sample_ws, capsy
     rc, out, err = run_cli(capsys, root, "-o", tmp_path / "o", "-c", "vcs -c 0.98", "--format", "csv",
                            "--fail-on-findings")
     assert rc == 1 and "could not judge: unreadable 1 (" in err
-    assert out.splitlines()[0].startswith("#,op,type") and "warning:" not in out   # csv stays csv
+    assert out.splitlines()[0].startswith("#,order,op,type") and "warning:" not in out   # csv stays csv
     assert any(line.startswith("warning: ") and str(garbage) in line for line in err.splitlines())
     rc, _, _ = run_cli(capsys, root, "-o", tmp_path / "o", "-c", "vcs -c 0.98; vcs -c 2", "--fail-on-findings")
     assert rc == 2

@@ -322,8 +322,9 @@ def test_lo_text_tree_is_indented_by_depth(ws, capsys):
     assert rc == 0, err
     lines = text.splitlines()
     assert lines[0] == "conv1/Conv2D (Conv2D)"
-    assert lines[1].startswith("|- out 0 -> pool1/MaxPool:in 0")
-    assert lines[2].startswith("|  |- out 0 -> trans_TransData_2:in 0")
+    # output 0 of the op above feeds input 0 of the next: the consumer tensor by its printed name
+    assert lines[1].startswith("|- :0 -> pool1/MaxPool:in0  (MaxPool)")
+    assert lines[2].startswith("|  |- :0 -> trans_TransData_2:in0  (TransData)")
     assert len(lines) == 3
 
 

@@ -153,4 +153,4 @@ def test_batch_has_no_repl_hints_the_repl_frontend_has(sample_ws, capsys, tmp_pa
     _, out, _ = run_cli(capsys, root, "-o", tmp_path, "-c", "vcs; ac")
     assert "steps through the list" not in out
     shown = run_lines(Session.open(root), ["vcs"], None)
-    assert "`next` steps through the list" in shown
+    assert "`next`/`goto #` step through the list" in shown

@@ -65,9 +65,9 @@ def test_pipe_gets_the_plain_output(sample_ws):
     assert int(out.getvalue()) == len(listing.splitlines())
     out.seek(0), out.truncate()
     op = manifest["lossy"]["op"]
-    frontend.run_line(f"vcs -l 0 | grep -E '^[0-9]+ +{op} '")   # its table row, on one line
+    frontend.run_line(f"vcs -l 0 | grep -E '^[0-9]+ +[0-9]+ +{op} '")   # its table row (# order op), on one line
     lines = out.getvalue().splitlines()
-    assert len(lines) == 1 and lines[0].split()[1] == op and "\x1b[" not in lines[0]
+    assert len(lines) == 1 and lines[0].split()[2] == op and "\x1b[" not in lines[0]
     assert err.getvalue() == "" and frontend.exit_code() == 0
 
 

@@ -239,14 +239,16 @@ def test_bad_input_is_one_line_each_and_the_batch_goes_on(ws, capsys):
                 "pt fc1/MatMul:output:0 -l -1", "pt /no/such/file.npy"]
     rc, out, err = run(ws, "; ".join(commands + ["ls -t Conv2D"]), capsys)
     assert rc == 1
-    lines = err.strip().splitlines()
+    # one error each; the slice error adds the reference and a caret under the bad item
+    lines = [line for line in err.strip().splitlines() if not line.startswith("  ")]
     assert len(lines) == len(commands), err
     assert all(line.startswith("error: ") for line in lines)
     assert "no op matches 'nope/Op'" in lines[0]
-    assert "bad slice" in lines[1]
+    assert "bad slice ':a'" in lines[1]
+    assert "  fc1/MatMul:output:0[0, :a]\n" + " " * 25 + "^" in err
     assert "index 99 is out of bounds" in lines[2]
-    assert "no golden tensor for no/such/op:0" in lines[3]
-    assert "output 7 does not exist" in lines[4]
+    assert "no golden tensor 'golden:no/such/op:0'" in lines[3]
+    assert "fc1/MatMul has 1 output" in lines[4] and "(valid: fc1/MatMul:0)" in lines[4]
     assert "bad range" in lines[5]
     assert "/no/such/file.npy" in lines[7]
     assert json.loads(out)[0]["op"] == "conv1/Conv2D"

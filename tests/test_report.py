@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from precision_shell.jsonable import jsonable
+from precision_shell.model.tensor_ref import name_of
 from precision_shell.model.session import Session
 from precision_shell.report.gather import ensure_results, gather
 from precision_shell.samples.writer import SampleOptions, write_workspace
@@ -86,7 +87,7 @@ def test_suspect_rows_equal_vcs_json_and_exports_decode(report_data, sample_ws, 
     assert rc == 0, err
     vcs_rows = json_docs(out.splitlines()[0])[0]
     assert jsonable(data.suspect_rows) == vcs_rows
-    assert [r[1] for r in data.suspects.rows] == [r["op"] for r in vcs_rows]
+    assert [r[2] for r in data.suspects.rows] == [r["op"] for r in vcs_rows]     # columns: #, order, op
     files = {f.name: f.text for f in data.exports}
     assert json.loads(files["suspects.json"]) == vcs_rows
     assert files["suspects_fusion_switch.cfg"] == (tmp_path / "f.cfg").read_text()
@@ -100,7 +101,7 @@ def test_root_histograms_bin_every_value_of_the_tensors(report_data):
     lossy = next(op for op in manifest["ops"] if op["name"] == manifest["lossy"]["op"])
     hists = data.roots[0].histograms
     count = int(np.prod(lossy["outputs"][0]["logical_shape"]))
-    assert hists.npu_tensor == manifest["lossy"]["tensor"]
+    assert hists.npu_tensor == name_of(manifest["lossy"]["tensor"])    # the printed form: OP:N
     assert sum(hists.npu.counts) == sum(hists.golden.counts) == sum(hists.error.counts) == count
     # the overflow root: the +inf values are counted beside the bins, not in them
     over = data.roots[1].histograms
@@ -110,8 +111,8 @@ def test_root_histograms_bin_every_value_of_the_tensors(report_data):
 
 def test_overflow_and_fusion_tables_come_from_the_commands(report_data):
     session, data, manifest = report_data
-    assert data.overflow.rows[0][1] == manifest["overflow"]["op"]
-    assert "producer" in data.overflow.rows[0][5]
+    assert data.overflow.rows[0][2] == manifest["overflow"]["op"]     # columns: #, order, op
+    assert "producer" in data.overflow.rows[0][6]
     assert data.fusion is not None and data.fusion.data["passes"]
     blame = data.roots[0].suspect.fusion_blame
     assert blame and all(p in blame for p in next(

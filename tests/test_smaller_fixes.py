@@ -45,7 +45,8 @@ def test_an_op_whose_nan_inf_inputs_give_finite_outputs_is_healed_not_overflowin
     table = scan_table(OverflowScan(findings, [], 2, 0, True), 0)
     assert table.title.startswith("1 overflowing op and 1 healing one (nan/inf inputs, finite outputs)")
     healed_row = table.rows[1]
-    assert healed_row[5] == "healed" and "finite" in healed_row[6]
+    assert table.headers[6] == "role" and table.headers[7] == "outputs"
+    assert healed_row[6] == "healed" and "finite" in healed_row[7]
 
 
 def test_pt_counts_all_have_thousands_separators(sample_ws, tmp_path, capsys):
@@ -78,9 +79,9 @@ def test_ranges_help_says_marks_are_coloured_on_a_colour_terminal():
 
 
 def _example_ops(text: str) -> list[str]:
-    """The OP of each ``OP:output:N`` in an example section."""
+    """The OP of each NPU tensor name (``OP:N``, ``OP:inN``; not ``golden:X:N``) in an example section."""
     examples = text.split("example:", 1)[1]
-    return re.findall(r"([\w./]+):output:\d", examples)
+    return re.findall(r"(?<![\w./:])([\w./]+):(?:output:|input:|in)?\d", examples)
 
 
 def test_help_examples_name_ops_of_the_loaded_workspace(sample_ws, tmp_path):
@@ -132,4 +133,4 @@ def test_framework_batch_output_carries_no_repl_hints(capsys):
     session = FrameworkSession.open(FRAMEWORK / "target_bf16", golden=FRAMEWORK / "golden_fp32")
     vcs = REGISTRY.for_session(REGISTRY.lookup("vcs"), session)
     table = vcs.handler(session, vcs.parse([]))
-    assert table.hints == ["`next` steps through the list with each entry's metric panel"]
+    assert table.hints == ["`next`/`goto #` step through the list with each entry's metric panel"]

@@ -27,10 +27,14 @@ def test_slices_index_like_numpy():
 
 @pytest.mark.parametrize("text", ["op:output:0[a]", "op:output:0[1:2:3:4]", "op:output:0[]",
                                   "op:output:0[0", "justaname", "op:outputs:0"])
-def test_bad_refs_are_one_line_errors(text):
+def test_bad_refs_are_one_error_pointing_into_the_text(text):
     with pytest.raises(CommandError) as info:
         parse_tensor_ref(text)
-    assert "\n" not in str(info.value)
+    lines = str(info.value).split("\n")
+    # one line, or a slice error: the reason, the reference, a caret under a column of it
+    assert len(lines) in (1, 3)
+    if len(lines) == 3:
+        assert lines[1] == f"  {text}" and lines[2].strip() == "^" and len(lines[2]) - 3 <= len(text)
 
 
 def test_out_of_range_slice_names_the_shape():

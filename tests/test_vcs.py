@@ -191,7 +191,9 @@ def test_limit_keeps_roots_and_says_how_many_more(sample, capsys, tmp_path):
     assert manifest["lossy"]["op"] in out and manifest["overflow"]["op"] in out
     total = 2 + len(manifest["lossy"]["downstream_below_threshold"]) + \
         len(manifest["overflow"]["downstream_non_finite"])
-    assert f"... {total - 2} more (use -l 0)" in lines
+    # the footer counts the hidden rows by role: only propagated ones, as roots are never cut
+    assert f"... {total - 2} more not shown: {total - 2} propagated (roots and producers are never cut; " \
+           f"-l 0 shows all)" in lines
 
 
 def test_next_walks_the_compare_list_with_panels(sample, capsys, tmp_path):

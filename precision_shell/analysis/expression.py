@@ -63,7 +63,7 @@ def parse_expression(text: str) -> Expression:
     """Backticked tensor names become placeholders; the rest must pass :func:`_check`."""
     text = text.strip()
     if not text:
-        raise ExpressionError(text, "empty expression; e.g. eval \"np.abs(`OP:output:0`).max()\"")
+        raise ExpressionError(text, "empty expression; e.g. eval \"np.abs(`OP:0`).max()\"")
     if text.count("`") % 2:
         raise ExpressionError(text, "a backtick is not closed", text.rfind("`"))
     parts = text.split("`")
@@ -149,7 +149,7 @@ def _check(tree: ast.Expression, text: str, placeholders: set[str], where: Calla
                 refuse(node, f"name {node.id!r}: names starting with _ are not allowed")
             if node.id != "np" and node.id not in placeholders:
                 refuse(node, f"unknown name {node.id!r}: only np and tensors in backticks "
-                             f"(`OP:output:0`) may be used")
+                             f"(`OP:0`) may be used")
         elif isinstance(node, ast.Attribute):
             _check_attribute(node, refuse)
         elif isinstance(node, ast.Call):

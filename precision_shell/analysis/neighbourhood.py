@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from precision_shell.analysis.node_panel import known_cosines, known_roles
+from precision_shell.model.tensor_ref import tensor_name
 
 # Fill colours of suspect ops; the centre op gets a thick border instead of a colour, so a suspect
 # centre still shows its role.
@@ -257,18 +258,19 @@ def op_tree(graph: Any, root: str, direction: str, depth: int, control: bool = F
 
 
 def tree_lines(root: str, root_type: str, rows: list[TreeRow], direction: str) -> list[str]:
-    """Indented text: ``|- in 0 <- producer:out 1  (Type)``."""
+    """Indented text: ``|- :in0 <- producer:1  (Type)`` (input 0 of the op above it is fed by
+    output 1 of producer), ``|- :1 -> consumer:in0  (Type)``: tensors by their printed names."""
     lines = [f"{root} ({root_type})"]
     for row in rows:
         indent = "|  " * (row.depth - 1)
         if row.edge == "control":
             what = f"[ctrl] {row.op}"
         elif row.op is None:
-            what = f"in {row.dst_input} <- (unconnected optional input)"
+            what = f":in{row.dst_input} <- (unconnected optional input)"
         elif direction == "inputs":
-            what = f"in {row.dst_input} <- {row.op}:out {row.src_output}"
+            what = f":in{row.dst_input} <- {tensor_name(row.op, 'output', row.src_output)}"
         else:
-            what = f"out {row.src_output} -> {row.op}:in {row.dst_input}"
+            what = f":{row.src_output} -> {tensor_name(row.op, 'input', row.dst_input)}"
         more = "  (see above)" if row.repeated else ""
         kind = f"  ({row.type})" if row.op is not None else ""
         lines.append(f"{indent}|- {what}{kind}{more}")

@@ -24,6 +24,7 @@ from typing import Iterable
 from precision_shell.analysis.compare import CompareResult, TensorResult
 from precision_shell.analysis.metrics import JSON_KEYS
 from precision_shell.errors import UsageError
+from precision_shell.model.tensor_ref import golden_name_of, name_of
 
 FUSION_SWITCH_HINT = "export suspects --format fusion-switch"
 _CONDITION = re.compile(r"^\s*([A-Za-z_ ]+?)\s*(<=|>=|<|>|==|!=)\s*([-+0-9.eEinfINFaA]+)\s*$")
@@ -139,11 +140,17 @@ class Suspect:
 
 
     def to_flat_json(self) -> dict:
-        """``to_json`` with every value a scalar (one CSV cell each)."""
+        """``to_json`` with every value a scalar (one CSV cell each) and tensors by the names
+        tables print (``OP:0``, ``OP:in1``, ``golden:OP:0``): a spreadsheet is read by people, who
+        paste its names into ``pt``."""
         row = self.to_json()
+        row["tensor"] = name_of(row["tensor"])
+        row["golden_tensor"] = golden_name_of(row["golden_tensor"]) if row["golden_tensor"] else None
         for key in ("inputs", "outputs"):
-            row[key] = "; ".join(f"{t['tensor']} {'-' if t['cosine'] is None else round(t['cosine'], 6)}"
+            row[key] = "; ".join(f"{name_of(t['tensor'])} {'-' if t['cosine'] is None else round(t['cosine'], 6)}"
                                  for t in row[key])
+        for key in ("failed_outputs", "failed_inputs"):
+            row[key] = [name_of(t) for t in row[key]]
         for key in ("golden", "failed_outputs", "failed_inputs", "passes"):
             row[key] = ",".join(row[key])
         row["pass_kinds"] = ",".join(f"{p}:{k}" for p, k in row["pass_kinds"].items())

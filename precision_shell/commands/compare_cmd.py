@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from precision_shell.commands.export import EXPORTERS
+from precision_shell.commands.finding_list import list_args
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.stepping import PANELS
 from precision_shell.model.session import Session
@@ -46,28 +47,33 @@ def compare(session: Session, args: Any):
          summary="Failing ops of the compare (output cosine <= COS, NaN fails too), in execution "
                  "order, each `root` (inputs still match, output does not) or `propagated`; the first "
                  "root is the first divergence. Runs `vc` first when needed; -f reads vendor CSVs.",
-         example='vcs\nvcs -c 0.99 -l 0\nvcs --metric "max_abs_error>0.1"\nvcs --replay\nvcs --rank excess\n'
-                 "vcs --plot max_abs_error\n"
+         example='vcs\nvcs -c 0.99 -l 0\nvcs --sort cosine --role root\nvcs --sort -max_abs_error --type MatMul\n'
+                 'vcs --metric "max_abs_error>0.1"\nvcs --replay\nvcs --sort -excess\nvcs --plot max_abs_error\n'
                  "vcs -f precision_data/temp/vector_compare/20240125/result_20240125.csv\n"
                  "vcs --ranks all     # per rank: first divergence, roots, the odd rank out",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
                arg("-l", "--limit", type=int, default=None, metavar="N",
-                   help="rows to show (0 = all; default: the `config` limit); roots are never cut"),
+                   help="rows to show (0 = all; default: the `config` limit); roots are never cut, "
+                        "the footer counts the hidden rows by role"),
                arg("-f", "--file", nargs="+", metavar="CSV", complete="path",
                    help="vendor result_*.csv files (old and new layouts) instead of the last `vc`"),
                arg("--metric", nargs="+", action="extend", metavar="NAME<VALUE",
                    help="also fail outputs where this holds, e.g. \"max_abs_error>0.1\" (quote it: "
                         "> redirects); names: cosine, max_abs_error, mean_relative_error, ..."),
                arg("--rank", choices=("order", "excess"), default="order",
-                   help="row order: execution order (default) or excess, the error vs golden over "
-                        "that of an ideal kernel in the NPU's dtypes (noise-aware), highest first"),
+                   help="excess: the same as --sort -excess"),
                arg("--replay", action="store_true",
                    help="replay every root (see `replay`) and add its verdict column (JSON: verdict, "
                         "replay_profile)"),
                arg("--plot", nargs="?", const="cosine", default=None, metavar="METRIC", complete="metric",
                    help="instead of the table, a chart of METRIC (default cosine) along execution "
-                        "order, roots and the first divergence marked (see `plot`)")] + _SET_ARGS)
+                        "order, roots and the first divergence marked (see `plot`)")] + _SET_ARGS + list_args(
+             "order, excess (error vs golden over that of an ideal kernel in the NPU's dtypes: "
+             "noise-aware) or a metric of the row's output: cosine, max_abs_error, mean_abs_error, rmse, "
+             "max_relative_error, mean_relative_error, accumulated_relative_error, "
+             "relative_euclidean_distance, kl_divergence, one_thousandth_err_ratio, "
+             "five_thousandths_err_ratio"))
 def vcs(session: Session, args: Any):
     return _run().vcs(session, args)
 
@@ -76,9 +82,10 @@ def vcs(session: Session, args: Any):
          summary="Compare two tensors: all metrics, allclose verdict, error ratio "
                  "(|a-b| > atol + rtol*|b|), and the N worst elements with their indices. Shapes "
                  "must agree (no silent zero padding, unlike the reference tool).",
-         example="cp fc1/MatMul:output:0 golden:fc1/BiasAdd:0\n"
-                 "cp ln1/add_1/LayerNorm:output:0[0] golden:ln1/add_1:0[0] -p 10 -al 1e-2 -rl 1e-2",
-         args=[arg("a", complete="tensor", help="first tensor (NPU side): OP:output:I, golden:OP:I or .npy"),
+         example="cp fc1/MatMul:0 golden:fc1_BiasAdd:0\n"
+                 "cp ln1/add_1/LayerNorm:0[0] golden:ln1_add_1:0[0] -p 10 -al 1e-2 -rl 1e-2",
+         args=[arg("a", complete="tensor", help="first tensor (NPU side): OP:N (output N), OP:inN "
+                                                "(input N), golden:OP:N or .npy"),
                arg("b", complete="tensor", help="second tensor (reference side)"),
                arg("-p", "--top", type=int, default=5, metavar="N", help="worst elements to list (default 5)"),
                arg("-al", "--atol", type=float, default=1e-3, help="absolute tolerance (default 0.001)"),

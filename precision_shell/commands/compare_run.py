@@ -24,13 +24,14 @@ from precision_shell.analysis.root_cause import (
     Criteria, Suspect, SuspectList, find_suspects, parse_condition,
 )
 from precision_shell.analysis.tensor_compare import compare_pair
+from precision_shell.commands.finding_list import ListView, arrange, follow
 from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import golden_stats_rows
 from precision_shell.errors import CommandError, UsageError
 from precision_shell.model.dump_index import DumpIndex, scan_dump_dir
-from precision_shell.model.findings import FindingCursor
 from precision_shell.model.golden_index import scan_golden_dir
 from precision_shell.model.session import Session
+from precision_shell.model.tensor_ref import golden_name_of, name_of
 from precision_shell.model.tensor_resolve import resolve_tensor
 
 # Executor factory for ``vc``: None = the built-in process pool. A Dask client (``--scheduler``)
@@ -186,6 +187,10 @@ def vc_summary(session: Session, result: CompareResult) -> Message:
     lines.append(f"failing (cosine <= {criteria.threshold:g} or NaN): {_count(len(failing), 'op')}, "
                  f"{_count(len(roots), 'root')}" + ("; `vcs` lists them" if failing else ""))
     lines.append(f"CSV: {result.csv_path}")
+    # the cursor follows the newest compare: `next` walks its failing ops, not an older list's
+    replaced = follow(session, "compare", failing, "the failing ops of this compare")
+    if replaced:
+        lines.append(replaced)
     data = {"mode": result.mode, "ops": len(result.ops), "tensors": len(result.rows),
             "compared": compared, "not_compared": done - compared,
             "failing_ops": len(failing), "roots": len(roots), "threshold": criteria.threshold,
@@ -239,27 +244,33 @@ def _short_list(names: list[str], keep: int = 2) -> str:
     return ", ".join(names[:keep]) + (f" +{len(names) - keep}" if len(names) > keep else "")
 
 
-def _shown(suspects: list[Suspect], limit: int) -> list[Suspect]:
-    """At most ``limit`` rows; roots are kept before propagated ops so a cut never hides one."""
-    if limit == 0 or len(suspects) <= limit:
-        return suspects
-    ranked = sorted(suspects, key=lambda s: (s.role != "root", s.order))[:limit]
-    return sorted(ranked, key=lambda s: s.order)
+def _metric(name: str) -> Callable[[Suspect], Any]:
+    return lambda s: getattr(s.worst.metrics, name) if s.worst.compared else None
 
 
-def suspects_table(found: SuspectList, limit: int, problems: list[str], info: list[str],
+# --sort keys: execution order and every metric of the row's output (excess: replay_run)
+SORT_KEYS: dict[str, Callable[[Suspect], Any]] = {"order": lambda s: s.order, **{
+    key: _metric(key) for key in ("cosine", "max_abs_error", "mean_abs_error", "rmse", "max_relative_error",
+                                  "mean_relative_error", "accumulated_relative_error",
+                                  "relative_euclidean_distance", "kl_divergence",
+                                  "one_thousandth_err_ratio", "five_thousandths_err_ratio")}}
+
+
+def suspects_table(found: SuspectList, view: ListView | None, problems: list[str], info: list[str],
                    report: CoverageReport) -> Table:
+    """The vcs list: ``view`` is the sorted, filtered and cut list (None: all, in order)."""
     suspects = found.suspects
-    shown = _shown(suspects, limit)
+    view = view or ListView(suspects, list(range(len(suspects))), None)
     rows, highlight = [], set()
-    for pos, s in enumerate(shown):
+    for pos in view.shown:
+        s = view.items[pos]
         mark = "◀ first divergence" if s.first else ""
         inputs = ", ".join(f"in{t.index} {_cos_text(t)}" for t in s.inputs) or "-"
         fusion = f"{'+'.join(s.passes)}" if s.fused and s.passes else ""
-        rows.append([s.order, s.op, s.type, Marked(s.role, mark), f"out{s.worst.index}", _cos_text(s.worst),
-                     s.worst.metrics.max_abs_error, inputs, _short_list(s.golden_ops), fusion])
+        rows.append([pos + 1, s.order, s.op, s.type, Marked(s.role, mark), name_of(s.worst.tensor),
+                     _cos_text(s.worst), s.worst.metrics.max_abs_error, inputs, _short_list(s.golden_ops), fusion])
         if s.first:
-            highlight.add(pos)
+            highlight.add(len(rows) - 1)
     roots = [s for s in suspects if s.role == "root"]
     cond = "".join(f" or {c.text}" for c in found.criteria.conditions)
     notes = [f"failing = an output with cosine <= {found.criteria.threshold:g} or NaN, or NaN/Inf on one "
@@ -268,13 +279,12 @@ def suspects_table(found: SuspectList, limit: int, problems: list[str], info: li
         if s.fusion_blame:
             notes.append(f"fusion blame: {s.op} {s.fusion_blame}")
     notes += list(info) + report.notes
-    hints = ["`next` steps through the list with each op's full metric panel"] if suspects else []
-    title = (f"{_count(len(suspects), 'failing op')} ({_count(len(roots), 'root')}), "
-             f"in execution order [{found.source}]")
-    return Table(["#", "op", "type", "role", "output", "cosine", "max_abs_err", "inputs (cosine)",
+    hints = ["`next`/`goto #` step through the list with each op's full metric panel"] if view.items else []
+    title = f"{_count(len(suspects), 'failing op')} ({_count(len(roots), 'root')}), {view.what} [{found.source}]"
+    return Table(["#", "order", "op", "type", "role", "output", "cosine", "max_abs_err", "inputs (cosine)",
                   "golden", "fusion passes"], rows, title=title,
-                 json_rows=[s.to_json() for s in suspects], notes=notes, total=len(suspects),
-                 highlight=highlight, findings=len(suspects), hints=hints,
+                 json_rows=[s.to_json() for s in view.items], notes=notes, total=len(view.items),
+                 more=view.more, highlight=highlight, findings=len(suspects), hints=hints,
                  interrupted=found.source == "partial compare",
                  warnings=report.warnings + list(problems), unjudged=report.gate)
 
@@ -315,18 +325,23 @@ def vcs(session: Session, args) -> Table:
             f"{result.elapsed:.2f} s; CSV {result.csv_path})"] if ran_vc and result.mode != "csv" else []
     source = "vendor CSV" if result.mode == "csv" else ("partial compare" if result.cancelled else "compare")
     found = SuspectList(find_suspects(result, criteria, session.fusion), criteria, source)
-    excess = None
-    if getattr(args, "rank", "order") == "excess":
-        from precision_shell.commands.replay_run import rank_by_excess
+    keys, excess = dict(SORT_KEYS), None
+    if (args.sort or "").lstrip("-") == "excess" or getattr(args, "rank", "order") == "excess":
+        from precision_shell.commands.replay_run import excess_of
 
-        found.suspects, excess = rank_by_excess(session, found.suspects)
+        excess = excess_of(session, found.suspects)
+        keys["excess"] = lambda s: excess[s.op][2] if excess.get(s.op) else None
+        args.sort = args.sort or "-excess"      # --rank excess: highest first
+    view = arrange(found.suspects, args, keys=keys, type_of=lambda s: s.type, limit=limit)
     session.results["vcs"] = found
-    session.results["cursor"] = FindingCursor("compare", found.suspects)
+    replaced = follow(session, "compare", view.items, "this list")
     if getattr(args, "plot", None) is not None:
         from precision_shell.commands.plot_cmd import compare_chart, plot_metric_key
 
         return compare_chart(found, result, plot_metric_key(args.plot))
-    table = suspects_table(found, limit, result.problems, info, coverage_report(session, result))
+    table = suspects_table(found, view, result.problems, info, coverage_report(session, result))
+    if replaced:
+        table.notes.append(replaced)
     if excess is not None:
         from precision_shell.commands.replay_run import add_excess_column
 
@@ -348,9 +363,9 @@ def _num(v: float) -> str:
 def compare_panel(session: Session, s: Suspect, position: str) -> Sections:
     op = session.graph.ops.get(s.op) if session.graph is not None else None
     info = [("role", s.role + ("  (first divergence)" if s.first else "")),
-            ("failing", ", ".join(s.failed_outputs)),
-            ("failing inputs", ", ".join(s.failed_inputs) or "none: the error starts here"
-             if s.role == "root" else ", ".join(s.failed_inputs)),
+            ("failing", ", ".join(map(name_of, s.failed_outputs))),
+            ("failing inputs", ", ".join(map(name_of, s.failed_inputs)) or "none: the error starts here"
+             if s.role == "root" else ", ".join(map(name_of, s.failed_inputs))),
             ("golden ops", ", ".join(s.golden_ops) or "-")]
     if s.passes:
         kinds = ", ".join(f"{p} ({s.pass_kinds.get(p, '?')})" for p in s.passes)
@@ -369,7 +384,7 @@ def compare_panel(session: Session, s: Suspect, position: str) -> Sections:
         failed = t.tensor in s.failed_outputs or t.tensor in s.failed_inputs
         vals = [_num(m.cosine), _num(m.max_abs_error), _num(m.mean_abs_error), _num(m.rmse),
                 _num(m.mean_relative_error), _num(m.kl_divergence)] if t.compared else ["-"] * 6
-        rows.append([t.tensor, t.golden_ref or "-", *vals, "FAIL" if failed else "",
+        rows.append([name_of(t.tensor), golden_name_of(t.golden_ref), *vals, "FAIL" if failed else "",
                      "" if t.compared else t.reason])
     metrics = Table(["tensor", "golden", "cosine", "max_abs", "mean_abs", "rmse", "mean_rel", "kl",
                      "", "not compared"], rows)

@@ -17,11 +17,11 @@ from precision_shell.model.session import Session
          summary="Evaluate a numpy expression over tensors named in backticks (np is numpy; nothing "
                  "else is available) and print the result as `pt` does (stats, values, --hist, -w); "
                  "a scalar prints plainly. Quote an expression holding > or |.",
-         example='eval "np.abs(`fc1/MatMul:output:0` - `golden:fc1/BiasAdd:0`).max()"\n'
-                 "eval `conv1/Conv2D:output:0`[0].astype(np.float32).mean(axis=0) --hist\n"
-                 'eval "np.linalg.norm(`fc1/MatMul:output:0`, axis=-1)" -w norms.npy',
+         example='eval "np.abs(`fc1/MatMul:0` - `golden:fc1_BiasAdd:0`).max()"\n'
+                 "eval `conv1/Conv2D:0`[0].astype(np.float32).mean(axis=0) --hist\n"
+                 'eval "np.linalg.norm(`fc1/MatMul:0`, axis=-1)" -w norms.npy',
          args=[arg("expression", nargs="+", complete="tensor",
-                   help="numpy expression; tensors as `OP:output:0`, `golden:OP:0`, `FILE.npy` "
+                   help="numpy expression; tensors as `OP:0`, `golden:OP:0`, `FILE.npy` "
                         "(with an optional slice inside the backticks)")] + VALUE_ARGS)
 def eval_expression(session: Session, args: Any):
     import numpy as np

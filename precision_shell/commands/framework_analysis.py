@@ -18,12 +18,12 @@ from precision_shell.commands.export import _default_name, write_rows
 from precision_shell.commands.framework_inspect import FRAMEWORK, variant
 from precision_shell.commands.inspect_cmd import check_limit
 from precision_shell.commands.registry import arg
-from precision_shell.commands.results import Message, Sections, Table
+from precision_shell.commands.finding_list import arrange, follow, list_args
+from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import PANELS
 from precision_shell.atomic_write import write_atomic
 from precision_shell.errors import CommandError, UsageError
 from precision_shell.formats.msprobe_layout import parse_entry_name
-from precision_shell.model.findings import FindingCursor
 
 if TYPE_CHECKING:      # numpy: imported by the first compare, not at start-up
     from precision_shell.analysis.framework_compare import RowResult
@@ -119,6 +119,13 @@ def compare(session, args) -> Message:
                      f"forward" + ("; `vcs` lists their roots and propagated (`--backward`: all)"
                                    if failing else ""))
         data.update(failing_ops=len(failing), failing_forward=forward, threshold=threshold)
+        from precision_shell.analysis.framework_root_cause import find_framework_suspects
+
+        # the cursor follows the newest compare: `next` walks its failing entries
+        replaced = follow(session, COMPARE_CURSOR, find_framework_suspects(session.run, found.rows, threshold),
+                          "the failing entries of this compare")
+        if replaced:
+            lines.append(replaced)
     elif found.mode == "md5":
         different = sum(1 for r in found.rows if r.md5_equal is False and r.pair.golden is not None)
         lines.append(f"md5: {_count(different, 'row')} differ")
@@ -138,18 +145,56 @@ def _cos(value) -> str:
     return f"{value:.6f}" if isinstance(value, float) else str(value)
 
 
+def _metrics_of(found: FrameworkCompare, run, names: list[str]):
+    """The compare metrics of the first of ``names`` (pshell tensor names) that has a row."""
+    by_name = {r.name: r for r in found.rows}
+    for name in names:
+        r = by_name.get(run.tensor(name).compare_name)
+        if r is not None and r.metrics is not None:
+            return r.metrics
+    return None
+
+
+def _sort_keys(found: FrameworkCompare, run) -> dict[str, Callable[[Any], Any]]:
+    """--sort keys of the framework vcs: order and msprobe's metrics of the row's failing output."""
+    cache: dict[str, Any] = {}
+
+    def metric(field_name: str) -> Callable[[Any], Any]:
+        def value(s):
+            if s.op not in cache:
+                cache[s.op] = _metrics_of(found, run, s.failed_outputs)
+            return getattr(cache[s.op], field_name, None)
+        return value
+    return {"order": lambda s: s.index, "cosine": lambda s: s.cosine, "euc_dist": metric("euc_dist"),
+            "max_abs_err": metric("max_abs_err"), "max_relative_err": metric("max_relative_err"),
+            "one_thousandth": metric("one_thousandth"), "five_thousandths": metric("five_thousandths")}
+
+
+def _api_type(name: str) -> str:
+    e = parse_entry_name(name)
+    return f"{e.prefix}.{e.op}"
+
+
+def _printed(run, names: list[str]) -> str:
+    return ", ".join(run.tensor(n).printed() for n in names)
+
+
 @variant(FRAMEWORK, "vcs", summary="Failing entries of the compare (output cosine <= COS, NaN fails "
                                    "too) in execution order, each root or propagated over the dataflow "
                                    "graph; the first root is the first divergence.",
-         example="vcs\nvcs -c 0.99 -l 0\nvcs --backward\nvcs --plot max_abs_error",
+         example="vcs\nvcs -c 0.99 -l 0\nvcs --backward\nvcs --sort cosine --role root\nvcs --type linear\n"
+                 "vcs --plot max_abs_error",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
-               arg("-l", "--limit", type=int, default=None, metavar="N", help="rows to show (0 = all)"),
+               arg("-l", "--limit", type=int, default=None, metavar="N",
+                   help="rows to show (0 = all); roots are never cut, the footer counts the hidden rows by role"),
                arg("--backward", action="store_true",
                    help="backward and parameters_grad entries too (default: forward only)"),
                arg("--plot", nargs="?", const="cosine", default=None, metavar="METRIC", complete="metric",
                    help="instead of the table, a chart of METRIC (default cosine) of each forward "
-                        "entry along execution order, roots and the first divergence marked")])
+                        "entry along execution order, roots and the first divergence marked")]
+         + list_args("order, or a metric of the row's failing output: cosine, euc_dist, max_abs_err, "
+                     "max_relative_err, one_thousandth, five_thousandths"))
 def vcs(session, args) -> Table:
     from precision_shell.analysis.framework_root_cause import find_framework_suspects
 
@@ -164,34 +209,44 @@ def vcs(session, args) -> Table:
     if found.mode != "tensor":
         raise CommandError(f"vcs needs tensor-mode dumps on both sides (cosine); this pair compares in "
                            f"{found.mode} mode: `vc` writes msprobe's {found.mode} CSV")
-    suspects = find_framework_suspects(session.run, found.rows, threshold, args.backward)
+    run = session.run
+    suspects = find_framework_suspects(run, found.rows, threshold, args.backward)
+    view = arrange(suspects, args, keys=_sort_keys(found, run), type_of=lambda s: _api_type(s.op), limit=limit)
     session.results["vcs"] = suspects
     session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)
-    session.results["cursor"] = FindingCursor(COMPARE_CURSOR, suspects)
+    replaced = follow(session, COMPARE_CURSOR, view.items, "this list")
     if args.plot is not None:
         from precision_shell.commands.plot_cmd import framework_chart, plot_metric_key
 
         return framework_chart(session, plot_metric_key(args.plot))
-    shown = suspects if limit == 0 or len(suspects) <= limit else \
-        sorted(sorted(suspects, key=lambda s: (s.role != "root", s.index))[:limit], key=lambda s: s.index)
     rows, highlight = [], set()
-    for pos, s in enumerate(shown):
-        rows.append([s.index, s.op, s.kind, s.role + ("  ◀ first divergence" if s.first else ""),
-                     _cos(s.cosine), ", ".join(t.split(":", 1)[1] for t in s.failed_outputs),
-                     ", ".join(t.split(":", 1)[1] for t in s.failed_inputs) or "-"])
+    for pos in view.shown:
+        s = view.items[pos]
+        rows.append([pos + 1, s.index, s.op, s.kind, Marked(s.role, "◀ first divergence" if s.first else ""),
+                     _cos(s.cosine), _printed(run, s.failed_outputs), _printed(run, s.failed_inputs) or "-"])
         if s.first:
-            highlight.add(pos)
+            highlight.add(len(rows) - 1)
     roots = [s for s in suspects if s.role == "root"]
     notes = [f"failing = an output with cosine <= {threshold:g} or NaN/Inf; root = every input still passes"]
     if ran_vc:
         notes.append(f"no compare result yet, so `vc` ran first (CSV {found.csv_path})")
-    hints = ["`next` steps through the list with each entry's metric panel"] if suspects else []
-    return Table(["#", "entry", "kind", "role", "cosine", "failing outputs", "failing inputs"], rows,
+    if replaced:
+        notes.append(replaced)
+    hints = ["`next`/`goto #` step through the list with each entry's metric panel"] if view.items else []
+    return Table(["#", "order", "entry", "kind", "role", "cosine", "failing outputs", "failing inputs"], rows,
                  title=f"{_count(len(suspects), 'failing entry')} "
-                       f"({_count(len(roots), 'root')}), in execution order",
-                 json_rows=[s.to_json() for s in suspects], notes=notes, hints=hints, total=len(suspects),
-                 highlight=highlight, findings=len(suspects), warnings=found.problems,
-                 unjudged=None if found.compared else "no tensor pair compared")
+                       f"({_count(len(roots), 'root')}), {view.what}",
+                 json_rows=[s.to_json() for s in view.items], notes=notes, total=len(view.items),
+                 more=view.more, highlight=highlight, findings=len(suspects), hints=hints,
+                 warnings=found.problems, unjudged=None if found.compared else "no tensor pair compared")
+
+
+def _golden_printed(session, compare_name: str) -> str:
+    """The golden side of a compare row (msprobe's compare name) as ``pt`` takes it."""
+    try:
+        return session.golden_run().tensor(compare_name).printed(golden=True)
+    except CommandError:        # a row msprobe pairs with no golden leaf of that name
+        return compare_name
 
 
 def _compare_panel(session, s, position: str) -> Sections:
@@ -200,16 +255,18 @@ def _compare_panel(session, s, position: str) -> Sections:
     op = session.run.op(s.op)
     info = [("role", s.role + ("  (first divergence)" if s.first else "")), ("kind", s.kind),
             ("modules", " > ".join(s.modules) or "-"),
-            ("failing inputs", ", ".join(s.failed_inputs) or "none: the error starts here"),
+            ("failing", _printed(session.run, s.failed_outputs)),
+            ("failing inputs", _printed(session.run, s.failed_inputs) or "none: the error starts here"),
             ("downstream", ", ".join(s.downstream[:6]) + (" ..." if len(s.downstream) > 6 else "") or "-")]
     rows = []
     for t in op.tensors:
         r = by_name.get(t.compare_name)
         m = r.metrics if r is not None else None
         cells = [_cos(v) for v in m.cells()] if m is not None else ["-"] * 6
-        golden = r.pair.golden.name if r is not None and r.pair.golden is not None else "-"
+        golden = _golden_printed(session, r.pair.golden.name) if r is not None and r.pair.golden is not None \
+            else "-"
         bad = t.name in s.failed_outputs or t.name in s.failed_inputs
-        rows.append([t.name.split(":", 1)[1], golden, *cells, "FAIL" if bad else ""])
+        rows.append([t.printed(), golden, *cells, "FAIL" if bad else ""])
     metrics = Table(["tensor", "golden", "cosine", "euc_dist", "max_abs", "max_rel", "1‰ ratio", "5‰ ratio", ""],
                     rows)
     return Sections(title=f"[{position}] {s.op} ({s.kind})", blocks=[("", info), ("metrics", metrics)],
@@ -221,48 +278,69 @@ PANELS[COMPARE_CURSOR] = _compare_panel
 
 # --- ac ------------------------------------------------------------------------------------------
 
-def _check_text(c) -> str:
+def _check_text(run, c) -> str:
+    # the name, then what is wrong: a name followed by ":" would not paste back
+    name = run.tensor(c.tensor).printed()
     if c.nan is None:
-        return f"{c.tensor.split(':', 1)[1]}: nan/inf ({c.source})"
+        return f"{name}  nan/inf ({c.source})"
     parts = [f"{n} {w}" for n, w in ((c.nan, "nan"), (c.pos_inf, "+inf"), (c.neg_inf, "-inf")) if n]
-    return f"{c.tensor.split(':', 1)[1]}: {', '.join(parts)}"
+    return f"{name}  {', '.join(parts)}"
+
+
+def _check_count(*fields: str) -> Callable[[Any], Any]:
+    """A count over the finding's bad outputs; None when they were judged from statistics."""
+    def count(f):
+        values = [getattr(c, name) for c in f.outputs if c.bad for name in fields]
+        return None if any(v is None for v in values) else sum(values)
+    return count
+
+
+_OVERFLOW_KEYS = {"order": lambda f: f.index, "nan": _check_count("nan"), "inf": _check_count("pos_inf", "neg_inf"),
+                  "pos_inf": _check_count("pos_inf"), "neg_inf": _check_count("neg_inf")}
 
 
 @variant(FRAMEWORK, "overflow", summary="NaN/Inf scan of the target's entries (values, or statistics "
                                         "when only statistics were dumped); producer or propagated.",
-         example="ac\nac -l 0\nac; next",
-         args=[arg("-l", "--limit", type=int, default=3, help="rows to show (0 = all; default 3)"),
-               arg("--all", action="store_true", help="show every finding (same as -l 0)")])
+         example="ac\nac -l 0\nac; next\nac --sort -nan --type linear",
+         args=[arg("-l", "--limit", type=int, default=3,
+                   help="rows to show (0 = all; default 3); producers are never cut, the footer counts "
+                        "the hidden rows by role"),
+               arg("--all", action="store_true", help="show every finding (same as -l 0)")]
+         + list_args("order, or a count over the bad outputs: nan, inf, pos_inf, neg_inf"))
 def overflow(session, args) -> Table:
     from precision_shell.analysis.framework_overflow import scan_framework_overflow
 
     limit = 0 if args.all else args.limit
     if limit < 0:
         raise CommandError("-l must be 0 (all) or a positive number")
-    scan = scan_framework_overflow(session.run, session.progress)
+    run = session.run
+    scan = scan_framework_overflow(run, session.progress)
+    view = arrange(scan.findings, args, keys=_OVERFLOW_KEYS, type_of=lambda f: _api_type(f.op), limit=limit)
     session.results["overflow"] = scan
-    session.results["cursor"] = FindingCursor(OVERFLOW_CURSOR, scan.findings)
-    shown = scan.findings if limit == 0 else scan.findings[:limit]
+    replaced = follow(session, OVERFLOW_CURSOR, view.items, "this list")
     rows, highlight = [], set()
-    for pos, f in enumerate(shown):
-        rows.append([f.index, f.op, f.kind, f.role + ("  ◀ first producer" if f.first else ""),
-                     "; ".join(_check_text(c) for c in f.outputs if c.bad)])
+    for pos in view.shown:
+        f = view.items[pos]
+        rows.append([pos + 1, f.index, f.op, f.kind, Marked(f.role, "◀ first producer" if f.first else ""),
+                     " | ".join(_check_text(run, c) for c in f.outputs if c.bad)])
         if f.first:
-            highlight.add(pos)
-    hints = ["`next` steps through the list with each entry's tensors"] if scan.findings else []
+            highlight.add(len(rows) - 1)
+    notes = [replaced] if replaced else []
+    hints = ["`next`/`goto #` step through the list with each entry's tensors"] if view.items else []
     title = (f"{_count(len(scan.findings), 'overflowing entry')} "
              f"({scan.from_values:,} tensors judged from their values, "
-             f"{scan.tensors - scan.from_values:,} from their statistics)")
-    return Table(["#", "entry", "kind", "role", "outputs"], rows, title=title,
-                 json_rows=[f.to_json() for f in scan.findings], hints=hints, total=len(scan.findings),
-                 highlight=highlight, findings=len(scan.findings), warnings=scan.problems,
+             f"{scan.tensors - scan.from_values:,} from their statistics), {view.what}")
+    return Table(["#", "order", "entry", "kind", "role", "outputs"], rows, title=title,
+                 json_rows=[f.to_json() for f in view.items], notes=notes, total=len(view.items),
+                 more=view.more, highlight=highlight, findings=len(scan.findings), warnings=scan.problems,
+                 hints=hints,
                  unjudged=f"{_count(len(scan.problems), 'file')} unreadable" if scan.problems else None)
 
 
 def _overflow_panel(session, f, position: str) -> Sections:
     info = [("role", f.role + ("  (first producer)" if f.first else "")), ("kind", f.kind),
             ("modules", " > ".join(f.modules) or "-")]
-    rows = [[c.tensor.split(":", 1)[1], "-" if c.nan is None else c.nan, "-" if c.pos_inf is None else c.pos_inf,
+    rows = [[session.run.tensor(c.tensor).printed(), "-" if c.nan is None else c.nan, "-" if c.pos_inf is None else c.pos_inf,
              "-" if c.neg_inf is None else c.neg_inf, "BAD" if c.bad else "", c.source]
             for c in f.inputs + f.outputs]
     return Sections(title=f"[{position}] {f.op} ({f.kind})",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from precision_shell import __version__
 from precision_shell.commands.inspect_cmd import _num, _shape, check_limit, text_matcher
 from precision_shell.commands.registry import REGISTRY, arg
+from precision_shell.model.tensor_ref import op_of
 from precision_shell.commands.results import Message, Sections, Table
 from precision_shell.formats.msprobe_layout import parse_entry_name
 
@@ -138,7 +139,7 @@ def list_ops(session, args) -> Table:
 
 def _tensor_row(t: FrameworkTensor) -> list:
     leaf = t.leaf
-    return [t.name.split(":", 1)[1], leaf.dtype_raw or leaf.dtype or "-", _shape(leaf.shape),
+    return [t.printed(), leaf.dtype_raw or leaf.dtype or "-", _shape(leaf.shape),
             _num(leaf.max), _num(leaf.min), _num(leaf.mean), _num(leaf.norm),
             "file" if leaf.file else "-"]
 
@@ -154,12 +155,12 @@ def _tensor_json(t: FrameworkTensor) -> dict:
             "file": leaf.file, "requires_grad": leaf.requires_grad}
 
 
-def _edge_rows(edges, upstream: bool) -> tuple[list[list], list[dict]]:
+def _edge_rows(run, edges, upstream: bool) -> tuple[list[list], list[dict]]:
     rows, docs = [], []
     for e in edges:
         other, mine, theirs = (e.src_op, e.dst, e.src) if upstream else (e.dst_op, e.src, e.dst)
         how = "exact" if e.exact else "inferred"
-        rows.append([mine.split(":", 1)[1], other, theirs.split(":", 1)[1], how])
+        rows.append([run.tensor(mine).printed(), other, run.tensor(theirs).printed(), how])
         docs.append({"tensor": mine, "op": other, "other_tensor": theirs, "edge": how})
     return rows, docs
 
@@ -167,18 +168,18 @@ def _edge_rows(edges, upstream: bool) -> tuple[list[list], list[dict]]:
 @variant(FRAMEWORK, "node_info", summary="One entry: kind, module path, tensors with dtype, shape "
                                          "and statistics, producers and consumers (edges exact or inferred).",
          example="ni Functional.softmax.0.forward\nni softmax.0.forward",
-         args=[arg("op", help="entry name, or a unique part of it")])
+         args=[arg("op", help="entry name, or a unique part of it (a tensor name: its entry)")])
 def node_info(session, args) -> Sections:
     run = session.run
-    op = run.op(args.op)
+    op = run.op(op_of(args.op.removeprefix("golden:")))
     modules = run.module_path(op.name)
     # a frame holds "File ..., in f, \n code": one line each on screen
     stack = [" ".join(frame.split()) for frame in session.selected.stack.get(op.name, ())]
     info = [("kind", f"{op.kind} ({op.entry.scope})"), ("type", _api_type(op)), ("order", str(op.index)),
             ("modules", " > ".join(modules) or "-")]
     tensors = Table(_TENSOR_HEADERS, [_tensor_row(t) for t in op.tensors])
-    producers, p_json = _edge_rows(run.producers(op.name), upstream=True)
-    consumers, c_json = _edge_rows(run.consumers(op.name), upstream=False)
+    producers, p_json = _edge_rows(run, run.producers(op.name), upstream=True)
+    consumers, c_json = _edge_rows(run, run.consumers(op.name), upstream=False)
     blocks: list = [("", info), ("tensors", tensors),
                     ("producers", Table(["input", "producer", "its output", "edge"], producers)),
                     ("consumers", Table(["output", "consumer", "its input", "edge"], consumers))]
@@ -192,9 +193,9 @@ def node_info(session, args) -> Sections:
 
 def _neighbours(session, name: str, upstream: bool) -> Table:
     run = session.run
-    op = run.op(name)
+    op = run.op(op_of(name.removeprefix("golden:")))
     edges = run.producers(op.name) if upstream else run.consumers(op.name)
-    rows, docs = _edge_rows(edges, upstream)
+    rows, docs = _edge_rows(run, edges, upstream)
     what = "inputs" if upstream else "outputs"
     notes = [] if rows else [f"no dataflow edge: {'no input of' if upstream else 'no later entry reads'} "
                              f"{op.name} {'came from an earlier output' if upstream else 'its outputs'}"]
@@ -205,12 +206,12 @@ def _neighbours(session, name: str, upstream: bool) -> Table:
 
 
 @variant(FRAMEWORK, "list_inputs", summary="The entries whose outputs feed an entry's inputs.",
-         example="li Torch.matmul.1.forward", args=[arg("op", help="entry name, or a unique part of it")])
+         example="li Torch.matmul.1.forward", args=[arg("op", help="entry name, or a unique part of it (a tensor name: its entry)")])
 def list_inputs(session, args) -> Table:
     return _neighbours(session, args.op, upstream=True)
 
 
 @variant(FRAMEWORK, "list_outputs", summary="The entries that read an entry's outputs.",
-         example="lo Functional.softmax.0.forward", args=[arg("op", help="entry name, or a unique part of it")])
+         example="lo Functional.softmax.0.forward", args=[arg("op", help="entry name, or a unique part of it (a tensor name: its entry)")])
 def list_outputs(session, args) -> Table:
     return _neighbours(session, args.op, upstream=False)

@@ -10,7 +10,7 @@ from typing import Any
 # the sample ops the examples name, with the op type to look for in another workspace
 SAMPLE_OPS = {"ln1/add_1/LayerNorm": "LayerNorm", "rsum/ReduceSum": "ReduceSum", "ln/LayerNorm": "LayerNorm",
               "fc1/MatMul": "MatMul", "conv1/Conv2D": "Conv2D", "pool1/MaxPool": "MaxPool"}
-SAMPLE_GOLDEN = ("fc1/BiasAdd", "ln1/add_1")
+SAMPLE_GOLDEN = ("fc1/BiasAdd", "fc1_BiasAdd", "ln1/add_1", "ln1_add_1")   # both spellings take
 _PLUMBING = {"Const", "Constant", "Data", "NetOutput", "Variable", "TransData", "Cast"}
 
 
@@ -59,7 +59,7 @@ def localised_help(text: str, session: Any) -> str:
 
 def _golden(session: Any, sample: str, framework: bool, ops: list[tuple[str, str]]) -> str:
     if framework:
-        return f"golden:{ops[0][0]}:output:0" if ops else f"golden:{sample}:0"
+        return f"golden:{ops[0][0]}:0" if ops else f"golden:{sample}:0"
     golden = getattr(session, "golden", None)
     if golden is None or golden.find(sample, 0) is not None:
         return f"golden:{sample}:0"

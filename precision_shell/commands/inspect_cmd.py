@@ -18,6 +18,7 @@ from precision_shell.commands.results import Message, Sections, Table
 from precision_shell.errors import CommandError
 from precision_shell.formats.dump_names import escape_op_name
 from precision_shell.model.session import Session
+from precision_shell.model.tensor_ref import golden_name_of, name_of, op_of, parse_tensor_ref, tensor_name
 
 DOT_TIMEOUT_S = 30
 
@@ -42,6 +43,18 @@ def text_matcher(pattern: str, what: str) -> Callable[[str], bool]:
         return lambda text: rx.search(text) is not None
     lowered = pattern.lower()
     return lambda text: lowered in text.lower()
+
+
+def op_argument(session: Session, text: str) -> Any:
+    """The op ``ni``/``li``/``lo`` show for what was pasted: an op name (or a unique part of it),
+    a tensor name (its op), or a golden tensor name (the NPU op compared with that golden)."""
+    if text.startswith("golden:"):
+        escaped = escape_op_name(parse_tensor_ref(text).name)
+        for op in require_graph(session).in_exec_order():
+            if any(escape_op_name(name) == escaped for name in op.golden_names()):
+                return op
+        raise CommandError(f"no NPU op is compared with {text}")
+    return session.resolve_op(op_of(text))
 
 
 def check_limit(limit: int | None, session: Session) -> int:
@@ -141,7 +154,9 @@ def _shape(shape: Any) -> str:
     return "-" if shape is None else "(" + ", ".join(str(d) for d in shape) + ")"
 
 
-def _panel_sections(panel: Any) -> list[tuple[str, Any]]:
+def _panel_sections(panel: Any, op: str) -> list[tuple[str, Any]]:
+    """The ``ni`` blocks; every tensor in them by its printed name (``OP:N``, ``OP:inN``,
+    ``golden:OP:N``), so any of them pastes into ``pt``/``cp``."""
     facts = [("type", panel.type), ("graph", f"{panel.graph}  (position {panel.order}, id {panel.id}, "
                                              f"stream {panel.stream_id})"),
              ("kernel", panel.kernel or "-"), ("engine", panel.engine or "-"),
@@ -154,14 +169,15 @@ def _panel_sections(panel: Any) -> list[tuple[str, Any]]:
         ["#", "dtype", "format", "shape", "origin", "producer"],
         [[i.index, i.dtype or "-", i.format or "-", _shape(i.shape),
           f"{i.origin_format or '-'} {_shape(i.origin_shape)}",
-          f"{i.producer}:{i.producer_output} ({i.producer_type})" if i.producer else "(unconnected)"]
+          f"{tensor_name(i.producer, 'output', i.producer_output)} ({i.producer_type})"
+          if i.producer else "(unconnected)"]
          for i in panel.inputs])))
     blocks.append(("outputs", Table(
         ["#", "dtype", "format", "shape", "origin", "golden name", "consumers"],
         [[o.index, o.dtype, o.format, _shape(o.shape), f"{o.origin_format or '-'} {_shape(o.origin_shape)}",
-          f"{o.origin_name}:{o.origin_output_index if o.origin_output_index is not None else o.index}"
+          golden_name_of(f"{o.origin_name}:{o.origin_output_index if o.origin_output_index is not None else o.index}")
           if o.origin_name else "-",
-          short_list([f"{c}:{i}" for c, i in o.consumers]) or "-"] for o in panel.outputs])))
+          short_list([tensor_name(c, "input", i) for c, i in o.consumers]) or "-"] for o in panel.outputs])))
     control = []
     if panel.control_inputs:
         control.append(("control in", short_list(panel.control_inputs, 100)))
@@ -175,11 +191,11 @@ def _panel_sections(panel: Any) -> list[tuple[str, Any]]:
             s = t.stats
             stat_cells = [_num(s.min), _num(s.max), _num(s.mean), _num(s.std), s.nan, s.pos_inf + s.neg_inf,
                           s.zero] if s is not None else ["-"] * 7
-            rows.append([f"{t.kind} {t.index}", t.dtype, f"{t.device_format} {_shape(t.device_shape)}",
+            rows.append([tensor_name(op, t.kind, t.index), t.dtype, f"{t.device_format} {_shape(t.device_shape)}",
                          _shape(t.logical_shape), *stat_cells])
         table = Table(["tensor", "dtype", "device", "logical", "min", "max", "mean", "std", "nan", "inf",
                        "zero"], rows,
-                      notes=[f"  {t.kind} {t.index}: {t.error}" for t in dump.tensors if t.error]
+                      notes=[f"  {tensor_name(op, t.kind, t.index)}: {t.error}" for t in dump.tensors if t.error]
                       + ([f"  {dump.error}"] if dump.error else []))
         blocks.append((f"dump {dump.path.name}  ({dump.size:,} bytes)", table))
     if panel.golden:
@@ -188,13 +204,15 @@ def _panel_sections(panel: Any) -> list[tuple[str, Any]]:
             s = g.stats
             stat_cells = [_shape(s.shape), _num(s.min), _num(s.max), _num(s.mean), _num(s.std),
                           s.nan + s.pos_inf + s.neg_inf] if s is not None else [g.error or "-", "", "", "", "", ""]
-            rows.append([g.tensor, f"output {g.for_output}" if g.for_output is not None else "-", *stat_cells])
+            rows.append([golden_name_of(g.tensor), tensor_name(op, "output", g.for_output)
+                         if g.for_output is not None else "-", *stat_cells])
         blocks.append(("golden", Table(["golden tensor", "compared with", "shape", "min", "max", "mean", "std",
                                         "non-finite"], rows)))
     if panel.metrics:
         keys = ["cosine", "max_abs_error", "mean_abs_error", "max_relative_error", "kl_divergence"]
-        rows = [[m.tensor, m.golden or "-", *[_num(m.metrics.get(k)) for k in keys]] for m in panel.metrics]
-        notes = [f"  {m.tensor}: {m.reason}" for m in panel.metrics if m.reason]
+        rows = [[name_of(m.tensor), golden_name_of(m.golden), *[_num(m.metrics.get(k)) for k in keys]]
+                for m in panel.metrics]
+        notes = [f"  {name_of(m.tensor)}: {m.reason}" for m in panel.metrics if m.reason]
         blocks.append(("compare", Table(["tensor", "golden", *keys], rows, notes=notes)))
     if panel.attrs is not None:
         blocks.append(("attrs", [(k, short_list([str(v)], 200)) for k, v in panel.attrs.items()]
@@ -281,7 +299,7 @@ SUBGRAPH_DEPTH = 2
                  "(producers), outputs (consumers), dump files and golden tensors with stats, compare "
                  "metrics when known; -s N writes the depth-N neighbourhood as DOT (+ SVG with Graphviz).",
          example="ni fc1/MatMul\nni MatMul -a\nni fc1/MatMul -s 2\nni fc1/MatMul -s fc1.svg -d 3",
-         args=[arg("op", complete="op", help="op name, or a unique part of it"),
+         args=[arg("op", complete="op", help="op name, or a unique part of it (a tensor name: its op; golden:X: the op compared with it)"),
                arg("-a", "--attrs", action="store_true", help="also list every attribute of the op"),
                arg("-s", "--subgraph", metavar="DEPTH|FILE",
                    help="write the ops within DEPTH data edges (either direction) to "
@@ -292,12 +310,12 @@ SUBGRAPH_DEPTH = 2
                    help="the depth of -s FILE (default 2)")])
 def node_info(session: Session, args: Any) -> Sections:
     require_graph(session)
-    op = session.resolve_op(args.op)
+    op = op_argument(session, args.op)
     subgraph = _subgraph_request(args.subgraph, args.depth)
     from precision_shell.analysis.node_panel import node_panel  # numpy: not at start-up
 
     panel = node_panel(session, op, all_attrs=args.attrs)
-    blocks = _panel_sections(panel)
+    blocks = _panel_sections(panel, op.key)
     data = panel.to_json()
     if subgraph is not None:
         depth, given = subgraph
@@ -315,7 +333,7 @@ def node_info(session: Session, args: Any) -> Sections:
 
 def _tree(session: Session, args: Any, direction: str) -> Message:
     graph = require_graph(session)
-    op = session.resolve_op(args.op)
+    op = op_argument(session, args.op)
     if args.depth < 0:
         raise CommandError("-d DEPTH must be 0 (unlimited) or more")
     from precision_shell.analysis.neighbourhood import op_tree, tree_lines
@@ -328,7 +346,7 @@ def _tree(session: Session, args: Any, direction: str) -> Message:
     return Message(lines, data=[r.to_json() for r in rows])
 
 
-_TREE_ARGS = [arg("op", complete="op", help="op name, or a unique part of it"),
+_TREE_ARGS = [arg("op", complete="op", help="op name, or a unique part of it (a tensor name: its op; golden:X: the op compared with it)"),
               arg("-d", "--depth", type=int, default=1, help="levels to follow (0 = all; default 1)"),
               arg("-c", "--control", action="store_true", help="also show control edges (dashed in pictures)")]
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from precision_shell.commands.finding_list import ListView, arrange, follow, list_args
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Marked, Sections, Table
 from precision_shell.commands.stepping import PANELS, golden_stats_rows
 from precision_shell.errors import CommandError, UsageError
-from precision_shell.model.findings import FindingCursor
+from precision_shell.model.tensor_ref import tensor_name
 from precision_shell.model.session import Session
 
 if TYPE_CHECKING:
@@ -19,27 +20,40 @@ def _num(v: float) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def _tensor_summary(t) -> str:
+def _tensor_summary(op: str, t) -> str:
     s = t.stats
     parts = [f"{n:,} {label}" for n, label in ((s.nan, "nan"), (s.pos_inf, "+inf"), (s.neg_inf, "-inf"),
                                               (s.fp16_saturated, "±65504")) if n]
     finite = s.count - s.nan - s.pos_inf - s.neg_inf
     value_range = f"finite range [{_num(s.min)}, {_num(s.max)}]" if finite else "no finite value"
-    return f"{t.kind[:3]}{t.index}: " + (", ".join(parts) if parts else "finite") + f"; {value_range}"
+    # the name, then what is wrong: a name followed by ":" would not paste back
+    return f"{tensor_name(op, t.kind, t.index)}  " + (", ".join(parts) if parts else "finite") + f"; {value_range}"
 
 
-def scan_table(scan: OverflowScan, limit: int) -> Table:
-    shown = scan.findings if limit == 0 else scan.findings[:limit]
+def _count_of(*fields: str):
+    return lambda f: sum(getattr(t.stats, name) for t in f.outputs for name in fields)
+
+
+# --sort keys: execution order and the outputs' counts of non-finite and saturated values
+SORT_KEYS = {"order": lambda f: f.order, "nan": _count_of("nan"), "inf": _count_of("pos_inf", "neg_inf"),
+             "pos_inf": _count_of("pos_inf"), "neg_inf": _count_of("neg_inf"),
+             "saturated": _count_of("fp16_saturated")}
+
+
+def scan_table(scan: OverflowScan, view: ListView | None) -> Table:
+    """The ac list: ``view`` is the sorted, filtered and cut list (None: all, in order)."""
+    view = view or ListView(scan.findings, list(range(len(scan.findings))), None)
     rows, highlight = [], set()
     first = scan.first_producer
-    for pos, f in enumerate(shown):
-        outs = "; ".join(_tensor_summary(t) for t in f.outputs if t.bad) or \
-            "; ".join(_tensor_summary(t) for t in f.outputs[:1])
+    for pos in view.shown:
+        f = view.items[pos]
+        outs = " | ".join(_tensor_summary(f.op, t) for t in f.outputs if t.bad) or \
+            " | ".join(_tensor_summary(f.op, t) for t in f.outputs[:1])
         mark = "◀ first producer" if f is first else ""
-        rows.append([f.order, f.op, f.type, f.source, ", ".join(f.status_words) or "-",
+        rows.append([pos + 1, f.order, f.op, f.type, f.source, ", ".join(f.status_words) or "-",
                      Marked(f.role, mark), outs])
         if f is first:
-            highlight.add(pos)
+            highlight.add(len(rows) - 1)
     notes: list[str] = []
     what = []
     if scan.opdebug_files:
@@ -54,16 +68,17 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
     warnings += scan.problems
     if scan.cancelled:
         notes.append("interrupted: the value scan stopped early; the list covers what was scanned")
-    hints = ["`next` steps through the list with the full panel of each op"] if scan.findings else []
+    hints = ["`next`/`goto #` step through the list with the full panel of each op"] if view.items else []
     healed = sum(1 for f in scan.findings if f.role == "healed")
     over = len(scan.findings) - healed
     title = f"{over} overflowing op{'s' * (over != 1)}"
     if healed:   # their outputs are finite: not overflowing, yet where the nan/inf went
         title += f" and {healed} healing one{'s' * (healed != 1)} (nan/inf inputs, finite outputs)"
-    title += f" ({', '.join(what)})"
-    return Table(["#", "op", "type", "source", "status", "role", "outputs"], rows,
-                 title=title, json_rows=[f.to_json() for f in scan.findings], notes=notes,
-                 total=len(scan.findings), highlight=highlight, findings=len(scan.findings), hints=hints,
+    title += f" ({', '.join(what)}), {view.what}"
+    return Table(["#", "order", "op", "type", "source", "status", "role", "outputs"], rows,
+                 title=title, json_rows=[f.to_json() for f in view.items], notes=notes,
+                 total=len(view.items), more=view.more, highlight=highlight, findings=len(scan.findings),
+                 hints=hints,
                  interrupted=scan.cancelled, warnings=warnings,
                  unjudged=f"unreadable files: {bad.text(': ')}" if bad.total else None)
 
@@ -71,8 +86,11 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
 @command("overflow", aliases=("ac",),
          summary="Overflow scan: Opdebug records + nan/inf values, ops in execution order, "
                  "each a producer, propagated, or healed (nan/inf inputs, finite outputs).",
-         example="ac\nac -l 0\nac --values-only\nac --plot\nac; next; next\nac --ranks all --steps all",
-         args=[arg("-l", "--limit", type=int, default=3, help="rows to show (0 = all; default 3)"),
+         example="ac\nac -l 0\nac --values-only\nac --plot\nac; next; next\nac --sort -inf --type Mul\n"
+                 "ac --role producer\nac --ranks all --steps all",
+         args=[arg("-l", "--limit", type=int, default=3,
+                   help="rows to show (0 = all; default 3); producers are never cut, the footer counts "
+                        "the hidden rows by role"),
                arg("--all", action="store_true", help="show every finding (same as -l 0)"),
                arg("--plot", action="store_true",
                    help="instead of the table, a chart of each op's nan/inf count along execution order"),
@@ -81,7 +99,8 @@ def scan_table(scan: OverflowScan, limit: int) -> Table:
                arg("--ranks", metavar="all|R,R",
                    help="scan these ranks (device folders) at once: one timeline in time order, "
                         "the first overflowing (step, rank, op), a step x rank grid"),
-               arg("--steps", metavar="all|S,S", help="scan these steps (step folders) at once")])
+               arg("--steps", metavar="all|S,S", help="scan these steps (step folders) at once")]
+         + list_args("order, or a count over the outputs: nan, inf, pos_inf, neg_inf, saturated (±65504)"))
 def overflow(session: Session, args) -> Table:
     if args.ranks is not None or args.steps is not None:
         if args.plot:
@@ -108,16 +127,19 @@ def overflow(session: Session, args) -> Table:
 
     scan = scan_overflow(session, values=has_dumps, opdebug=not args.values_only,
                          executor=session_executor(session))
+    limit = 0 if args.all else args.limit
+    if limit < 0:
+        raise CommandError("-l must be 0 (all) or a positive number")
+    view = arrange(scan.findings, args, keys=SORT_KEYS, type_of=lambda f: f.type, limit=limit)
     session.results["overflow"] = scan
-    session.results["cursor"] = FindingCursor("overflow", scan.findings)
+    replaced = follow(session, "overflow", view.items, "this list")
     if args.plot:
         from precision_shell.commands.plot_cmd import overflow_chart
 
         return overflow_chart(scan)
-    limit = 0 if args.all else args.limit
-    if limit < 0:
-        raise CommandError("-l must be 0 (all) or a positive number")
-    table = scan_table(scan, limit)
+    table = scan_table(scan, view)
+    if replaced:
+        table.notes.append(replaced)
     elsewhere = len(session.overflow_dumps.opdebug) - len(session.overflow_opdebug(session.active))
     if elsewhere:   # records of other devices/steps are not this set's, but not hidden either
         table.notes.append(f"{elsewhere} Opdebug file{'s' * (elsewhere != 1)} of other devices or steps "
@@ -135,7 +157,7 @@ def overflow_panel(session: Session, finding: OverflowFinding, position: str) ->
     rows = []
     for t in finding.inputs + finding.outputs:
         s = t.stats
-        rows.append([f"{t.kind} {t.index}", t.dtype, str(t.shape), s.nan, s.pos_inf, s.neg_inf,
+        rows.append([tensor_name(finding.op, t.kind, t.index), t.dtype, str(t.shape), s.nan, s.pos_inf, s.neg_inf,
                      s.fp16_saturated, _num(s.min), _num(s.max), _num(s.mean)])
     tensors = Table(["tensor", "dtype", "shape", "nan", "+inf", "-inf", "±65504", "min", "max", "mean"], rows)
     blocks = [("", info), ("tensors", tensors)]

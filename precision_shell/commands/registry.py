@@ -46,10 +46,11 @@ class Arg:
     # "op" | "tensor" | "golden" | "path" | "command" | "dump", or a kind of value the session has
     # (shell.completer.VALUE_KINDS: "run" | "device" | "step" | "time" | "optype" | "metric")
     complete: str | None = None
+    signed: bool = False         # its value may start with "-" (``--sort -cosine``)
 
 
-def arg(*flags: str, complete: str | None = None, **kwargs: Any) -> Arg:
-    return Arg(flags, kwargs, complete)
+def arg(*flags: str, complete: str | None = None, signed: bool = False, **kwargs: Any) -> Arg:
+    return Arg(flags, kwargs, complete, signed)
 
 
 @dataclass
@@ -84,7 +85,15 @@ class Command:
         return self._parser
 
     def parse(self, argv: list[str]) -> argparse.Namespace:
-        return self.parser.parse_args(argv)
+        # argparse reads a value starting with "-" as a flag: glue it to its option first
+        signed = {f for a in self.args if a.signed for f in a.flags}
+        glued: list[str] = []
+        for word in argv:
+            if glued and glued[-1] in signed and word.startswith("-"):
+                glued[-1] = f"{glued[-1]}={word}"
+            else:
+                glued.append(word)
+        return self.parser.parse_args(glued)
 
     def help_text(self) -> str:
         return self.parser.format_help()

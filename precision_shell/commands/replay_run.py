@@ -60,7 +60,7 @@ def _check_shape(op: Any, j: int, array: np.ndarray) -> None:
     desc = refs[j].desc if j < len(refs) else None
     shape = getattr(desc, "origin_shape", None)
     if shape and all(d >= 0 for d in shape) and tuple(shape) != tuple(array.shape):
-        raise CommandError(f"{op.name}:input:{j} has shape {tuple(array.shape)} in its dump, the graph "
+        raise CommandError(f"{op.name}:in{j} has shape {tuple(array.shape)} in its dump, the graph "
                            f"says {tuple(shape)}: the dump does not belong to this graph")
 
 
@@ -219,19 +219,20 @@ def add_root_verdicts(session: Session, table: Table, roots: list[str]) -> None:
         except CommandError as exc:
             texts[name] = "-"
             table.notes.append(f"replay {name}: {exc}")
+    op = table.headers.index("op")
     table.headers.append("verdict")
     for row in table.rows:
-        row.append(texts.get(row[1], ""))
+        row.append(texts.get(row[op], ""))
     for row in table.json_rows or []:
         v = done.get(row["op"]) if row["op"] in texts else None
         row["verdict"] = v.verdict if v is not None else None
         row["replay_profile"] = v.profile if v is not None else None
 
 
-def rank_by_excess(session: Session, suspects: list) -> tuple[list, dict[str, tuple[float, float] | None]]:
-    """``vcs --rank excess``: failing ops ordered by observed / expected error (the expected one
-    an ideal kernel in the NPU's dtypes would make), highest first; ops without a kernel or a
-    golden for every input last, in execution order."""
+def excess_of(session: Session, suspects: list) -> dict[str, tuple[float, float, float] | None]:
+    """``vcs --sort excess``: per failing op (observed error, expected error, observed / expected),
+    the expected one an ideal kernel in the NPU's dtypes would make; None for ops without a
+    kernel or a golden for every input."""
     errors: dict[str, tuple[float, float] | None] = {}
     for s in suspects:
         op = session.graph.ops.get(s.op) if session.graph is not None else None
@@ -244,20 +245,19 @@ def rank_by_excess(session: Session, suspects: list) -> tuple[list, dict[str, tu
                 pass
 
     ratios = {name: excess_ratio(*pair) if pair else None for name, pair in errors.items()}
-    ordered = sorted(suspects, key=lambda s: (ratios[s.op] is None, -(ratios[s.op] or 0.0)))  # stable
-    return ordered, {name: (errors[name][0], errors[name][1], ratio) if ratio is not None else None
-                     for name, ratio in ratios.items()}
+    return {name: (errors[name][0], errors[name][1], ratio) if ratio is not None else None
+            for name, ratio in ratios.items()}
 
 
 def add_excess_column(table: Table, excess: dict) -> None:
-    table.title = table.title.replace("in execution order", "ranked by excess")
+    op = table.headers.index("op")
     table.headers.append("excess")
     for row in table.rows:
-        found = excess.get(row[1])
+        found = excess.get(row[op])
         row.append(f"{found[2]:.3g}" if found else "-")
     for row in table.json_rows or []:
         found = excess.get(row["op"])
         row["expected_error"] = found[1] if found else None
         row["excess"] = found[2] if found else None
     table.notes.append("excess = error vs golden (relative RMS) / that of an ideal kernel in the NPU's dtypes "
-                       "(exact on the golden inputs, output rounded); highest first")
+                       "(exact on the golden inputs, output rounded); `--sort -excess`: highest first")

@@ -29,6 +29,7 @@ class Table:
     warnings: list[str] = field(default_factory=list)
     unjudged: str | None = None
     hints: list[str] = field(default_factory=list)   # how to go on: shown in the REPL only
+    more: str | None = None     # the footer when a limit hid rows (default: "... N more (use -l 0)")
 
     def to_json(self) -> list[dict]:
         if self.json_rows is not None:

@@ -12,6 +12,7 @@ from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Sections, Table
 from precision_shell.errors import CommandError, FormatError
 from precision_shell.model.session import Session
+from precision_shell.model.tensor_ref import golden_name_of, tensor_name
 
 PANELS: dict[str, Callable[[Session, Any, str], Sections]] = {}
 
@@ -33,14 +34,16 @@ def golden_stats_rows(session: Session, op_name: str) -> Table | None:
         idx = desc.origin_output_index if desc.origin_output_index is not None else i
         found = session.golden.find(name, idx)
         if found is None:
-            rows.append([f"output {i}", f"{name}:{idx}", "-", "(no golden file)", "", "", ""])
+            rows.append([tensor_name(op_name, "output", i), golden_name_of(f"{name}:{idx}"), "-",
+                         "(no golden file)", "", "", ""])
             continue
         try:
             s = tensor_stats(load_npy(found.path))
         except FormatError as exc:
-            rows.append([f"output {i}", f"{name}:{idx}", "-", f"error: {exc}", "", "", ""])
+            rows.append([tensor_name(op_name, "output", i), golden_name_of(f"{name}:{idx}"), "-",
+                         f"error: {exc}", "", "", ""])
             continue
-        rows.append([f"output {i}", f"{name}:{idx}", str(s.shape), f"{s.min:.4g}", f"{s.max:.4g}",
+        rows.append([tensor_name(op_name, "output", i), golden_name_of(f"{name}:{idx}"), str(s.shape), f"{s.min:.4g}", f"{s.max:.4g}",
                      f"{s.mean:.4g}", f"{s.nan + s.pos_inf + s.neg_inf}"])
     if not rows:
         return None
@@ -74,7 +77,7 @@ def prev(session: Session, args) -> Sections:
     return _show(session, _cursor(session).prev())
 
 
-@command("goto", summary="Show item K (1-based) of the current finding list.", example="goto 3",
-         args=[arg("k", type=int, help="position in the list, from 1")])
+@command("goto", summary="Show item K of the current finding list: the `#` column of the last `vcs`/`ac`.",
+         example="goto 3", args=[arg("k", type=int, help="position in the list (its # column), from 1")])
 def goto(session: Session, args) -> Sections:
     return _show(session, _cursor(session).goto(args.k))

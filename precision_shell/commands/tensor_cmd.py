@@ -30,11 +30,11 @@ VALUE_ARGS = [
 @command("print_tensor", aliases=("pt",),
          summary="Print a tensor: header, stats (min/max/mean/std, nan/inf/zero counts), values "
                  "(numpy printing, summarised unless -a), elements in ranges (-r), histogram (--hist), "
-                 "save as .npy (-w). Tensors: OP:output:I, OP:input:I, golden:OP:I, FILE.npy, with "
-                 "an optional slice [0, :8].",
-         example='pt fc1/MatMul:output:0[0, :8]\npt golden:fc1/BiasAdd:0 -s\n'
-                 'pt conv1/Conv2D:output:0 -r "[[-inf,-1],[1,inf]]"\npt fc1/MatMul:output:0 --hist\n'
-                 'pt golden:fc1/BiasAdd:0 -w fc1.npy\npt conv1/Conv2D:output:0 --at 1,3,7,7',
+                 "save as .npy (-w). Tensors: OP:N (output N), OP:inN (input N), golden:OP:N, FILE.npy "
+                 "(OP:output:N, OP:input:N too), with an optional slice [0, :8].",
+         example='pt fc1/MatMul:0[0, :8]\npt fc1/MatMul:in1 -s\npt golden:fc1_BiasAdd:0 -s\n'
+                 'pt conv1/Conv2D:0 -r "[[-inf,-1],[1,inf]]"\npt fc1/MatMul:0 --hist\n'
+                 'pt golden:fc1_BiasAdd:0 -w fc1.npy\npt conv1/Conv2D:0 --at 1,3,7,7',
          args=[arg("tensor", complete="tensor", help="tensor reference with optional numpy slice")]
          + VALUE_ARGS)
 def print_tensor(session: Session, args: Any):

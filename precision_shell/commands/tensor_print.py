@@ -22,7 +22,7 @@ from precision_shell.commands.inspect_cmd import graph_file_stem
 from precision_shell.commands.results import Sections
 from precision_shell.errors import CommandError, FormatError
 from precision_shell.model.session import Session
-from precision_shell.model.tensor_ref import ResolvedTensor, apply_slice, parse_tensor_ref, split_slice
+from precision_shell.model.tensor_ref import ResolvedTensor, apply_slice, split_slice
 from precision_shell.model.tensor_resolve import resolve_tensor
 
 # numpy's own summarisation threshold: beyond it, values print as "first ... last"
@@ -85,7 +85,7 @@ def _target_format(session: Session, resolved: ResolvedTensor) -> str | None:
     graph, ref = session.graph, resolved.ref
     if graph is None or ref.kind != "npu":
         return None
-    op = graph.ops.get(resolved.label.rsplit(":", 2)[0])
+    op = graph.ops.get(resolved.op)
     if op is None:
         return None
     if ref.io == "output":
@@ -104,8 +104,7 @@ def read_tensor(session: Session, resolved: ResolvedTensor) -> np.ndarray:
     (NC1HWC0, FRACTAL_*) need the whole tensor to restore the logical order."""
     ref = resolved.ref
     if ref.kind == "npu":
-        op_name = resolved.label.rsplit(":", 2)[0]
-        dump = session.op_dump(op_name)
+        dump = session.op_dump(resolved.op)
         header = session.dumps.header(dump)
         entry = header.entry(ref.io, ref.index)
         base = dump_logical_array(header, entry, _target_format(session, resolved))
@@ -120,14 +119,13 @@ def read_tensor(session: Session, resolved: ResolvedTensor) -> np.ndarray:
 
 def _resolve(session: Session, text: str) -> ResolvedTensor:
     try:
-        ref = parse_tensor_ref(text)
+        return resolve_tensor(session, text)
     except CommandError:
         # a bare op name (tfdbg habit): its output 0
         base, slice_text = split_slice(text)
         if ":" in base or base.endswith(".npy") or session.graph is None or not session.graph.find(base):
             raise
-        ref = parse_tensor_ref(f"{base}:output:0{slice_text}")
-    return resolve_tensor(session, ref)
+        return resolve_tensor(session, f"{base}:0{slice_text}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,6 +49,15 @@ class FrameworkTensor:
         """msprobe's per-tensor name (its compare CSV's ``NPU Name``)."""
         return compare_name(self.op, self.leaf)
 
+    def printed(self, golden: bool = False) -> str:
+        """The name tables print and ``pt`` takes: ``ENTRY:0``, ``ENTRY:in1``, ``golden:...``;
+        parameters and gradients keep their own (``ENTRY:parameters:weight``, ``ENTRY:weight``)."""
+        from ..model.tensor_ref import tensor_name
+
+        if self.io in ("input", "output"):
+            return tensor_name(self.op, self.io, self.name.rsplit(":", 1)[1], golden=golden)
+        return ("golden:" if golden else "") + self.name
+
 
 @dataclass(frozen=True)
 class Edge:
@@ -154,7 +163,9 @@ class FrameworkRun:
         if len(found) == 1:
             return found[0]
         if not found:
-            raise CommandError(f"no entry named {name!r} in {self.path}")
+            from .suggest import did_you_mean
+
+            raise CommandError(f"no entry named {name!r} in {self.path}" + did_you_mean(name, self._ops))
         names = ", ".join(o.name for o in found[:5])
         raise CommandError(f"{name!r} matches {len(found)} entries ({names}{', ...' if len(found) > 5 else ''})")
 

@@ -185,24 +185,48 @@ class FrameworkSession(OutputWriter):
 
     # -- tensors ----------------------------------------------------------------------------------
     def resolve_tensor(self, ref):
-        """A parsed tensor reference (``ENTRY:output:0``, ``golden:ENTRY:input:1``) as a
-        ResolvedTensor that loads its file on read (``pt`` and ``cp`` call this)."""
+        """A parsed tensor reference (``ENTRY:0``, ``ENTRY:in1``, ``golden:ENTRY:0``, long forms)
+        as a ResolvedTensor that loads its file on read (``pt`` and ``cp`` call this). A wrong
+        entry name gets a did-you-mean, a wrong index the valid ones."""
+        if ref.kind == "file":
+            return None     # a .npy path: the caller's own resolver reads it
+        golden = ref.kind == "golden"
+        run = self.golden_run() if golden else self.run
+        op = run.op(ref.name)
+        leaf = ref.leaf or str(ref.index)
+        found = [t for t in op.tensors if t.name == f"{op.name}:{ref.io}:{leaf}"]
+        if not found:
+            same = [t.printed(golden) for t in op.tensors if t.io == ref.io]
+            valid = f"valid: {', '.join(same)}" if same else f"it has no {ref.io}s"
+            raise CommandError(f"no tensor {ref.text!r} in {run.path} ({valid})")
+        return self._resolved(run, found[0], ref, golden)
+
+    def resolve_leaf(self, text: str):
+        """A leaf named as msprobe names it when the grammar has no short form for it
+        (``Module.fc1.Linear.parameters_grad.0:weight``), else None."""
+        from precision_shell.model.tensor_ref import TensorRef, split_slice
+
+        base, slice_text = split_slice(text)
+        golden = base.startswith("golden:")
+        run = self.golden_run() if golden else self.run
+        name = base[len("golden:"):] if golden else base
+        try:
+            tensor = run.tensor(name)
+        except CommandError:
+            return None
+        ref = TensorRef("golden" if golden else "npu", tensor.op, tensor.io, 0, slice_text, name)
+        return self._resolved(run, tensor, ref, golden)
+
+    def _resolved(self, run: FrameworkRun, tensor, ref, golden: bool):
         from dataclasses import replace
 
         from precision_shell.model.tensor_ref import ResolvedTensor
 
-        if ref.kind == "file":
-            return None     # a .npy path: the caller's own resolver reads it
-        if ref.kind == "golden":
-            run, name, label = self.golden_run(), f"{ref.name}:{ref.index}", "golden:"
-        else:
-            run, name, label = self.run, f"{ref.name}:{ref.io}:{ref.index}", ""
-        tensor = run.tensor(name)
         leaf = tensor.leaf
         if not leaf.file:
-            raise CommandError(f"{tensor.name}: no tensor file in {run.path} (task "
+            raise CommandError(f"{tensor.printed(golden)}: no tensor file in {run.path} (task "
                                f"{run.rank.task or '?'}: statistics only)")
-        return ResolvedTensor(replace(ref, kind="framework"), label + tensor.name, Path(leaf.file),
+        return ResolvedTensor(replace(ref, kind="framework"), tensor.printed(golden), Path(leaf.file),
                               leaf.dtype or "?", tuple(leaf.shape or ()),
                               loader=lambda: run.load(tensor.name))
 

@@ -232,7 +232,9 @@ class Session(OutputWriter):
             raise CommandError("no graph loaded: op names need ge_proto_*_Build.txt (see `info`)")
         matches = self.graph.find(text)
         if not matches:
-            raise CommandError(f"no op matches {text!r}")
+            from precision_shell.model.suggest import did_you_mean
+
+            raise CommandError(f"no op matches {text!r}" + did_you_mean(text, self.graph.sorted_names()))
         if len(matches) > 1:
             shown = ", ".join(m.name for m in matches[:8])
             more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""

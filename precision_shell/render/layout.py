@@ -23,6 +23,8 @@ PRIORITIES = {
     "fusion passes": 0, "not compared": 0, "origin": 0, "device": 1, "logical": 1, "kernel": 1,
     "golden": 2, "inputs (cosine)": 2, "dtype": 2, "compared with": 2, "consumers": 3, "alias": 3,
     "source": 3, "format": 3, "meaning": 4, "cosine": 8, "role": 7, "outputs": 7,
+    # a tensor name cut in two would not paste back: its column gives way whole instead
+    "output": 2, "failing outputs": 2, "failing inputs": 1, "order": 3,
 }
 _COMFORT = 16       # a prose column this wide still reads well; narrower only when it must
 _NAME_COMFORT = 32  # ... and a one-word name up to this long (an op name) stays whole if it can

@@ -66,7 +66,8 @@ def table_text(table: Table, style: Style = PLAIN, layout: Layout = Layout()) ->
     else:
         lines.append("(no rows)")
     if table.total is not None and table.total > len(table.rows):
-        lines.append(style(f"... {table.total - len(table.rows)} more (use -l 0)", "dim"))
+        more = table.more or f"... {table.total - len(table.rows)} more (use -l 0)"
+        lines += [style(line, "dim") for line in wrap(more, width or 0, "  ")]
     notes = table.notes + (table.hints if layout.hints else [])
     lines += [wrapped for note in notes + warning_lines(table) for wrapped in wrap(note, width or 0, "  ")]
     return "\n".join(lines)

@@ -149,8 +149,8 @@ def gather(session: Any, *, roots: int = DEFAULT_ROOTS, notes: list[str] = ()) -
         summary=_run(session, "info", []),
         threshold=found.criteria.threshold if found is not None else None,
         points=op_points(result, found) if result is not None else [],
-        overflow=scan_table(scan, 0) if scan is not None else None,
-        suspects=suspects_table(found, 0, result.problems, [], coverage_report(session, result))
+        overflow=scan_table(scan, None) if scan is not None else None,
+        suspects=suspects_table(found, None, result.problems, [], coverage_report(session, result))
         if found is not None and result is not None else None,
         suspect_rows=[s.to_json() for s in suspects],
         roots=details, roots_total=len(all_roots), fusion=fusion, exports=exports,

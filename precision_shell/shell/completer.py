@@ -20,6 +20,7 @@ from prompt_toolkit.document import Document
 from precision_shell.commands.registry import REGISTRY, Registry
 from precision_shell.shell.line_context import ArgumentSlot, argument_slot, parse_line
 from precision_shell.shell.name_index import NameIndex
+from precision_shell.model.tensor_ref import tensor_name
 
 MAX_RESULTS = 100
 
@@ -284,21 +285,22 @@ class ShellCompleter(Completer):
                              display_meta=op_meta(self._op(name)))
 
     def _tensor_refs(self, op_name: str) -> list[tuple[str, str]]:
-        """Each ``OP:output:I`` and ``OP:input:I`` with its shape (inputs: and producer)."""
+        """Each ``OP:N`` (output) and ``OP:inN`` (input), as tables print them, with its shape
+        (inputs: and producer)."""
         op = self._op(op_name)
         refs = []
         for i, desc in enumerate(getattr(op, "outputs", None) or []):
-            refs.append((f"{op_name}:output:{i}", desc_meta(desc)))
+            refs.append((tensor_name(op_name, "output", i), desc_meta(desc)))
         for i, inp in enumerate(getattr(op, "inputs", None) or []):
             meta = desc_meta(getattr(inp, "desc", None))
             producer = getattr(inp, "producer", None)
             if producer:
                 meta = f"{meta} from {producer}".strip()
-            refs.append((f"{op_name}:input:{i}", meta))
+            refs.append((tensor_name(op_name, "input", i), meta))
         return refs
 
     def complete_tensors(self, word: str, event: CompleteEvent) -> Iterator[Completion]:
-        """``OP:output:I`` / ``OP:input:I`` / ``golden:NAME:I`` / ``.npy`` paths."""
+        """``OP:N`` / ``OP:inN`` / ``golden:NAME:I`` / ``.npy`` paths."""
         if word.startswith("golden:"):
             yield from self.complete_golden(word)
             return
@@ -318,7 +320,7 @@ class ShellCompleter(Completer):
         if word and "golden:".startswith(word.lower()) and self.golden_index():
             yield Completion("golden:", -len(word), display_meta="golden (CPU/GPU) tensors")
         # The common case is an op's first output; the menu shows the op name and its meta.
-        yield from self.complete_ops(word, suffix=":output:0")
+        yield from self.complete_ops(word, suffix=":0")
         # ... and a relative path (no ./ needed): .npy files and the folders that may hold them
         if word and ":" not in word:
             for c in self._path_completions(word, event):

@@ -1,0 +1,103 @@
+"""What the finding lists (``vcs``, ``ac``, graph and framework) share: ``--sort KEY``
+(``-KEY`` descending), ``--type TYPE``, ``--role ROLE``, the ``-l`` cut that never hides a root
+(or an overflow producer) and says what it hid by role, and handing the list to the finding cursor.
+
+The list after filtering and sorting is the cursor's list: row ``#`` K is what ``goto K`` shows;
+execution order is a column of its own (``order``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from precision_shell.commands.registry import arg
+from precision_shell.errors import UsageError
+from precision_shell.model.findings import FindingCursor
+
+KEPT_ROLES = ("root", "producer")      # what a cut never hides
+ROLES = ("root", "propagated", "producer", "healed")
+
+
+def list_args(keys: str) -> list:
+    """--sort/--type/--role, ``keys`` naming the sort keys for the help text."""
+    return [arg("--sort", metavar="[-]KEY", signed=True, complete="metric",
+                help=f"row order: {keys}; -KEY descending (default: order, execution order). "
+                     "NaN and missing values last"),
+            arg("--type", dest="type_", metavar="TYPE", complete="optype",
+                help="only ops whose type contains TYPE (or /regex/)"),
+            arg("--role", choices=ROLES, help="only findings of this role")]
+
+
+@dataclass
+class ListView:
+    items: list                 # filtered and sorted: the cursor's list, `#` = position + 1
+    shown: list[int]            # positions of the rows shown after the -l cut
+    more: str | None            # the footer when the cut hid rows
+    what: str = "in execution order"    # how the list is ordered and filtered, for its title
+
+
+def _sort_value(value: Any) -> tuple:
+    """(missing, value): None, NaN and non-numbers sort last whatever the direction."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return (1, 0.0)
+    return (0, float(value))
+
+
+def arrange(items: list, args: Any, *, keys: dict[str, Callable[[Any], Any]],
+            type_of: Callable[[Any], str], limit: int) -> ListView:
+    """Filter by --type/--role, sort by --sort, cut at ``limit`` keeping every root/producer."""
+    from precision_shell.commands.inspect_cmd import text_matcher
+
+    found = list(items)
+    filters = []
+    if getattr(args, "type_", None):
+        match = text_matcher(args.type_, "--type")
+        found = [f for f in found if match(type_of(f))]
+        filters.append(f"--type {args.type_}")
+    if getattr(args, "role", None):
+        found = [f for f in found if f.role == args.role]
+        filters.append(f"--role {args.role}")
+    sort = getattr(args, "sort", None) or "order"
+    name = sort.lstrip("-")
+    if name not in keys:
+        raise UsageError(f"--sort {sort}: no such key; keys: {', '.join(keys)} (-KEY: descending)")
+    key = keys[name]
+    if sort.startswith("-"):
+        found.sort(key=lambda f: (_sort_value(key(f))[0], -_sort_value(key(f))[1]))
+    else:
+        found.sort(key=lambda f: _sort_value(key(f)))
+    what = "in execution order" if sort == "order" else \
+        f"by {name}, {'highest' if sort.startswith('-') else 'lowest'} first"
+    if filters:
+        what = f"{len(found)} with {' '.join(filters)}, {what}"
+    return ListView(found, *cut(found, limit), what)
+
+
+def cut(items: list, limit: int) -> tuple[list[int], str | None]:
+    """Positions shown under ``-l limit``: every root/producer, then the others in list order
+    until ``limit`` rows; the footer counts the hidden rows by role."""
+    if limit == 0 or len(items) <= limit:
+        return list(range(len(items))), None
+    kept = [i for i, f in enumerate(items) if f.role in KEPT_ROLES]
+    room = max(0, limit - len(kept))
+    others = [i for i, f in enumerate(items) if f.role not in KEPT_ROLES]
+    shown = sorted(kept + others[:room])
+    hidden: dict[str, int] = {}
+    for i in others[room:]:
+        hidden[items[i].role] = hidden.get(items[i].role, 0) + 1
+    by_role = ", ".join(f"{n} {role}" for role, n in hidden.items())
+    return shown, f"... {len(items) - len(shown)} more not shown: {by_role} (roots and producers are never " \
+                  f"cut; -l 0 shows all)"
+
+
+def follow(session: Any, kind: str, items: list, what: str) -> str | None:
+    """Make ``items`` the list ``next``/``prev``/``goto`` walk; one line when it replaces a list
+    the cursor was on (another kind, or other findings)."""
+    old = session.results.get("cursor")
+    session.results["cursor"] = FindingCursor(kind, items)
+    if old is None or (old.kind == kind and [f.op for f in old.items] == [f.op for f in items]):
+        return None
+    was = getattr(old, "position_text", old.kind)
+    return f"finding list replaced: `next` now walks {what} ({len(items)}; was {was})"
