@@ -199,6 +199,11 @@ def test_build_cannot_alter_the_allow_list(tmp_path):
 @pytest.mark.parametrize("blob,reason", [
     (b"\x80\x02ctorch\nFloatStorage\nq\x00.", None),   # a bare class object is allowed data
     (b"garbage", "invalid data.pkl"),
+    # memo bombs: the C unpickler would size (and zero) its memo by the index, 16 GB and 8 GB here;
+    # refused by the opcode pre-scan before the unpickler runs
+    (b"\x80\x02N" + b"r" + (0x40000000).to_bytes(4, "little") + b".", "memo index 1073741824 at opcode 2"),
+    (b"\x80\x02Np500000000\n.", "memo index 500000000"),
+    (b"\x80\x02Nq\x05.", "memo index 5 at opcode 2"),     # small, still not honest
     (b"\x80\x02(X\x07\x00\x00\x00storage", "invalid data.pkl"),        # truncated
     (b"\x80\x02K\x01Q.", "invalid data.pkl: .*unsupported persistent id"),
     # a storage the archive does not hold

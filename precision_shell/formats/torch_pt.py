@@ -19,6 +19,7 @@ import io
 import math
 import os
 import pickle
+import pickletools
 import struct
 import zipfile
 from collections import OrderedDict
@@ -320,6 +321,20 @@ class _Disallowed(Exception):
     pass
 
 
+_MEMO_PUTS = {"PUT", "BINPUT", "LONG_BINPUT"}
+
+
+def _check_memo_indices(data: bytes) -> None:
+    """CPython's C unpickler sizes its memo array by the largest index a PUT names and zeroes it
+    all: a 6-byte ``LONG_BINPUT 0x40000000`` commits 16 GB before any allow-list is asked. An
+    honest pickle memoizes at most one object per opcode, so an index above the opcode count so
+    far is refused. ``pickletools.genops`` only decodes opcodes (nothing is built or run); ~25 us
+    for msprobe's per-tensor pickles."""
+    for count, (op, arg, _) in enumerate(pickletools.genops(data)):
+        if op.name in _MEMO_PUTS and not (isinstance(arg, int) and 0 <= arg <= count):
+            raise ValueError(f"memo index {arg!r:.20} at opcode {count} (a memory bomb, not a torch pickle)")
+
+
 # --- the archive ---------------------------------------------------------------------------------
 
 _LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
@@ -376,6 +391,7 @@ def open_pt(path: str | os.PathLike):
     if byteorder not in ("little", "big"):
         raise FormatError(path, f"unknown byteorder {byteorder!r}")
     try:
+        _check_memo_indices(data)
         return _RestrictedUnpickler(data, path, prefix, members, byteorder == "big").load()
     except _Disallowed as e:
         raise FormatError(path, str(e)) from None
