@@ -20,8 +20,11 @@ from conftest import run_cli
 
 TAIL = re.compile(r"[\d.]*\d[\d.]*$")          # digits (and points) ending a line
 HEAD = re.compile(r"^\s+([\d.]+)")               # digits starting an indented continuation line
+RECORD = re.compile(r"-\[ RECORD \d+ \]")     # the expanded form's record titles
 TOKEN = re.compile(r"[^\s;()\[\]]+")
 RUN_TIME = re.compile(r"\d+(\.\d+)? s\b")      # how long `vc` took differs between two runs
+# a tensor name as printed (OP:N, OP:inN, golden:OP:N), standing alone between spaces
+TENSOR_NAME = re.compile(r"(?<![^\s(\[,])(?:golden:)?[\w./-]+:(?:in)?\d+(?![\w.:/])")
 
 
 def split_numbers(text: str) -> list[tuple[str, str]]:
@@ -37,7 +40,8 @@ def split_numbers(text: str) -> list[tuple[str, str]]:
 
 
 def numbers(text: str) -> set[str]:
-    return {t.strip(",:") for t in TOKEN.findall(RUN_TIME.sub("", text)) if is_number(t)}
+    text = RECORD.sub("", RUN_TIME.sub("", text))
+    return {t.strip(",:") for t in TOKEN.findall(text) if is_number(t)}
 
 
 def run_lines(session, lines: list[str], width: int | None, expanded: str = "auto") -> str:
@@ -73,6 +77,9 @@ def test_screens_fit_the_terminal_and_keep_numbers_whole(sample_ws, screen, widt
     assert split_numbers(fitted) == []
     # every number shown is one the unfitted output shows whole (a cut piece would not be)
     assert numbers(fitted) <= numbers(wide)
+    # every tensor name is whole, so it pastes into pt (a dropped column may hide some)
+    assert set(TENSOR_NAME.findall(fitted)) <= set(TENSOR_NAME.findall(wide))
+    assert [line for line in fitted.split("\n") if re.search(r"[\w/]+:$", line)] == []
     if screen == "ni":
         assert "zero" in fitted and "nan" in fitted   # the value counts survive at 80 columns
 

@@ -1,9 +1,12 @@
 """Fitting text to a terminal width: tables whose columns shrink or drop by priority, an expanded
 (one field per line) form, and prose wrapped at word boundaries.
 
-Numbers are never split across lines: a cell wraps at spaces, and a word too long for its column
-breaks after ``/``, ``:``, ``_`` or ``,`` where it can, never between two digits; a column is never
-narrower than its longest number. Without a width (pipes, files, CSV) nothing is changed.
+Numbers and names are never split across lines: a cell wraps at spaces, and a column is never
+narrower than its longest number or its longest word up to ``_NAME_WHOLE`` characters (an op or
+tensor name cut in two would not paste back into ``pt``); when that does not fit, columns drop by
+priority and then the table goes expanded. Only a word longer than that breaks, after ``/``,
+``:``, ``_`` or ``,`` where it can, never between two digits. Without a width (pipes, files, CSV)
+nothing is changed.
 """
 
 from __future__ import annotations
@@ -21,14 +24,16 @@ KEY = 9
 PRIORITIES = {
     "#": KEY, "op": KEY, "tensor": KEY, "command": KEY, "setting": KEY, "golden tensor": KEY,
     "fusion passes": 0, "not compared": 0, "origin": 0, "device": 1, "logical": 1, "kernel": 1,
-    "golden": 2, "inputs (cosine)": 2, "dtype": 2, "compared with": 2, "consumers": 3, "alias": 3,
+    "golden": 2, "inputs (cosine)": 2, "dtype": 2, "consumers": 3, "alias": 3,
     "source": 3, "format": 3, "meaning": 4, "cosine": 8, "role": 7, "outputs": 7,
     # a tensor name cut in two would not paste back: its column gives way whole instead
-    "output": 2, "failing outputs": 2, "failing inputs": 1, "order": 3,
+    "output": 2, "failing outputs": 2, "failing inputs": 1, "order": 2, "±65504": 2,
+    "std": 2, "compared with": 1,
 }
 _COMFORT = 16       # a prose column this wide still reads well; narrower only when it must
 _NAME_COMFORT = 32  # ... and a one-word name up to this long (an op name) stays whole if it can
-_MIN_BREAK = 10     # a word (op name) may be cut into pieces this long to fit a column
+_NAME_WHOLE = 40    # a word (op or tensor name) up to this long is never cut
+_MIN_BREAK = 10     # a longer word may be cut into pieces this long to fit a column
 _NUMBER = re.compile(r"^[-+]?(\d[\d,_]*\.?\d*|\.\d+)(e[-+]?\d+)?%?$", re.IGNORECASE)
 _BREAK_AFTER = "/:_,.-"
 _GLUE = 14          # `output 0`, `in0 1.000000,`: a number stays on the line of the word before it
@@ -136,8 +141,8 @@ def _min_width(header: str, cells: list[str], natural: int) -> int:
     need = max(len(w) for w in words)
     for cell in cells:
         for word in units(cell):
-            whole = " " in word or is_number(word)
-            need = max(need, len(word) if whole else min(len(word), _MIN_BREAK))
+            whole = " " in word or is_number(word) or len(word) <= _NAME_WHOLE
+            need = max(need, len(word) if whole else _NAME_WHOLE)
     return min(natural, need)
 
 
