@@ -4,13 +4,16 @@ names for ``plot`` and ``vcs --plot``; each list computed from the workspace its
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 from precision_shell.analysis.metric_series import PLOT_METRICS
+from precision_shell.model.framework_session import FrameworkSession
 from precision_shell.model.session import Session
+from precision_shell.model.tensor_resolve import resolve_tensor
 from precision_shell.samples.writer import SampleOptions, write_workspace
 from precision_shell.shell.completer import ShellCompleter
 
@@ -71,3 +74,36 @@ def test_eval_completes_tensor_names_inside_backticks(sample_ws):
     assert [f"fc1/MatMul:{k}" for k in range(len(op.outputs))] == [t for t in tensors if ":in" not in t]
     # a closed backtick: the expression goes on, nothing to complete there
     assert complete(session, "eval `fc1/MatMul:0` - np.a") == []
+
+
+FRAMEWORK = Path(__file__).resolve().parent.parent / "sample_data" / "framework"
+
+
+@pytest.mark.skipif(not (FRAMEWORK / "target_bf16").is_dir(), reason="framework sample not present")
+def test_framework_session_completes_entries_tensors_golden_and_use_values():
+    session = FrameworkSession.open(FRAMEWORK / "target_bf16", golden=FRAMEWORK / "golden_fp32")
+    run, golden = session.run, session.golden_run()
+    softmax = next(op for op in run.ops if op.name.startswith("Functional.softmax") and op.kind == "forward")
+    # an entry: its first output, with kind, dtype and shape beside it
+    got = {c.text: c.display_meta_text for c in complete(session, "pt " + softmax.name[:-3])}
+    out0 = softmax.outputs[0]
+    assert got[out0.printed()] == f"forward bf16 [{','.join(map(str, out0.leaf.shape))}]"
+    # after ENTRY: every tensor of the entry, as tables print them, each pasting into pt
+    tensors = [c.text for c in complete(session, f"pt {softmax.name}:")]
+    assert sorted(tensors) == sorted(t.printed() for t in softmax.tensors)
+    by_printed = {t.printed(): t for t in softmax.tensors}
+    for name in tensors:
+        found = resolve_tensor(session, name)
+        array = found.read()
+        assert found.label == name
+        assert array.shape == tuple(by_printed[name].leaf.shape)
+    # golden tensors by the golden entry's own names
+    gold = [c.text for c in complete(session, f"pt golden:{softmax.name}:")]
+    assert set(gold) == {t.printed(golden=True) for t in golden.op(softmax.name).tensors}
+    # use --step/--rank offer what the target has; ls -t the API types with their counts
+    ranks = {r.location.rank for r in session.target.ranks}
+    assert {c.text for c in complete(session, "use --rank ")} == ranks
+    assert {c.text for c in complete(session, "use --step ")} == {str(s) for s in session.target.steps}
+    types = Counter(f"{op.entry.prefix}.{op.entry.op}" for op in run.ops)
+    got = {c.text: c.display_meta_text for c in complete(session, "ls -t Functional.lin")}
+    assert got == {"Functional.linear": f"{types['Functional.linear']} entries"}

@@ -79,8 +79,8 @@ def info(session, args) -> Sections:
 
 @variant(FRAMEWORK, "use", summary="Select the step and rank of the target (and the golden's match).",
          example="use --step 1\nuse --rank 3\nuse --step 0 --rank rank0",
-         args=[arg("--step", type=int, help="step number (step{N} folder)"),
-               arg("--rank", help="rank folder name (rank3, proc12) or number")])
+         args=[arg("--step", type=int, complete="step", help="step number (step{N} folder)"),
+               arg("--rank", complete="rank", help="rank folder name (rank3, proc12) or number")])
 def use(session, args) -> Message:
     rank = session.use(step=args.step, rank=args.rank)
     golden = session.golden_rank
@@ -103,7 +103,7 @@ def _api_type(op: FrameworkOp) -> str:
                                         "filter, a histogram of API types.",
          example="ls -t linear\nls -m attn\nls -n /backward/ -l 0",
          args=[arg("-n", "--name", metavar="NAME", help="entry name contains NAME (or /regex/)"),
-               arg("-t", "--type", metavar="TYPE", help="API type (Functional.linear) contains TYPE"),
+               arg("-t", "--type", metavar="TYPE", complete="optype", help="API type (Functional.linear) contains TYPE"),
                arg("-m", "--module", metavar="MODULE", help="inside a module whose name contains MODULE"),
                arg("-l", "--limit", type=int, default=None, help="rows to show (0 = all)")])
 def list_ops(session, args) -> Table:

@@ -15,6 +15,7 @@ mapping file; every write goes through the output guard.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,8 @@ class FrameworkSession(OutputWriter):
     extra_inputs: list[InputPlace] = field(default_factory=list)
     selected: RankDump | None = None
     _runs: dict[int, FrameworkRun] = field(default_factory=dict)
+    # the REPL's completion warm-up thread builds the run too: one build, whoever asks first
+    _runs_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # graph-mode attributes the shell reads duck-typed (completer, toolbar): none here; the
     # golden side is ``golden_dump``, not ``golden`` (a graph session's golden .npy index)
@@ -122,10 +125,11 @@ class FrameworkSession(OutputWriter):
         return self._run_of(self.selected)
 
     def _run_of(self, rank: RankDump) -> FrameworkRun:
-        if id(rank) not in self._runs:
-            with gc_paused(freeze=True):  # dump.json: ~5 objects per leaf, no cycles
-                self._runs[id(rank)] = FrameworkRun(rank)
-        return self._runs[id(rank)]
+        with self._runs_lock:
+            if id(rank) not in self._runs:
+                with gc_paused(freeze=True):  # dump.json: ~5 objects per leaf, no cycles
+                    self._runs[id(rank)] = FrameworkRun(rank)
+            return self._runs[id(rank)]
 
     @property
     def run_built(self) -> bool:

@@ -18,6 +18,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion, Path
 from prompt_toolkit.document import Document
 
 from precision_shell.commands.registry import REGISTRY, Registry
+from precision_shell.shell import framework_names
 from precision_shell.shell.line_context import ArgumentSlot, argument_slot, parse_line
 from precision_shell.shell.name_index import NameIndex
 from precision_shell.model.tensor_ref import tensor_name
@@ -44,7 +45,9 @@ def _shape_text(shape: Any) -> str:
         return ""
 
 
-_SHORT_DTYPES = {"FLOAT16": "fp16", "FLOAT": "fp32", "BF16": "bf16", "DOUBLE": "fp64"}
+_SHORT_DTYPES = {"FLOAT16": "fp16", "FLOAT": "fp32", "BF16": "bf16", "DOUBLE": "fp64",
+                 # framework dumps' numpy / ml_dtypes names
+                 "float16": "fp16", "float32": "fp32", "bfloat16": "bf16", "float64": "fp64"}
 
 
 def dtype_text(dtype: Any) -> str:
@@ -84,8 +87,11 @@ def op_meta(op: Any) -> str:
 
 def _dump_set_values(field: str):
     """``use --run/--device/--step/--time``: the values the workspace's dump sets have, each with
-    how many dump sets carry it."""
+    how many dump sets carry it (framework sessions: the target's steps and ranks)."""
     def values(session: Any) -> list[tuple[str, str]]:
+        if framework_names.is_framework(session):
+            return {"step": framework_names.step_values,
+                    "rank": framework_names.rank_values}.get(field, lambda s: [])(session)
         sets = getattr(getattr(session, "workspace", None), "dump_sets", None) or []
         counts: dict[str, int] = {}
         for dump_set in sets:
@@ -98,6 +104,8 @@ def _dump_set_values(field: str):
 
 def _op_types(session: Any) -> list[tuple[str, str]]:
     """``ls -t``: the op types of the loaded graph, each with its op count."""
+    if framework_names.is_framework(session):
+        return framework_names.api_type_values(session)
     graph = getattr(session, "graph", None)
     counts: dict[str, int] = {}
     for op in (getattr(graph, "ops", None) or {}).values():
@@ -115,7 +123,7 @@ def _metrics(session: Any) -> list[tuple[str, str]]:
 
 
 # argument completion kinds whose values come from the session: kind -> (session -> (value, meta))
-VALUE_KINDS = {"run": _dump_set_values("run"), "device": _dump_set_values("device"),
+VALUE_KINDS = {"run": _dump_set_values("run"), "device": _dump_set_values("device"), "rank": _dump_set_values("rank"),
                "step": _dump_set_values("step"), "time": _dump_set_values("time"),
                "optype": _op_types, "metric": _metrics}
 
@@ -147,12 +155,16 @@ class _CachedIndex:
 
 
 def _graph_names(graph: Any) -> Iterable[str]:
+    """Op names of a graph, or entry names of a framework run (a list of ops in dump order)."""
     sorted_names = getattr(graph, "sorted_names", None)
-    return sorted_names() if callable(sorted_names) else list(graph.ops)
+    if callable(sorted_names):
+        return sorted_names()
+    return list(graph.ops) if isinstance(graph.ops, dict) else framework_names.entry_names(graph)
 
 
 def _golden_names(golden: Any) -> Iterable[str]:
-    return golden.names()
+    names = getattr(golden, "names", None)     # a golden .npy index, else a framework golden run
+    return names() if callable(names) else framework_names.golden_tensor_names(golden)
 
 
 def _dump_names(dumps: Any) -> Iterable[str]:
@@ -180,10 +192,18 @@ class ShellCompleter(Completer):
 
     # -- indexes ---------------------------------------------------------------------------
     def op_index(self) -> NameIndex | None:
-        return self._ops.get(getattr(self.session, "graph", None))
+        return self._ops.get(self._op_source())
 
     def golden_index(self) -> NameIndex | None:
+        if framework_names.is_framework(self.session):
+            return self._golden.get(framework_names.golden_run(self.session))
         return self._golden.get(getattr(self.session, "golden", None))
+
+    def _op_source(self) -> Any:
+        """The graph, or the framework session's selected run (entries in dump order)."""
+        if framework_names.is_framework(self.session):
+            return framework_names.target_run(self.session)
+        return getattr(self.session, "graph", None)
 
     def dump_index(self) -> NameIndex | None:
         return self._dumps.get(getattr(self.session, "dumps", None))
@@ -194,8 +214,12 @@ class ShellCompleter(Completer):
         self.golden_index()
 
     def _op(self, name: str) -> Any:
-        graph = getattr(self.session, "graph", None)
-        return None if graph is None else graph.ops.get(name)
+        source = self._op_source()
+        if source is None:
+            return None
+        if framework_names.is_framework(self.session):
+            return framework_names.find_entry(source, name)
+        return source.ops.get(name)
 
     # -- prompt_toolkit entry point --------------------------------------------------------
     def get_completions(self, document: Document, complete_event: CompleteEvent
@@ -214,6 +238,8 @@ class ShellCompleter(Completer):
             yield from self.complete_commands(ctx.word)
             return
         command = self.registry.get(ctx.words[0])
+        if command is not None:     # the framework variant's own flags (`use --rank`)
+            command = self.registry.available(command, self.session)
         if command is None:
             return
         slot = argument_slot(command, ctx.words[1:], ctx.word)
@@ -280,14 +306,18 @@ class ShellCompleter(Completer):
         index = self.op_index()
         if index is None:
             return
+        framework = framework_names.is_framework(self.session)
         for name in ranked(index.search(word, MAX_RESULTS), word):
-            yield Completion(name + suffix, -len(word), display=name,
-                             display_meta=op_meta(self._op(name)))
+            op = self._op(name)
+            meta = framework_names.entry_meta(op, desc_meta) if framework and op is not None else op_meta(op)
+            yield Completion(name + suffix, -len(word), display=name, display_meta=meta)
 
     def _tensor_refs(self, op_name: str) -> list[tuple[str, str]]:
         """Each ``OP:N`` (output) and ``OP:inN`` (input), as tables print them, with its shape
         (inputs: and producer)."""
         op = self._op(op_name)
+        if op is not None and framework_names.is_framework(self.session):
+            return framework_names.tensor_refs(op, desc_meta)
         refs = []
         for i, desc in enumerate(getattr(op, "outputs", None) or []):
             refs.append((tensor_name(op_name, "output", i), desc_meta(desc)))
