@@ -228,7 +228,7 @@ def test_next_export_keep_fp32_and_graph_only_commands(capsys, tmp_path):
     rc, out, err = run(capsys, tmp_path, "target_bf16", "golden_fp32", "vcs", "next", "goto 2",
                        "export suspects --format keep-fp32", "fusion", fmt="table")
     assert rc == 1      # fusion
-    assert f"[1/" in out and LOSS["root"] in out.split("[1/")[1].splitlines()[0]
+    assert "[1/" in out and LOSS["root"] in out.split("[1/")[1].splitlines()[0]
     assert err.strip() == "error: fusion: graph-mode only; not available on framework dumps"
     names = (tmp_path / "out" / "suspects_keep_fp32.txt").read_text().splitlines()
     assert names[0] == "Functional.softmax" and "Module.attn.SelfAttention" in names

@@ -78,7 +78,7 @@ def test_timeline_grid_and_next_in_the_terminal(capsys, multi_ws):
         assert counts[0] == str(step)
         hot = [ranks[i] for i, c in enumerate(counts[1:]) if c != "0"]
         assert hot == ([str(truth["rank"])] if step in truth["steps"] else [])
-    assert f"[1/" in out and f"{first['op']} (Mul)" in out
+    assert "[1/" in out and f"{first['op']} (Mul)" in out
     odd = manifest["scale_out"]["odd_rank"]
     assert f"odd rank out: rank {odd['rank']} (step 0: first divergence {odd['op']}" in out
     assert "rank 0 step 0" in out   # the merged list's first op panel names its set
