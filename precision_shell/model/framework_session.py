@@ -21,6 +21,7 @@ from typing import Any
 
 from precision_shell.errors import CommandError, PshellError
 from precision_shell.formats.msprobe_dump import MsprobeDump, RankDump, read_msprobe_dump
+from precision_shell.model.framework_reader import PendingRead, full_rank, start_reading
 from precision_shell.model.framework_run import FrameworkRun
 from precision_shell.model.output_guard import FILE, TREE, InputPlace, OutputGuard, resolved
 from precision_shell.model.output_writer import OutputWriter
@@ -53,6 +54,15 @@ def load_problems(dump: MsprobeDump) -> list[str]:
     lines += [f"... {n - _SHOWN_PER_REASON} more files: {reason}" for reason, n in by_reason.items()
               if n > _SHOWN_PER_REASON]
     return lines
+
+
+def _result(pending: PendingRead | None) -> tuple[MsprobeDump | None, PshellError | None]:
+    if pending is None:
+        return None, None
+    try:
+        return pending.result(), None
+    except PshellError as exc:
+        return None, exc
 
 
 @dataclass
@@ -96,16 +106,18 @@ class FrameworkSession(OutputWriter):
         """Read both dumps; raises only when the target itself holds no dump. A golden that
         cannot be read is a load error: the target still opens. ``mapping``: the data_mapping
         read from ``mapping_file`` (an input file: never written)."""
+        # the golden is read in a child process while this one reads the target (framework_reader)
+        pending = start_reading(golden) if golden is not None else None
         with gc_paused(freeze=True):  # dump.json: ~5 objects per leaf, no cycles
-            dump = read_msprobe_dump(target)
+            try:
+                dump = read_msprobe_dump(target)
+            finally:     # the child is waited for (reaped) whatever happened here
+                golden_dump, golden_error = _result(pending)
             errors = load_problems(dump)
-            golden_dump = None
-            if golden is not None:
-                try:
-                    golden_dump = read_msprobe_dump(golden)
-                    errors += [f"golden: {w}" for w in load_problems(golden_dump)]
-                except PshellError as exc:
-                    errors.append(f"golden: {exc}")
+            if golden_error is not None:
+                errors.append(f"golden: {golden_error}")
+            elif golden_dump is not None:
+                errors += [f"golden: {w}" for w in load_problems(golden_dump)]
         root = Path(target)
         place = FrameworkPlace(root, Path(output) if output else Path("pshell_out"))
         session = cls(dump, golden_dump, place, mapping,
@@ -148,7 +160,14 @@ class FrameworkSession(OutputWriter):
         return ranks[0] if len(ranks) == 1 else None
 
     def require_golden(self) -> RankDump:
+        """The golden ``dump.json`` for the selection with its entries (read now if start-up
+        read only its summary)."""
         rank = self.golden_rank
+        if rank is not None and rank.deferred is not None:
+            ranks = self.golden_dump.ranks
+            at = next(i for i, r in enumerate(ranks) if r is rank)
+            with gc_paused(freeze=True):
+                rank = ranks[at] = full_rank(rank)
         if rank is None:
             if self.golden_dump is None:
                 raise CommandError("no golden dump: start with `pshell TARGET --golden GOLDEN`")
