@@ -22,6 +22,7 @@ from precision_shell.commands.results import Message, Sections, Table
 from precision_shell.commands.stepping import PANELS
 from precision_shell.atomic_write import write_atomic
 from precision_shell.errors import CommandError, UsageError
+from precision_shell.gc_pause import gc_paused
 from precision_shell.formats.msprobe_layout import parse_entry_name
 from precision_shell.model.findings import FindingCursor
 
@@ -66,18 +67,19 @@ def run_compare(session) -> FrameworkCompare:
 
     mode = compare_mode(session)
     started = time.perf_counter()
-    pairing = pair_dumps(session.selected, session.require_golden(), fuzzy=session.fuzzy,
-                         mapping=session.mapping)
     rows: list[RowResult] = []
-    with session.progress("comparing", len(pairing.pairs)) as bar:
-        for result in compare_pairs(pairing, mode):
-            rows.append(result)
-            bar.advance()
-    loc = session.selected.location
-    steps = session.target.steps
-    name = f"compare_result_{'' if len(steps) < 2 else f'step{loc.step}_'}{loc.rank}.csv"
-    path = session.output_path(None, name)
-    write_compare_csv(path, table_rows(rows, mode, session.selected.stack), mode)
+    with gc_paused():     # ~10 objects per row, no cycles: collector passes would find nothing
+        pairing = pair_dumps(session.selected, session.require_golden(), fuzzy=session.fuzzy,
+                             mapping=session.mapping)
+        with session.progress("comparing", len(pairing.pairs)) as bar:
+            for result in compare_pairs(pairing, mode):
+                rows.append(result)
+                bar.advance()
+        loc = session.selected.location
+        steps = session.target.steps
+        name = f"compare_result_{'' if len(steps) < 2 else f'step{loc.step}_'}{loc.rank}.csv"
+        path = session.output_path(None, name)
+        write_compare_csv(path, table_rows(rows, mode, session.selected.stack), mode)
     problems = [e for r in rows for e in r.errors]
     found = FrameworkCompare(mode, pairing, rows, path, time.perf_counter() - started, problems)
     session.results["compare"] = found
