@@ -39,7 +39,8 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import PshellError
-from ..formats.msprobe_dump import Leaf, load_leaf
+from ..formats.msprobe_dump import Leaf
+from .framework_kernel import BufferedLoader, kernel_sums, ordered_map
 from .framework_pairing import Pairing, Row, RowPair
 
 METRIC_COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
@@ -110,7 +111,9 @@ def tensor_metrics(npu: np.ndarray, bench: np.ndarray, *, chunk: int = DEFAULT_C
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if n.ndim == 0:
             return _scalar_metrics(_widen(n), _widen(b))
-        sums = _chunked_sums(n.reshape(-1), b.reshape(-1), _relative_kind(n.dtype, b.dtype), chunk)
+        rel_kind = _relative_kind(n.dtype, b.dtype)
+        fast = kernel_sums(n.reshape(-1), b.reshape(-1)) if rel_kind == np.float32 else None
+        sums = _Sums(*fast) if fast is not None else _chunked_sums(n.reshape(-1), b.reshape(-1), rel_kind, chunk)
     if sums is None:
         return TensorMetrics.all(N_A, "The position of inf or nan in NPU and bench Tensor do not match.")
     message = "Dtype of NPU and bench tensor do not match." if _widen(n[:0]).dtype != _widen(b[:0]).dtype else ""
@@ -359,8 +362,16 @@ def _row_has_file(row: Row | None) -> bool:
 
 
 def compare_pairs(pairing: Pairing, mode: str) -> Iterator[RowResult]:
-    """Each row of ``pairing`` compared in ``mode`` (tensor | statistics | md5), one at a time:
-    in tensor mode each pair's two files are loaded, compared and released before the next."""
+    """Each row of ``pairing`` compared in ``mode`` (tensor | statistics | md5), in order: in
+    tensor mode two threads load and compare pairs (:mod:`.framework_kernel`), each pair's
+    files read into the thread's reused buffers, so memory holds a few tensors at a time."""
+    if mode == "tensor":
+        load = BufferedLoader()
+
+        def tensor_row(pair: RowPair) -> tuple[TensorMetrics, list[str]]:
+            errors: list[str] = []
+            return _tensor_row(pair, errors, load), errors
+        tensor_rows = ordered_map(tensor_row, pairing.pairs)
     for pair in pairing.pairs:
         target, golden = pair.target, pair.golden
         t_cells = stat_cells(target.leaf)
@@ -371,7 +382,7 @@ def compare_pairs(pairing: Pairing, mode: str) -> Iterator[RowResult]:
         elif golden is not None:
             result.stats = _stats_diff(t_cells, g_cells)
         if mode == "tensor":
-            result.metrics = _tensor_row(pair, result.errors, lambda leaf, side: load_leaf(leaf))
+            result.metrics, result.errors = next(tensor_rows)
         yield result
 
 
