@@ -74,6 +74,8 @@ def test_vcs_backward_adds_the_backward_roots_and_propagated(capsys, tmp_path):
     assert [r["op"] for r in data if r["role"] == "propagated"] == \
         LOSS["propagated_forward"] + LOSS["propagated_backward"]
     assert [r["op"] for r in rows if r["kind"] == "parameters_grad"] == LOSS["failing_parameters_grad"]
+    # no inputs recorded: "every input passes" would be vacuous, so a gradient is never a root
+    assert {r["role"] for r in rows if r["kind"] == "parameters_grad"} == {"param_grad"}
     assert [r["op"] for r in rows if r["first"]] == [LOSS["root"]]
 
 

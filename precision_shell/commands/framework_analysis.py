@@ -177,6 +177,9 @@ def vcs(session, args) -> Table:
             highlight.add(pos)
     roots = [s for s in suspects if s.role == "root"]
     notes = [f"failing = an output with cosine <= {threshold:g} or NaN/Inf; root = every input still passes"]
+    if any(s.role == "param_grad" for s in suspects):
+        notes.append("param_grad = a failing parameter gradient: it has no recorded inputs, so it is never "
+                     "a root; the module's backward entries say where its error came from")
     if ran_vc:
         notes.append(f"no compare result yet, so `vc` ran first (CSV {found.csv_path})")
     if suspects:
