@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from precision_shell.commands.export import _default_name, write_rows
 from precision_shell.commands.framework_inspect import FRAMEWORK, variant
+from precision_shell.commands.framework_sets import SET_ARGS, compare_table, suspects_table, wants_sets
 from precision_shell.commands.inspect_cmd import check_limit
 from precision_shell.commands.registry import arg
 from precision_shell.commands.results import Message, Sections, Table
@@ -54,35 +55,41 @@ class FrameworkCompare:
         return sum(1 for r in self.rows if r.pair.golden is not None)
 
 
-def compare_mode(session) -> str:
+def compare_mode(session, target=None) -> str:
     """tensor when both sides dumped tensors, md5 when both dumped CRCs, else statistics."""
-    tasks = {session.selected.task, session.require_golden().task}
+    target = target or session.selected
+    tasks = {target.task, session.require_golden(target).task}
     return tasks.pop() if len(tasks) == 1 and tasks <= {"tensor", "md5"} else "statistics"
 
 
-def run_compare(session) -> FrameworkCompare:
+def run_compare(session, target=None) -> FrameworkCompare:
+    """``vc`` of the selection, or of another target rank (``--ranks``: then the session's
+    ``compare`` result, which ``vcs``/``next``/``export`` read, is left as it was)."""
     from precision_shell.analysis.framework_compare import compare_pairs
     from precision_shell.analysis.framework_csv import table_rows, write_compare_csv
     from precision_shell.analysis.framework_pairing import pair_dumps
 
-    mode = compare_mode(session)
+    selected = target is None or target is session.selected
+    target = target or session.selected
+    mode = compare_mode(session, target)
     started = time.perf_counter()
     rows: list[RowResult] = []
     with gc_paused():     # ~10 objects per row, no cycles: collector passes would find nothing
-        pairing = pair_dumps(session.selected, session.require_golden(), fuzzy=session.fuzzy,
+        pairing = pair_dumps(target, session.require_golden(target), fuzzy=session.fuzzy,
                              mapping=session.mapping)
         with session.progress("comparing", len(pairing.pairs)) as bar:
             for result in compare_pairs(pairing, mode):
                 rows.append(result)
                 bar.advance()
-        loc = session.selected.location
+        loc = target.location
         steps = session.target.steps
         name = f"compare_result_{'' if len(steps) < 2 else f'step{loc.step}_'}{loc.rank}.csv"
         path = session.output_path(None, name)
-        write_compare_csv(path, table_rows(rows, mode, session.selected.stack), mode)
+        write_compare_csv(path, table_rows(rows, mode, target.stack), mode)
     problems = [e for r in rows for e in r.errors]
     found = FrameworkCompare(mode, pairing, rows, path, time.perf_counter() - started, problems)
-    session.results["compare"] = found
+    if selected:
+        session.results["compare"] = found
     return found
 
 
@@ -93,11 +100,13 @@ def _count(n: int, what: str) -> str:
 
 @variant(FRAMEWORK, "compare", summary="Compare the target dump with the golden as msprobe compare "
                                        "does (tensor, statistics or md5 mode); CSV in msprobe's layout.",
-         example="vc\nvc --fuzzy\nvc; vcs",
+         example="vc\nvc --fuzzy\nvc; vcs\nvc --ranks all",
          args=[arg("-fm", "--fuzzy", action="store_true",
-                   help="pair by names without call numbers, in dump order (msprobe -fm)")])
+                   help="pair by names without call numbers, in dump order (msprobe -fm)")] + SET_ARGS)
 def compare(session, args) -> Message:
     session.fuzzy = args.fuzzy
+    if wants_sets(args):
+        return compare_table(session, args)
     found = run_compare(session)
     pairing = found.pairing
     paired = sum(1 for p in pairing.pairs if p.golden is not None)
@@ -143,18 +152,20 @@ def _cos(value) -> str:
 @variant(FRAMEWORK, "vcs", summary="Failing entries of the compare (output cosine <= COS, NaN fails "
                                    "too) in execution order, each root or propagated over the dataflow "
                                    "graph; the first root is the first divergence.",
-         example="vcs\nvcs -c 0.99 -l 0\nvcs --backward",
+         example="vcs\nvcs -c 0.99 -l 0\nvcs --backward\nvcs --ranks all --steps all",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
                arg("-l", "--limit", type=int, default=None, metavar="N", help="rows to show (0 = all)"),
                arg("--backward", action="store_true",
-                   help="backward and parameters_grad entries too (default: forward only)")])
+                   help="backward and parameters_grad entries too (default: forward only)")] + SET_ARGS)
 def vcs(session, args) -> Table:
     from precision_shell.analysis.framework_root_cause import find_framework_suspects
 
     threshold = session.settings.threshold if args.cosine is None else args.cosine
     if not -1.0 <= threshold <= 1.0:
         raise UsageError(f"-c is a cosine in [-1, 1], got {threshold}")
+    if wants_sets(args):
+        return suspects_table(session, args, threshold)
     limit = check_limit(args.limit, session)
     found = session.results.get("compare")
     ran_vc = found is None

@@ -131,9 +131,10 @@ class FrameworkSession(OutputWriter):
     @property
     def run(self) -> FrameworkRun:
         """The run model of the selected step and rank (built on first use)."""
-        return self._run_of(self.selected)
+        return self.run_of(self.selected)
 
-    def _run_of(self, rank: RankDump) -> FrameworkRun:
+    def run_of(self, rank: RankDump) -> FrameworkRun:
+        """The run model of a target (or golden) rank, built on first use."""
         if id(rank) not in self._runs:
             with gc_paused(freeze=True):  # dump.json: ~5 objects per leaf, no cycles
                 self._runs[id(rank)] = FrameworkRun(rank)
@@ -146,11 +147,15 @@ class FrameworkSession(OutputWriter):
 
     @property
     def golden_rank(self) -> RankDump | None:
-        """The golden ``dump.json`` for the selection: same step and rank, else the same rank
-        name, else the golden's only rank."""
+        """The golden ``dump.json`` for the selection (see :meth:`golden_for`)."""
+        return self.golden_for(self.selected)
+
+    def golden_for(self, target: RankDump) -> RankDump | None:
+        """The golden ``dump.json`` for a target one: same step and rank, else the same rank
+        name, else the golden's only rank (its entries may not be read yet: :meth:`require_golden`)."""
         if self.golden_dump is None:
             return None
-        loc = self.selected.location
+        loc = target.location
         ranks = self.golden_dump.ranks
         for match in (lambda r: (r.location.step, r.location.rank) == (loc.step, loc.rank),
                       lambda r: r.location.rank == loc.rank):
@@ -159,10 +164,11 @@ class FrameworkSession(OutputWriter):
                 return found[0]
         return ranks[0] if len(ranks) == 1 else None
 
-    def require_golden(self) -> RankDump:
-        """The golden ``dump.json`` for the selection with its entries (read now if start-up
-        read only its summary)."""
-        rank = self.golden_rank
+    def require_golden(self, target: RankDump | None = None) -> RankDump:
+        """The golden ``dump.json`` for ``target`` (default: the selection) with its entries
+        (read now if start-up read only its summary)."""
+        target = target or self.selected
+        rank = self.golden_for(target)
         if rank is not None and rank.deferred is not None:
             ranks = self.golden_dump.ranks
             at = next(i for i, r in enumerate(ranks) if r is rank)
@@ -171,7 +177,7 @@ class FrameworkSession(OutputWriter):
         if rank is None:
             if self.golden_dump is None:
                 raise CommandError("no golden dump: start with `pshell TARGET --golden GOLDEN`")
-            loc = self.selected.location
+            loc = target.location
             raise CommandError(f"no golden rank for step {loc.step} rank {loc.rank} in {self.golden_dump.root}")
         return rank
 
@@ -200,7 +206,7 @@ class FrameworkSession(OutputWriter):
         return self.selected
 
     def golden_run(self) -> FrameworkRun:
-        return self._run_of(self.require_golden())
+        return self.run_of(self.require_golden())
 
     # -- tensors ----------------------------------------------------------------------------------
     def resolve_tensor(self, ref):
