@@ -5,6 +5,7 @@ path and returns plain dataclasses: the run's framework / task / level, its step
 per ``dump.json`` the entries in dump order, each with its leaves flattened under stable paths
 (``input.0``, ``input.1.2``, ``input.dim`` for a keyword, ``output.0``, ``parameters.weight``;
 ``weight`` in a ``parameters_grad`` entry) -- the names msprobe's compare and its tensor files use.
+Leaves are checked when the file is read and built when first used (:mod:`.msprobe_leaves`).
 
 Nothing bad in one place stops the rest: a truncated ``dump.json`` keeps its entries before the
 cut, a missing one is rebuilt from the tensor file names, and listed-but-absent files, unknown
