@@ -69,8 +69,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int = WORKERS) -> Iterator[R]:
-    """``fn`` of each item on ``workers`` threads, in order; at most 2 x ``workers`` ahead."""
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int | None = None) -> Iterator[R]:
+    """``fn`` of each item on ``workers`` (default :data:`WORKERS`) threads, in order; at most
+    2 x ``workers`` ahead."""
+    workers = workers or WORKERS
     with ThreadPoolExecutor(workers, thread_name_prefix="framework-vc") as pool:
         window: deque = deque()
         for item in items:
