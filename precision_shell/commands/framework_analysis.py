@@ -66,7 +66,7 @@ def run_compare(session, target=None) -> FrameworkCompare:
     """``vc`` of the selection, or of another target rank (``--ranks``: then the session's
     ``compare`` result, which ``vcs``/``next``/``export`` read, is left as it was)."""
     from precision_shell.analysis.framework_compare import compare_pairs
-    from precision_shell.analysis.framework_csv import table_rows, write_compare_csv
+    from precision_shell.analysis.framework_csv import iter_table_rows, write_compare_csv
     from precision_shell.analysis.framework_pairing import pair_dumps
 
     selected = target is None or target is session.selected
@@ -85,7 +85,7 @@ def run_compare(session, target=None) -> FrameworkCompare:
         steps = session.target.steps
         name = f"compare_result_{'' if len(steps) < 2 else f'step{loc.step}_'}{loc.rank}.csv"
         path = session.output_path(None, name)
-        write_compare_csv(path, table_rows(rows, mode, target.stack), mode)
+        write_compare_csv(path, iter_table_rows(rows, mode, target.stack), mode)
     problems = [e for r in rows for e in r.errors]
     found = FrameworkCompare(mode, pairing, rows, path, time.perf_counter() - started, problems)
     if selected:
@@ -311,10 +311,10 @@ def _write_keep_fp32(session, path: Path) -> int:
 
 
 def _write_compare_csv(session, path: Path) -> int:
-    from precision_shell.analysis.framework_csv import table_rows, write_compare_csv
+    from precision_shell.analysis.framework_csv import iter_table_rows, write_compare_csv
 
     found = _need(session, "compare", "vc")
-    write_compare_csv(path, table_rows(found.rows, found.mode, session.selected.stack), found.mode)
+    write_compare_csv(path, iter_table_rows(found.rows, found.mode, session.selected.stack), found.mode)
     return len(found.rows)
 
 
