@@ -27,20 +27,40 @@ typedef struct {
     int64_t within1, within5;
 } MsSums;
 
+typedef float f4 __attribute__((vector_size(16)));
+typedef int64_t l4 __attribute__((vector_size(32)));
+
+static inline d4 load_d4(const double *p)
+{
+    d4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 static void block(MsSums *a, const float *x, const float *y, int n)
 {
     int i = 0;
+    /* lane k takes elements i + k: 4 float64 accumulators per quantity, in vector registers */
+    d4 dot = load_d4(a->sums[Q_DOT]), xx = load_d4(a->sums[Q_XX]), yy = load_d4(a->sums[Q_YY]),
+       sq = load_d4(a->sums[Q_SQ]), mabs = load_d4(a->max_abs);
     for (; i + 4 <= n; i += 4) {
-        for (int k = 0; k < 4; k++) {
-            double p = x[i + k], q = y[i + k], d = p - q;
-            a->sums[Q_DOT][k] += p * q;
-            a->sums[Q_XX][k] += p * p;
-            a->sums[Q_YY][k] += q * q;
-            a->sums[Q_SQ][k] += d * d;
-            d = fabs(d);
-            a->max_abs[k] = d > a->max_abs[k] ? d : a->max_abs[k];
-        }
+        f4 xf, yf;
+        memcpy(&xf, x + i, sizeof xf);
+        memcpy(&yf, y + i, sizeof yf);
+        d4 p = __builtin_convertvector(xf, d4), q = __builtin_convertvector(yf, d4), d = p - q;
+        dot += p * q;
+        xx += p * p;
+        yy += q * q;
+        sq += d * d;
+        d4 ad = (d4)((l4)d & 0x7fffffffffffffffLL);
+        l4 more = ad > mabs;
+        mabs = (d4)((more & (l4)ad) | (~more & (l4)mabs));
     }
+    memcpy(a->sums[Q_DOT], &dot, sizeof dot);
+    memcpy(a->sums[Q_XX], &xx, sizeof xx);
+    memcpy(a->sums[Q_YY], &yy, sizeof yy);
+    memcpy(a->sums[Q_SQ], &sq, sizeof sq);
+    memcpy(a->max_abs, &mabs, sizeof mabs);
     for (; i < n; i++) {
         double p = x[i], q = y[i], d = p - q;
         a->sums[Q_DOT][0] += p * q;
