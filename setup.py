@@ -61,6 +61,11 @@ setup(
         "precision_shell.analysis._fused_metrics",
         [f"precision_shell/analysis/{name}.c" for name in ("_fused_metrics", "_fused_passes")],
         depends=[f"precision_shell/analysis/{name}.h" for name in ("_fused_metrics", "_fused_vectors")],
-        optional=True)],
+        optional=True),
+        # msprobe's tensor-mode sums for framework dumps (analysis/framework_kernel.py)
+        Extension("precision_shell.analysis._framework_metrics",
+                  ["precision_shell/analysis/_framework_metrics.c"],
+                  depends=[f"precision_shell/analysis/{name}.h" for name in ("_fused_metrics", "_fused_vectors")],
+                  optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

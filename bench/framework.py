@@ -1,18 +1,21 @@
-"""Framework dumps (msprobe layout) in pshell: start-up on big statistics dumps, and ``vc`` side
-by side with ``msprobe compare`` (issue 12, "Speed"). Not part of the test suite.
+"""Framework dumps (msprobe layout) in pshell against ``msprobe compare`` (issue 12, "Speed").
+Not part of the test suite. Every measurement is a whole process; all of them alternate round by
+round (``--runs`` rounds, medians reported), so load changes on a shared machine hit every side:
 
-1. **Start-up**: a pair of ``--entries`` (default 100k) statistics dumps, synthetic ``dump.json``
-   files of API entries (two inputs, one output, chained so the dataflow edges are inferred as
-   in a real run), opened by ``pshell T --golden G``: ``-c quit`` (to the prompt) and ``-c info``
-   (the REPL's banner). Target: < 2 s.
-2. **Compare**: ``pshell T --golden G -c vc`` against ``msprobe compare -tp T -gp G -o OUT``
-   (``--msprobe``, default the venv the sample was made with) on the committed tensor pair
-   (sample_data/framework) and, with ``--tensor-mb MB``, on a synthetic tensor pair of that many
-   MB per side (``.pt`` files written by ``torch.save`` in the msprobe venv, 1 Mi-element fp32
-   golden vs bf16 target tensors). Both write their CSV; the ratio is msprobe's wall / pshell's.
+1. **open to the prompt**: a pair of ``--entries`` (default 100k) statistics dumps (synthetic
+   ``dump.json`` files of chained API entries, so dataflow edges are inferred as in a real run)
+   opened by ``pshell T --golden G -c info`` (what the REPL runs for its banner). Target < 2 s.
+2. **statistics vc**: ``pshell T --golden G -c vc`` on that pair (msprobe's summary CSV).
+3. **tensor vc**: ``pshell T --golden G -c vc`` on a tensor-mode pair of ``--tensor-mb`` MB of
+   fp32 golden files (default 1024) and half that of bf16 target files (1 Mi-element tensors,
+   an input and an output per entry, ``.pt`` files written by ``torch.save`` in msprobe's
+   layout by the msprobe venv's torch), against ``msprobe compare -tp T -gp G -o OUT`` on the
+   same pair; MB/s = bytes of both sides / wall, ratio = msprobe's wall / pshell's. The two
+   CSVs are checked against each other (Cosine, MaxAbsErr, MaxRelativeErr, ratios to 1e-6).
+4. the same compare on the committed sample pair (sample_data/framework).
 
-    python bench/framework.py                      # 100k entries, sample pair, 3 runs
-    python bench/framework.py --tensor-mb 512      # plus a 512 MB-per-side tensor pair
+    python bench/framework.py                        # 100k entries, 1 GB + 0.5 GB pair, 3 rounds
+    python bench/framework.py --tensor-mb 256 --runs 5
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ import json, sys, torch
 root, total_mb = sys.argv[1], float(sys.argv[2])
 from pathlib import Path
 elements = 1 << 20
-count = max(1, int(total_mb * (1 << 20) // (elements * 4)))
+count = max(1, int(total_mb * (1 << 20) // (2 * elements * 4)))   # golden: 2 fp32 tensors per entry
 for side, dtype in (("golden", torch.float32), ("target", torch.bfloat16)):
     rank = Path(root) / side / "step0" / "rank0"
     data_dir = rank / "dump_tensor_data"
@@ -99,9 +102,14 @@ def write_tensor_pair(root: Path, total_mb: float, venv_python: Path) -> tuple[P
     return root / "target", root / "golden"
 
 
+# an installed pshell has its bytecode cached; this machine's PYTHONDONTWRITEBYTECODE=1 would
+# make every run compile ~150 modules from source first (~0.15-0.3 s of start-up)
+PSHELL_ENV = bench_env(PYTHONDONTWRITEBYTECODE="")
+
+
 def pshell(target: Path, golden: Path, command: str, out: Path):
     return run_child([sys.executable, "-m", "precision_shell", str(target), "--golden", str(golden),
-                      "-o", str(out), "-c", command, "--format", "json"])
+                      "-o", str(out), "-c", command, "--format", "json"], env=PSHELL_ENV)
 
 
 def msprobe_compare(msprobe: Path, target: Path, golden: Path, out: Path):
@@ -111,39 +119,47 @@ def msprobe_compare(msprobe: Path, target: Path, golden: Path, out: Path):
                      env=bench_env(PYTHONPATH=""))
 
 
-def median_of(runs) -> dict:
+def tree_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def summary_of(runs) -> dict:
+    """Medians of wall and CPU (user + sys: on a shared machine the steadier), peak RSS."""
     bad = [r for r in runs if not r.ok]
     if bad:
         raise SystemExit(f"failed: {' '.join(bad[0].cmd)}\n{bad[0].stderr[-2000:]}")
-    # CPU (user + sys) beside wall: on a shared machine it is the steadier of the two
     return {"wall": round(statistics.median(r.wall for r in runs), 4),
             "cpu": round(statistics.median(r.user + r.sys for r in runs), 4),
             "rss_mb": round(max(r.rss_mb for r in runs), 1), "runs": [r.brief() for r in runs]}
 
 
-def compare_side_by_side(name: str, target: Path, golden: Path, out: Path, msprobe: Path | None,
-                         runs: int, results: dict) -> None:
-    mine, theirs = [], []
-    for i in range(runs):     # alternating, so load changes on a shared machine hit both sides
-        mine.append(pshell(target, golden, "vc", out / f"{name}_pshell"))
-        if msprobe is not None:
-            theirs.append(msprobe_compare(msprobe, target, golden, out / f"{name}_msprobe"))
-    entry = {"pshell_vc": median_of(mine), "rows": json.loads(mine[-1].stdout.splitlines()[-1])["tensors"]}
-    if theirs:
-        entry["msprobe_compare"] = median_of(theirs)
-        entry["ratio"] = round(entry["msprobe_compare"]["wall"] / entry["pshell_vc"]["wall"], 2)
-    results[name] = entry
-    mine_s, theirs_s = entry["pshell_vc"], entry.get("msprobe_compare")
-    print(f"{name} ({entry['rows']} rows): pshell vc {mine_s['wall']:.3f} s wall ({mine_s['cpu']:.3f} s CPU)"
-          + (f", msprobe compare {theirs_s['wall']:.3f} s ({theirs_s['cpu']:.3f} s CPU), ratio {entry['ratio']}x"
-             if theirs_s else ""), flush=True)
+def agreement(pshell_csv: Path, msprobe_dir: Path) -> dict:
+    """Rows and the largest difference per metric column between the two CSVs (by NPU Name)."""
+    import csv
+    import math
+
+    theirs_csv = sorted(msprobe_dir.glob("compare_result_*.csv"))[-1]
+    ours = {r["NPU Name"]: r for r in csv.DictReader(pshell_csv.open())}
+    theirs = list(csv.DictReader(theirs_csv.open()))
+    worst: dict[str, float] = {}
+    for row in theirs:
+        mine = ours.get(row["NPU Name"])
+        for col in ("Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
+                    "Five Thousandths Err Ratio", "EucDist"):
+            try:
+                a, b = float(mine[col]), float(row[col])
+            except (TypeError, ValueError):
+                continue
+            if not (math.isnan(a) and math.isnan(b)):
+                worst[col] = max(worst.get(col, 0.0), abs(a - b))
+    return {"rows": len(ours), "msprobe_rows": len(theirs), "max_diff": worst}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--entries", type=int, default=100_000)
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--tensor-mb", type=float, default=0, help="synthetic tensor pair, MB per side (0: none)")
+    p.add_argument("--tensor-mb", type=float, default=1024, help="fp32 golden MB of the tensor pair (0: none)")
     p.add_argument("--msprobe", type=Path, default=Path("/work/venvs/msprobe/bin/msprobe"))
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "framework")
     args = p.parse_args()
@@ -155,25 +171,45 @@ def main() -> None:
     if not (stats / "target" / "step0" / "rank0" / "dump.json").is_file():
         write_statistics_dump(stats / "target", args.entries, "torch.bfloat16", 1)
         write_statistics_dump(stats / "golden", args.entries, "torch.float32", 2)
-    size = (stats / "target" / "step0" / "rank0" / "dump.json").stat().st_size
-    for command in ("quit", "info", "vc"):
-        runs = [pshell(stats / "target", stats / "golden", command, args.out / "stats_pshell")
-                for _ in range(args.runs)]
-        results[f"statistics_{command}"] = median_of(runs)
-        found = results[f"statistics_{command}"]
-        print(f"{args.entries:,}-entry statistics pair ({size / 1e6:.0f} MB dump.json each), `{command}`: "
-              f"{found['wall']:.3f} s wall, {found['cpu']:.3f} s CPU, {found['rss_mb']:.0f} MB", flush=True)
-
-    compare_side_by_side("sample_tensor", SAMPLE / "target_bf16" / "step0", SAMPLE / "golden_fp32" / "step0",
-                         args.out, msprobe, args.runs, results)
+    pairs = {"sample": (SAMPLE / "target_bf16" / "step0", SAMPLE / "golden_fp32" / "step0")}
     if args.tensor_mb:
         if msprobe is None:
             raise SystemExit("--tensor-mb needs the msprobe venv (its torch writes the .pt files)")
         pair = args.out / f"tensor_{args.tensor_mb:g}mb"
         if not (pair / "golden" / "step0" / "rank0" / "dump.json").is_file():
             write_tensor_pair(pair, args.tensor_mb, msprobe.parent / "python")
-        compare_side_by_side(f"tensor_{args.tensor_mb:g}mb", pair / "target" / "step0", pair / "golden" / "step0",
-                             args.out, msprobe, args.runs, results)
+        pairs[f"synthetic_{args.tensor_mb:g}mb"] = (pair / "target" / "step0", pair / "golden" / "step0")
+    pshell(SAMPLE / "target_bf16" / "step0", SAMPLE / "golden_fp32" / "step0", "quit",
+           args.out / "warm_up")     # writes the bytecode cache (see PSHELL_ENV)
+    # one list of runs per measurement, filled round by round
+    runs: dict[str, list] = {}
+    for _ in range(args.runs):
+        for name, command in (("open_to_prompt", "info"), ("statistics_vc", "vc")):
+            runs.setdefault(name, []).append(pshell(stats / "target", stats / "golden", command,
+                                                    args.out / "stats_pshell"))
+        for name, (target, golden) in pairs.items():
+            runs.setdefault(f"{name}_pshell_vc", []).append(pshell(target, golden, "vc", args.out / f"{name}_pshell"))
+            if msprobe is not None:
+                runs.setdefault(f"{name}_msprobe_compare", []).append(
+                    msprobe_compare(msprobe, target, golden, args.out / f"{name}_msprobe"))
+    results.update({name: summary_of(found) for name, found in runs.items()})
+    size = (stats / "target" / "step0" / "rank0" / "dump.json").stat().st_size
+    for name in ("open_to_prompt", "statistics_vc"):
+        found = results[name]
+        print(f"{args.entries:,}-entry statistics pair ({size / 1e6:.0f} MB dump.json per side), {name}: "
+              f"{found['wall']:.3f} s wall, {found['cpu']:.3f} s CPU, {found['rss_mb']:.0f} MB")
+    for name, (target, golden) in pairs.items():
+        mine, theirs = results[f"{name}_pshell_vc"], results.get(f"{name}_msprobe_compare")
+        megabytes = (tree_bytes(target) + tree_bytes(golden)) / 1e6
+        rows = json.loads(runs[f"{name}_pshell_vc"][-1].stdout.splitlines()[-1])
+        line = (f"{name} tensor pair ({megabytes:,.0f} MB, {rows['tensors']} rows): pshell vc {mine['wall']:.2f} s "
+                f"({megabytes / mine['wall']:,.0f} MB/s, {mine['cpu']:.2f} s CPU, {mine['rss_mb']:.0f} MB)")
+        if theirs:
+            results[f"{name}_ratio"] = round(theirs["wall"] / mine["wall"], 2)
+            results[f"{name}_agreement"] = agreement(Path(rows["csv"]), args.out / f"{name}_msprobe")
+            line += (f" | msprobe compare {theirs['wall']:.2f} s ({theirs['cpu']:.2f} s CPU, "
+                     f"{theirs['rss_mb']:.0f} MB) | ratio {results[f'{name}_ratio']}x")
+        print(line)
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
     print(f"results: {args.out / 'results.json'}")
 

@@ -17,6 +17,7 @@ from precision_shell.analysis.framework_compare import (N_A, NAN, SHAPE_UNMATCHE
 from precision_shell.analysis.framework_csv import header, table_rows, write_compare_csv
 from precision_shell.analysis.framework_pairing import pair_dumps
 from precision_shell.analysis.framework_root_cause import find_framework_suspects
+from precision_shell.commands.framework_analysis import keep_fp32_names
 from precision_shell.formats.msprobe_dump import load_leaf, read_msprobe_dump
 from precision_shell.model.framework_run import FrameworkRun
 
@@ -227,6 +228,11 @@ def test_root_cause_names_the_designed_root(tensor_results):
     assert [s.op for s in backward if s.role == "propagated"] == truth["propagated_backward"]
     assert sorted(s.op for s in with_backward if s.kind == "parameters_grad") == \
         sorted(truth["failing_parameters_grad"])
+    # a gradient has no recorded inputs: its own role, never a root, never a keep-fp32 name
+    grads = [s for s in with_backward if s.kind == "parameters_grad"]
+    assert {s.role for s in grads} == {"param_grad"} and not any(s.first for s in grads)
+    assert [s.op for s in with_backward if s.role == "root"] == truth["roots"]
+    assert keep_fp32_names(with_backward) == keep_fp32_names([s for s in with_backward if s not in grads])
 
 
 def test_is_failing():

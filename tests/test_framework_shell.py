@@ -74,6 +74,8 @@ def test_vcs_backward_adds_the_backward_roots_and_propagated(capsys, tmp_path):
     assert [r["op"] for r in data if r["role"] == "propagated"] == \
         LOSS["propagated_forward"] + LOSS["propagated_backward"]
     assert [r["op"] for r in rows if r["kind"] == "parameters_grad"] == LOSS["failing_parameters_grad"]
+    # no inputs recorded: "every input passes" would be vacuous, so a gradient is never a root
+    assert {r["role"] for r in rows if r["kind"] == "parameters_grad"} == {"param_grad"}
     assert [r["op"] for r in rows if r["first"]] == [LOSS["root"]]
 
 
@@ -342,3 +344,31 @@ def test_vc_fuzzy_pairs_by_names_without_call_numbers(capsys, tmp_path):
         rows = list(csv.DictReader(f))
     # the same script on both sides: dump order aligns each row with its own name
     assert [r["Bench Name"] for r in rows] == [r["NPU Name"] for r in rows]
+
+
+def _two_ranks(tmp_path: Path, run_name: str) -> Path:
+    """A dump root with step0/rank0 and step0/rank1, both copies of a sample run's rank folder."""
+    root = tmp_path / run_name
+    for rank in ("rank0", "rank1"):
+        shutil.copytree(sample() / TRUTH["runs"][run_name]["rank_dir"], root / "step0" / rank)
+    return root
+
+
+def test_vcs_ranks_all_on_a_multi_rank_dump(capsys, tmp_path):
+    target, golden = _two_ranks(tmp_path, "target_bf16"), _two_ranks(tmp_path, "golden_fp32")
+    rc, out, err = run_cli(capsys, target, "--golden", golden, "-o", tmp_path / "out", "--format", "json",
+                           "-c", "vcs -c 0.98 --ranks all", "-c", "vc --ranks 1", "-c", "vcs --ranks 7")
+    assert rc == 1 and err.strip().splitlines() == [
+        f"error: no rank 7 in {target} (ranks: rank0, rank1; see `info`)"]
+    per_rank, vc = json_docs(out)
+    assert [(r["rank"], r["step"], r["first_divergence"], r["odd"]) for r in per_rank] == [
+        ("rank0", 0, LOSS["root"], False), ("rank1", 0, LOSS["root"], False)]
+    roots = [r for r in LOSS["roots"] if r.endswith("forward") or ".forward." in r]
+    assert {r["roots"] for r in per_rank} == {len(roots)}
+    assert [(s["rank"], s["step"], s["mode"]) for s in vc["sets"]] == [("rank1", 0, "tensor")]
+    with open(tmp_path / "out" / "compare_result_merged.csv", newline="") as f:
+        merged = list(csv.reader(f))
+    with open(tmp_path / "out" / "compare_result_rank1.csv", newline="") as f:
+        single = list(csv.reader(f))
+    # the merged CSV of the last command: rank1's rows, each behind its Rank and Step
+    assert merged[0] == ["Rank", "Step"] + single[0] and merged[1:] == [["rank1", "0"] + row for row in single[1:]]

@@ -39,7 +39,8 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import PshellError
-from ..formats.msprobe_dump import Leaf, load_leaf
+from ..formats.msprobe_dump import Leaf
+from .framework_kernel import BufferedLoader, kernel_sums, ordered_map
 from .framework_pairing import Pairing, Row, RowPair
 
 METRIC_COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
@@ -110,7 +111,9 @@ def tensor_metrics(npu: np.ndarray, bench: np.ndarray, *, chunk: int = DEFAULT_C
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if n.ndim == 0:
             return _scalar_metrics(_widen(n), _widen(b))
-        sums = _chunked_sums(n.reshape(-1), b.reshape(-1), _relative_kind(n.dtype, b.dtype), chunk)
+        rel_kind = _relative_kind(n.dtype, b.dtype)
+        fast = kernel_sums(n.reshape(-1), b.reshape(-1)) if rel_kind == np.float32 else None
+        sums = _Sums(*fast) if fast is not None else _chunked_sums(n.reshape(-1), b.reshape(-1), rel_kind, chunk)
     if sums is None:
         return TensorMetrics.all(N_A, "The position of inf or nan in NPU and bench Tensor do not match.")
     message = "Dtype of NPU and bench tensor do not match." if _widen(n[:0]).dtype != _widen(b[:0]).dtype else ""
@@ -239,6 +242,31 @@ def stat_cell(leaf: Leaf, which: str) -> str:
     return repr(float(value))
 
 
+# a statistic's cell: (text, class of the text as msprobe's CalcStatsDiff sees it, its number)
+_Cell = tuple[str, str, "float | None"]
+
+
+def _cell(text: str) -> _Cell:
+    kind = _classify(text)
+    return text, kind, float(text) if kind == "num" else None
+
+
+def stat_cells(leaf: Leaf) -> list[_Cell]:
+    """The four statistics of a row (:data:`STAT_NAMES` order), each formatted once. A float
+    statistic of a float tensor (nearly every cell) is classified from its value, not by
+    parsing its text back (``repr`` round-trips, so the number is the same)."""
+    plain = leaf.is_tensor and leaf.dtype != "bool" and not (leaf.dtype or "").startswith(("int", "uint"))
+    cells = []
+    for value in (leaf.max, leaf.min, leaf.mean, leaf.norm) if plain else ():
+        if value is None:
+            cells.append(("None", "other", None))
+        elif value - value == 0:     # finite
+            cells.append((repr(value), "num", value))
+        else:
+            cells.append(_cell(repr(value)))
+    return cells or [_cell(stat_cell(leaf, which)) for which in STAT_NAMES]
+
+
 def _classify(text: str) -> str:
     low = text.lower()
     if low == "nan":
@@ -264,11 +292,15 @@ _STATIC = {("inf", "num"): "inf", ("inf", "-inf"): "inf", ("-inf", "num"): "-inf
 
 def stat_diff(npu: str, bench: str) -> tuple[str, str]:
     """(diff, relative error) cells of one statistic, msprobe's ``CalcStatsDiff`` rules."""
-    if npu == bench:
+    return _diff(_cell(npu), _cell(bench))
+
+
+def _diff(npu: _Cell, bench: _Cell) -> tuple[str, str]:
+    if npu[0] == bench[0]:
         return "0", "0"
-    a, b = _classify(npu), _classify(bench)
+    a, b = npu[1], bench[1]
     if a == "num" and b == "num":
-        x, y = float(npu), float(bench)
+        x, y = npu[2], bench[2]
         diff = x - y
         return repr(diff), ("inf" if y == 0 else repr(abs(diff / y * 100)) + "%")
     if "na" in (a, b):
@@ -289,7 +321,11 @@ class StatsDiff:
 
 
 def stats_compare(target: Leaf, golden: Leaf) -> StatsDiff:
-    cells = [stat_diff(stat_cell(target, s), stat_cell(golden, s)) for s in STAT_NAMES]
+    return _stats_diff(stat_cells(target), stat_cells(golden))
+
+
+def _stats_diff(target: list[_Cell], golden: list[_Cell]) -> StatsDiff:
+    cells = [_diff(t, g) for t, g in zip(target, golden)]
     return StatsDiff([c[0] for c in cells], [c[1] for c in cells])
 
 
@@ -313,6 +349,8 @@ class RowResult:
     stats: StatsDiff | None = None
     md5_equal: bool | None = None
     errors: list[str] = field(default_factory=list)    # files that could not be read
+    # NPU max/min/mean/l2norm then Bench ones as msprobe prints them (N/A without a golden)
+    summary: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -324,22 +362,33 @@ def _row_has_file(row: Row | None) -> bool:
 
 
 def compare_pairs(pairing: Pairing, mode: str) -> Iterator[RowResult]:
-    """Each row of ``pairing`` compared in ``mode`` (tensor | statistics | md5), one at a time:
-    in tensor mode each pair's two files are loaded, compared and released before the next."""
+    """Each row of ``pairing`` compared in ``mode`` (tensor | statistics | md5), in order: in
+    tensor mode two threads load and compare pairs (:mod:`.framework_kernel`), each pair's
+    files read into the thread's reused buffers, so memory holds a few tensors at a time."""
+    if mode == "tensor":
+        load = BufferedLoader()
+
+        def tensor_row(pair: RowPair) -> tuple[TensorMetrics, list[str]]:
+            errors: list[str] = []
+            return _tensor_row(pair, errors, load), errors
+        tensor_rows = ordered_map(tensor_row, pairing.pairs)
     for pair in pairing.pairs:
-        result = RowResult(pair)
         target, golden = pair.target, pair.golden
+        t_cells = stat_cells(target.leaf)
+        g_cells = stat_cells(golden.leaf) if golden is not None else None
+        result = RowResult(pair, summary=[c[0] for c in t_cells] + ([c[0] for c in g_cells] if g_cells else [N_A] * 4))
         if mode == "md5":
             result.md5_equal = golden is not None and md5_cell(target.leaf) == md5_cell(golden.leaf)
         elif golden is not None:
-            result.stats = stats_compare(target.leaf, golden.leaf)
+            result.stats = _stats_diff(t_cells, g_cells)
         if mode == "tensor":
-            result.metrics = _tensor_row(pair, result.errors)
+            result.metrics, result.errors = next(tensor_rows)
         yield result
 
 
-def _tensor_row(pair: RowPair, errors: list[str]) -> TensorMetrics:
-    """msprobe's ``CompareRealData.compare_by_op`` for one row."""
+def _tensor_row(pair: RowPair, errors: list[str], load) -> TensorMetrics:
+    """msprobe's ``CompareRealData.compare_by_op`` for one row; ``load(leaf, side)``
+    reads a leaf's values (side 0 target, 1 golden)."""
     target, golden = pair.target, pair.golden
     if golden is None:
         return TensorMetrics.all(UNSUPPORTED, "Bench api/module unmatched.")
@@ -348,7 +397,7 @@ def _tensor_row(pair: RowPair, errors: list[str]) -> TensorMetrics:
     if not _row_has_file(golden):
         return TensorMetrics.all(UNSUPPORTED, "Bench does not have data file.")
     try:
-        npu, bench = load_leaf(target.leaf), load_leaf(golden.leaf)
+        npu, bench = load(target.leaf, 0), load(golden.leaf, 1)
     except PshellError as e:
         errors.append(str(e))
         return TensorMetrics.all(UNSUPPORTED, f"Dump file: {target.leaf.data_name} or "

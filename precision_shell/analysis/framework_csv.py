@@ -20,13 +20,14 @@ import csv
 import json
 import math
 import os
-from typing import Iterable
+from operator import itemgetter
+from typing import Iterable, Iterator
 
 import numpy as np
 
 from ..atomic_write import write_atomic
 
-from .framework_compare import METRIC_COLUMNS, N_A, RowResult, md5_cell, stat_cell, STAT_NAMES
+from .framework_compare import METRIC_COLUMNS, N_A, RowResult, md5_cell
 from .framework_pairing import Row
 
 BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
@@ -80,26 +81,33 @@ def _number_cell(value) -> str:
     return str(value)
 
 
-def _summary_cell(text: str) -> str:
-    # msprobe turns a NaN statistic into "Nan" and writes float infinities with a leading space
-    return {"nan": "Nan", "inf": " inf", "-inf": " -inf"}.get(text, text)
+# msprobe turns a NaN statistic into "Nan" and writes float infinities with a leading space
+_SUMMARY_TEXT = {"nan": "Nan", "inf": " inf", "-inf": " -inf"}
 
 
 def table_rows(results: Iterable[RowResult], mode: str, stack: dict[str, tuple[str, ...]] | None = None,
                dtype_is_error: bool = False) -> list[dict[str, str]]:
     """One dict per row, keyed by :func:`header`'s columns; verdicts per API as msprobe's."""
-    rows: list[dict[str, str]] = []
-    groups: dict[str, list[dict]] = {}
+    return list(iter_table_rows(results, mode, stack, dtype_is_error))
+
+
+def iter_table_rows(results: Iterable[RowResult], mode: str, stack: dict[str, tuple[str, ...]] | None = None,
+                    dtype_is_error: bool = False) -> Iterator[dict[str, str]]:
+    """:func:`table_rows` one entry's rows at a time (a pairing keeps each entry's rows together),
+    so writing a CSV holds one entry's cells, not 300k rows of them."""
+    group: list[dict] = []
     seen_entries: set[str] = set()
     for result in results:
         t, g = result.pair.target, result.pair.golden
+        if group and group[0]["_entry"] != t.entry.name:
+            yield from _finished(group, mode, dtype_is_error)
+            group = []
         cells = {"NPU Name": t.name, "Bench Name": g.name if g else N_A,
                  "NPU Dtype": _dtype_cell(t), "Bench Dtype": _dtype_cell(g) if g else N_A,
                  "NPU Tensor Shape": _shape_cell(t), "Bench Tensor Shape": _shape_cell(g) if g else N_A,
                  "NPU Requires_grad": _grad_cell(t), "Bench Requires_grad": _grad_cell(g) if g else N_A}
-        for i, name in enumerate(STAT_NAMES):
-            cells[SUMMARY[i]] = _summary_cell(stat_cell(t.leaf, name))
-            cells[SUMMARY[i + 4]] = _summary_cell(stat_cell(g.leaf, name)) if g else N_A
+        for column, text in zip(SUMMARY, result.summary):     # formatted once, by compare_pairs
+            cells[column] = _SUMMARY_TEXT.get(text, text)
         if mode == "tensor":
             metric_cells = result.metrics.cells() if result.metrics else [N_A] * 6
             cells.update({c: _number_cell(v) for c, v in zip(METRIC_COLUMNS, metric_cells)})
@@ -117,25 +125,30 @@ def table_rows(results: Iterable[RowResult], mode: str, stack: dict[str, tuple[s
         seen_entries.add(t.entry.name)
         frames = (stack or {}).get(t.entry.name)
         cells[STACK] = str(list(frames)) if first and frames else N_A
-        cells["_metrics"] = result.metrics      # for the verdicts; dropped below
-        rows.append(cells)
-        groups.setdefault(t.entry.name, []).append(cells)
-    for group in groups.values():
-        _verdicts(group, mode, dtype_is_error)
-    for cells in rows:
-        del cells["_metrics"]
-    return rows
+        cells["_metrics"], cells["_entry"] = result.metrics, t.entry.name    # for the verdicts; dropped
+        group.append(cells)
+    if group:
+        yield from _finished(group, mode, dtype_is_error)
 
 
-def write_compare_csv(path: str | os.PathLike, rows: list[dict[str, str]], mode: str,
+def _finished(group: list[dict], mode: str, dtype_is_error: bool) -> list[dict]:
+    _verdicts(group, mode, dtype_is_error)
+    for cells in group:
+        del cells["_metrics"], cells["_entry"]
+    return group
+
+
+def write_compare_csv(path: str | os.PathLike, rows: Iterable[dict[str, str]], mode: str,
                       stack: bool = True) -> None:
     cols = header(mode, stack)
+    every, pick = set(cols), itemgetter(*cols)
 
     def write(f) -> None:
         writer = csv.writer(f)
         writer.writerow(cols)
-        for cells in rows:
-            writer.writerow([cells.get(c, N_A) for c in cols])
+        # table_rows fills every column: picked in C; a row missing some gets N/A there
+        writer.writerows(pick(cells) if cells.keys() >= every else [cells.get(c, N_A) for c in cols]
+                         for cells in rows)
 
     write_atomic(path, write)     # a reader never sees half a CSV
 

@@ -8,6 +8,12 @@ msprobe dumps every input, so an input is judged by its own compare; an input th
 compared (no golden row, no file) is judged through the dataflow graph instead: it fails when
 the output that produced it fails. Forward entries only unless ``backward`` (then backward and
 ``parameters_grad`` entries too).
+
+A failing ``parameters_grad`` entry gets its own role, ``param_grad``, never ``root``: msprobe
+records a parameter's gradient as an entry with no inputs (framework-dumps.md A2, ``{param:
+[leaf]}``), so "every input passes" would hold vacuously; the gradient is accumulated by the
+backward of the module that owns the parameter, whose entries are judged themselves. It is
+listed (a failing gradient is worth seeing), never the first divergence nor a keep-fp32 name.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ class FrameworkSuspect:
     index: int                    # dump order
     op: str
     kind: str                     # forward | backward | parameters_grad
-    role: str                     # root | propagated
+    role: str                     # root | propagated | param_grad (module docstring)
     failed_outputs: list[str]     # pshell tensor names
     failed_inputs: list[str]
     cosine: float | str           # the worst failing output's (msprobe's value or text)
@@ -63,8 +69,9 @@ def find_framework_suspects(run: FrameworkRun, results: Iterable[RowResult], thr
         if not failed_out:
             continue
         failed_in = [t.name for t in op.inputs if fails(t)]
+        role = "param_grad" if op.kind == "parameters_grad" else "propagated" if failed_in else "root"
         suspects.append(FrameworkSuspect(
-            op.index, op.name, op.kind, "propagated" if failed_in else "root",
+            op.index, op.name, op.kind, role,
             [t.name for t in failed_out], failed_in, _worst(failed_out, compared),
             run.module_path(op.name)))
     failing = {s.op for s in suspects}

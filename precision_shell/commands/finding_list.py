@@ -17,7 +17,7 @@ from precision_shell.errors import UsageError
 from precision_shell.model.findings import FindingCursor
 
 KEPT_ROLES = ("root", "producer")      # what a cut never hides
-ROLES = ("root", "propagated", "producer", "healed")
+ROLES = ("root", "propagated", "producer", "healed", "param_grad")
 
 
 def list_args(keys: str) -> list:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from precision_shell.commands.export import _default_name, write_rows
 from precision_shell.commands.framework_inspect import FRAMEWORK, variant
+from precision_shell.commands.framework_sets import SET_ARGS, compare_table, suspects_table, wants_sets
 from precision_shell.commands.inspect_cmd import check_limit
 from precision_shell.commands.registry import arg
 from precision_shell.commands.finding_list import arrange, follow, list_args
@@ -23,6 +24,7 @@ from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import PANELS
 from precision_shell.atomic_write import write_atomic
 from precision_shell.errors import CommandError, UsageError
+from precision_shell.gc_pause import gc_paused
 from precision_shell.formats.msprobe_layout import parse_entry_name
 
 if TYPE_CHECKING:      # numpy: imported by the first compare, not at start-up
@@ -53,34 +55,41 @@ class FrameworkCompare:
         return sum(1 for r in self.rows if r.pair.golden is not None)
 
 
-def compare_mode(session) -> str:
+def compare_mode(session, target=None) -> str:
     """tensor when both sides dumped tensors, md5 when both dumped CRCs, else statistics."""
-    tasks = {session.selected.task, session.require_golden().task}
+    target = target or session.selected
+    tasks = {target.task, session.require_golden(target).task}
     return tasks.pop() if len(tasks) == 1 and tasks <= {"tensor", "md5"} else "statistics"
 
 
-def run_compare(session) -> FrameworkCompare:
+def run_compare(session, target=None) -> FrameworkCompare:
+    """``vc`` of the selection, or of another target rank (``--ranks``: then the session's
+    ``compare`` result, which ``vcs``/``next``/``export`` read, is left as it was)."""
     from precision_shell.analysis.framework_compare import compare_pairs
-    from precision_shell.analysis.framework_csv import table_rows, write_compare_csv
+    from precision_shell.analysis.framework_csv import iter_table_rows, write_compare_csv
     from precision_shell.analysis.framework_pairing import pair_dumps
 
-    mode = compare_mode(session)
+    selected = target is None or target is session.selected
+    target = target or session.selected
+    mode = compare_mode(session, target)
     started = time.perf_counter()
-    pairing = pair_dumps(session.selected, session.require_golden(), fuzzy=session.fuzzy,
-                         mapping=session.mapping)
     rows: list[RowResult] = []
-    with session.progress("comparing", len(pairing.pairs)) as bar:
-        for result in compare_pairs(pairing, mode):
-            rows.append(result)
-            bar.advance()
-    loc = session.selected.location
-    steps = session.target.steps
-    name = f"compare_result_{'' if len(steps) < 2 else f'step{loc.step}_'}{loc.rank}.csv"
-    path = session.output_path(None, name)
-    write_compare_csv(path, table_rows(rows, mode, session.selected.stack), mode)
+    with gc_paused():     # ~10 objects per row, no cycles: collector passes would find nothing
+        pairing = pair_dumps(target, session.require_golden(target), fuzzy=session.fuzzy,
+                             mapping=session.mapping)
+        with session.progress("comparing", len(pairing.pairs)) as bar:
+            for result in compare_pairs(pairing, mode):
+                rows.append(result)
+                bar.advance()
+        loc = target.location
+        steps = session.target.steps
+        name = f"compare_result_{'' if len(steps) < 2 else f'step{loc.step}_'}{loc.rank}.csv"
+        path = session.output_path(None, name)
+        write_compare_csv(path, iter_table_rows(rows, mode, target.stack), mode)
     problems = [e for r in rows for e in r.errors]
     found = FrameworkCompare(mode, pairing, rows, path, time.perf_counter() - started, problems)
-    session.results["compare"] = found
+    if selected:
+        session.results["compare"] = found
     return found
 
 
@@ -91,11 +100,13 @@ def _count(n: int, what: str) -> str:
 
 @variant(FRAMEWORK, "compare", summary="Compare the target dump with the golden as msprobe compare "
                                        "does (tensor, statistics or md5 mode); CSV in msprobe's layout.",
-         example="vc\nvc --fuzzy\nvc; vcs",
+         example="vc\nvc --fuzzy\nvc; vcs\nvc --ranks all",
          args=[arg("-fm", "--fuzzy", action="store_true",
-                   help="pair by names without call numbers, in dump order (msprobe -fm)")])
+                   help="pair by names without call numbers, in dump order (msprobe -fm)")] + SET_ARGS)
 def compare(session, args) -> Message:
     session.fuzzy = args.fuzzy
+    if wants_sets(args):
+        return compare_table(session, args)
     found = run_compare(session)
     pairing = found.pairing
     paired = sum(1 for p in pairing.pairs if p.golden is not None)
@@ -183,7 +194,7 @@ def _printed(run, names: list[str]) -> str:
                                    "too) in execution order, each root or propagated over the dataflow "
                                    "graph; the first root is the first divergence.",
          example="vcs\nvcs -c 0.99 -l 0\nvcs --backward\nvcs --sort cosine --role root\nvcs --type linear\n"
-                 "vcs --plot max_abs_error",
+                 "vcs --plot max_abs_error\nvcs --ranks all --steps all",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
                arg("-l", "--limit", type=int, default=None, metavar="N",
@@ -192,7 +203,7 @@ def _printed(run, names: list[str]) -> str:
                    help="backward and parameters_grad entries too (default: forward only)"),
                arg("--plot", nargs="?", const="cosine", default=None, metavar="METRIC", complete="metric",
                    help="instead of the table, a chart of METRIC (default cosine) of each forward "
-                        "entry along execution order, roots and the first divergence marked")]
+                        "entry along execution order, roots and the first divergence marked")] + SET_ARGS
          + list_args("order, or a metric of the row's failing output: cosine, euc_dist, max_abs_err, "
                      "max_relative_err, one_thousandth, five_thousandths"))
 def vcs(session, args) -> Table:
@@ -201,6 +212,10 @@ def vcs(session, args) -> Table:
     threshold = session.settings.threshold if args.cosine is None else args.cosine
     if not -1.0 <= threshold <= 1.0:
         raise UsageError(f"-c is a cosine in [-1, 1], got {threshold}")
+    if wants_sets(args):
+        if args.plot is not None:
+            raise UsageError("vcs --plot draws one dump.json: drop --ranks/--steps (see `use`)")
+        return suspects_table(session, args, threshold)
     limit = check_limit(args.limit, session)
     found = session.results.get("compare")
     ran_vc = found is None
@@ -228,6 +243,9 @@ def vcs(session, args) -> Table:
             highlight.add(len(rows) - 1)
     roots = [s for s in suspects if s.role == "root"]
     notes = [f"failing = an output with cosine <= {threshold:g} or NaN/Inf; root = every input still passes"]
+    if any(s.role == "param_grad" for s in suspects):
+        notes.append("param_grad = a failing parameter gradient: it has no recorded inputs, so it is never "
+                     "a root; the module's backward entries say where its error came from")
     if ran_vc:
         notes.append(f"no compare result yet, so `vc` ran first (CSV {found.csv_path})")
     if replaced:
@@ -380,10 +398,10 @@ def _write_keep_fp32(session, path: Path) -> int:
 
 
 def _write_compare_csv(session, path: Path) -> int:
-    from precision_shell.analysis.framework_csv import table_rows, write_compare_csv
+    from precision_shell.analysis.framework_csv import iter_table_rows, write_compare_csv
 
     found = _need(session, "compare", "vc")
-    write_compare_csv(path, table_rows(found.rows, found.mode, session.selected.stack), found.mode)
+    write_compare_csv(path, iter_table_rows(found.rows, found.mode, session.selected.stack), found.mode)
     return len(found.rows)
 
 

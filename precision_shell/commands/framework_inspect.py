@@ -49,7 +49,7 @@ def info(session, args) -> Sections:
         "ops": len(session.selected.entries), "entries": total.entries, "kinds": total.kinds,
         "tensors": total.tensors, "tensor_files": total.tensor_files,
         "edges": len(run.edges) if run else None, "exact_edges": sum(e.exact for e in run.edges) if run else None,
-        "golden_ops": len(golden_rank.entries) if golden_rank is not None else 0,
+        "golden_ops": golden_rank.entry_count if golden_rank is not None else 0,
         "golden_task": session.golden_dump.task if session.golden_dump else None,
         "mapping": str(session.mapping_file) if session.mapping_file else None,
         "output_dir": str(session.workspace.output_dir), "errors": list(session.load_errors),

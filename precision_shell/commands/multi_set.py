@@ -193,18 +193,21 @@ def compare_sets(session: Session, selection: Selection, jobs: int | None) -> tu
                      for s, _ in listed if id(s) not in compared]
     if not done:
         raise CommandError("nothing compared: " + "; ".join(warnings))
-    merged = _merge_csvs(done[0].result.csv_path.with_name(
-        done[0].result.csv_path.name.split("_rank")[0] + "_merged.csv"), done)
+    merged = merge_csvs(done[0].result.csv_path.with_name(
+        done[0].result.csv_path.name.split("_rank")[0] + "_merged.csv"),
+        [(item.dump_set.device, item.dump_set.step, item.result.csv_path) for item in done])
     session.results["compare_sets"] = done
     return done, merged, warnings
 
 
-def _merge_csvs(path: Path, done: list[SetResult]) -> Path:
+def merge_csvs(path: Path, parts: list[tuple[str, str, Path]]) -> Path:
+    """One CSV of the per-set CSVs ``(rank, step, csv path)``, with Rank and Step columns first
+    (the framework ``--ranks`` compare writes its merged CSV with this too)."""
     def write(fh):
         out = csv.writer(fh, lineterminator="\n")
         header_written = False
-        for item in done:
-            with open(item.result.csv_path, newline="", encoding="utf-8") as src:
+        for rank, step, csv_path in parts:
+            with open(csv_path, newline="", encoding="utf-8") as src:
                 reader = csv.reader(src)
                 header = next(reader, None)
                 if header is None:
@@ -213,7 +216,7 @@ def _merge_csvs(path: Path, done: list[SetResult]) -> Path:
                     out.writerow(["Rank", "Step"] + header)
                     header_written = True
                 for row in reader:
-                    out.writerow([item.dump_set.device, item.dump_set.step] + row)
+                    out.writerow([rank, step] + row)
     write_atomic(path, write)
     return path
 
@@ -250,6 +253,15 @@ def rank_table(session: Session, done: list[SetResult], criteria, merged: Path,
         lines.append(RankLine(item.dump_set.device, item.dump_set.step, first, roots, len(suspects),
                               item.result.count_done()[1], str(item.result.csv_path)))
         merged_list += [(item.dump_set, s) for s in suspects]
+    session.results["cursor"] = FindingCursor("compare_sets", merged_list)
+    return sets_table(lines, criteria.threshold, merged, warnings, any(item.result.cancelled for item in done),
+                      "`next` steps through the failing ops of every rank")
+
+
+def sets_table(lines: list[RankLine], threshold: float, merged: Path, warnings: list[str], interrupted: bool,
+               stepping: str) -> Table:
+    """The per-set table of ``vcs --ranks`` (graph and framework dumps alike): ranks whose first
+    divergence is not the majority's (within their step, of 3 or more) are the odd ones out."""
     odd_names = []
     for step in {line.step for line in lines}:
         same = [line for line in lines if line.step == step]
@@ -261,17 +273,15 @@ def rank_table(session: Session, done: list[SetResult], criteria, merged: Path,
                 if line.odd:
                     odd_names.append(f"rank {line.rank} (step {line.step}: first divergence "
                                      f"{line.first or 'none'}, the others {majority})")
-    session.results["cursor"] = FindingCursor("compare_sets", merged_list)
     rows = [[line.rank, line.step, line.first or "-", line.roots, line.failing, line.compared,
              "◀ odd rank out" if line.odd else ""] for line in lines]
     notes = [f"odd rank out: {', '.join(odd_names)}" if odd_names else "every rank diverges first at the same op",
-             f"merged CSV: {merged}", "`next` steps through the failing ops of every rank"]
+             f"merged CSV: {merged}", stepping]
     return Table(["rank", "step", "first divergence", "roots", "failing", "compared", "odd"], rows,
-                 title=f"{len(lines)} dump sets, threshold {criteria.threshold:g}",
+                 title=f"{len(lines)} dump sets, threshold {threshold:g}",
                  json_rows=[line.to_json() for line in lines], notes=notes,
                  highlight={i for i, line in enumerate(lines) if line.odd},
-                 findings=sum(line.failing for line in lines), warnings=warnings,
-                 interrupted=any(item.result.cancelled for item in done))
+                 findings=sum(line.failing for line in lines), warnings=warnings, interrupted=interrupted)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ path and returns plain dataclasses: the run's framework / task / level, its step
 per ``dump.json`` the entries in dump order, each with its leaves flattened under stable paths
 (``input.0``, ``input.1.2``, ``input.dim`` for a keyword, ``output.0``, ``parameters.weight``;
 ``weight`` in a ``parameters_grad`` entry) -- the names msprobe's compare and its tensor files use.
+Leaves are checked when the file is read and built when first used (:mod:`.msprobe_leaves`).
 
 Nothing bad in one place stops the rest: a truncated ``dump.json`` keeps its entries before the
 cut, a missing one is rebuilt from the tensor file names, and listed-but-absent files, unknown
@@ -24,49 +25,46 @@ import numpy as np
 from ..errors import FormatError
 from .golden_npy import load_npy, read_npy_header
 from .msprobe_json import load_json, read_json_text, salvage_object
-from .msprobe_layout import (TENSOR_DIR, RankDir, find_rank_dirs, normalize_dtype,
-                             parse_entry_name, split_tensor_file_name)
+from .msprobe_leaves import Leaf, LeafCounts, build_leaves, check_leaves, leaf_nodes
+from .msprobe_layout import TENSOR_DIR, RankDir, entry_name_fields, find_rank_dirs, split_tensor_file_name
 from .torch_pt import PtTensor, load_pt_tensor, open_pt
 
-_MAX_LEAF_DEPTH = 16
-# entry keys -> leaf path roots; input_args and input_kwargs both become "input" (A6)
-_ROOTS = {"input_args": "input", "input_kwargs": "input", "input": "input", "output": "output",
-          "parameters": "parameters"}
+__all__ = ["Entry", "Leaf", "MsprobeDump", "RankDump", "load_leaf", "read_msprobe_dump", "read_rank_dump"]
 
 
-@dataclass
-class Leaf:
-    """One argument, result or parameter of an entry: a tensor (dtype, shape, statistics, file)
-    or a plain value (``type`` "int", "float", "str", ... with ``value``), or None (``type`` None)."""
-    path: str
-    type: str | None
-    dtype: str | None = None         # numpy / ml_dtypes name ("bfloat16"); None when unknown
-    dtype_raw: str | None = None     # as written ("torch.bfloat16", "BFloat16")
-    shape: tuple[int, ...] | None = None
-    max: float | None = None
-    min: float | None = None
-    mean: float | None = None
-    norm: float | None = None
-    md5: str | None = None
-    requires_grad: bool | None = None
-    value: object = None
-    data_name: str | None = None
-    file: str | None = None          # data_name resolved in dump_tensor_data/ next to dump.json
+class Entry:
+    """One ``dump.json`` entry; its leaves are built from the entry's JSON object the first time
+    :attr:`leaves` is read (:mod:`.msprobe_leaves`: they were checked when the file was read)."""
+    __slots__ = ("name", "kind", "scope", "prefix", "op", "counter", "_leaves", "_body", "_counts", "_dir")
+
+    def __init__(self, name: str, kind: str, scope: str, prefix: str, op: str, counter: int | None,
+                 leaves: list[Leaf] | None = None, *, body: dict | None = None,
+                 counts: LeafCounts | None = None, tensor_dir: str = ""):
+        self.name, self.kind, self.scope, self.prefix, self.op, self.counter = name, kind, scope, prefix, op, counter
+        self._leaves = [] if leaves is None and body is None else leaves
+        self._body, self._counts, self._dir = body, counts, tensor_dir
 
     @property
-    def is_tensor(self) -> bool:
-        return self.shape is not None
+    def leaves(self) -> list[Leaf]:
+        if self._leaves is None:
+            self._leaves = build_leaves(self.kind, self._body, self._dir)
+            self._body = None
+        return self._leaves
 
+    @property
+    def tensor_count(self) -> int:
+        if self._leaves is None:
+            return self._counts.tensors
+        return sum(1 for leaf in self._leaves if leaf.is_tensor)
 
-@dataclass
-class Entry:
-    name: str
-    kind: str            # forward | backward | parameters_grad | unknown
-    scope: str           # api | module
-    prefix: str          # Functional, Torch, Tensor, Module, Cell, Mint, ...
-    op: str              # "linear", "fc1.Linear"
-    counter: int | None
-    leaves: list[Leaf] = field(default_factory=list)
+    @property
+    def file_count(self) -> int:
+        if self._leaves is None:
+            return self._counts.files
+        return sum(1 for leaf in self._leaves if leaf.file)
+
+    def __repr__(self) -> str:
+        return f"Entry({self.name!r}, {self.kind!r})"
 
 
 @dataclass
@@ -81,7 +79,13 @@ class RankDump:
     stack: dict[str, tuple[str, ...]] = field(default_factory=dict)   # entry name -> frames
     construct: dict[str, str | None] = field(default_factory=dict)    # node -> parent module
     undescribed_files: list[str] = field(default_factory=list)   # tensor files dump.json lacks
+    data_names: set[str] = field(default_factory=set)             # tensor files dump.json lists
     warnings: list[str] = field(default_factory=list)
+    deferred: int | None = None      # entries not read yet (read in another process): their count
+
+    @property
+    def entry_count(self) -> int:
+        return len(self.entries) if self.deferred is None else self.deferred
 
 
 @dataclass
@@ -127,8 +131,7 @@ def read_rank_dump(location: RankDir) -> RankDump:
                              f"tensor file names (statistics unknown)")
         rank.framework = "mindspore" if files and all(f.endswith(".npy") for f in files) else "pytorch"
         rank.task = "tensor"
-    described = {leaf.data_name for e in rank.entries for leaf in e.leaves if leaf.data_name}
-    rank.undescribed_files = [f for f in files if f not in described]
+    rank.undescribed_files = [f for f in files if f not in rank.data_names]
     if rank.undescribed_files:
         _recover_entries(rank, tensor_dir, rank.undescribed_files)
     rank.stack = _read_stack(os.path.join(location.path, "stack.json"), rank.warnings)
@@ -172,97 +175,29 @@ def _read_dump_json(rank: RankDump, json_path: str, tensor_dir: str, files: list
         rank.warnings.append(f"{json_path}: 'data' is not an object")
         return
     present = set(files)
+    warnings, md5 = rank.warnings, False
     for name, body in data.items():
-        entry = Entry(name, *_entry_fields(name))
-        if not isinstance(body, dict):
-            rank.warnings.append(f"{json_path}: entry {name}: not an object, skipped")
+        if type(body) is not dict:
+            warnings.append(f"{json_path}: entry {name}: not an object, skipped")
             continue
-        if entry.kind == "parameters_grad":
-            for param, value in body.items():
-                grads = value if isinstance(value, list) else [value]
-                for i, item in enumerate(grads):
-                    _flatten(item, param if len(grads) == 1 else f"{param}.{i}", 0, entry, rank, json_path)
-        else:
-            for key, value in body.items():
-                root = _ROOTS.get(key)
-                if root is None:
-                    continue    # extra keys (msprobe adds some per version) carry no leaves
-                _flatten(value, root, 0, entry, rank, json_path)
-        for leaf in entry.leaves:
-            if leaf.data_name is not None:
-                leaf.file = os.path.join(tensor_dir, leaf.data_name)
-                if leaf.data_name not in present:
-                    rank.warnings.append(f"{leaf.file}: listed in dump.json ({name} {leaf.path}) but absent")
-        rank.entries.append(entry)
-    if rank.task == "statistics" and any(leaf.md5 for e in rank.entries for leaf in e.leaves):
+        data_names: list[str] = []
+        kind, *fields = entry_name_fields(name)
+        counts = check_leaves(kind, body, name, json_path, warnings, data_names)
+        md5 = md5 or counts.md5
+        for data_name in data_names:
+            rank.data_names.add(data_name)
+            if data_name not in present:
+                warnings.append(f"{os.path.join(tensor_dir, data_name)}: listed in dump.json "
+                                f"({name} {_leaf_path(kind, body, data_name)}) but absent")
+        rank.entries.append(Entry(name, kind, *fields, body=body, counts=counts, tensor_dir=tensor_dir))
+    if rank.task == "statistics" and md5:
         rank.task = "md5"
 
 
-def _entry_fields(name: str) -> tuple:
-    parsed = parse_entry_name(name)
-    return parsed.kind, parsed.scope, parsed.prefix, parsed.op, parsed.counter
-
-
-def _flatten(node, path: str, depth: int, entry: Entry, rank: RankDump, json_path: str) -> None:
-    if depth > _MAX_LEAF_DEPTH:
-        rank.warnings.append(f"{json_path}: {entry.name} {path}: nested deeper than {_MAX_LEAF_DEPTH}, skipped")
-        return
-    if node is None:
-        entry.leaves.append(Leaf(path, None))
-    elif isinstance(node, dict) and isinstance(node.get("type"), str):
-        entry.leaves.append(_leaf(node, path, entry.name, json_path, rank.warnings))
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            _flatten(value, f"{path}.{key}", depth + 1, entry, rank, json_path)
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            _flatten(value, f"{path}.{i}", depth + 1, entry, rank, json_path)
-    else:
-        rank.warnings.append(f"{json_path}: {entry.name} {path}: unexpected {type(node).__name__}, skipped")
-
-
-def _leaf(node: dict, path: str, entry: str, json_path: str, warnings: list[str]) -> Leaf:
-    """One leaf, built in one constructor call: a 100k-entry dump.json has 300k of them, so the
-    text naming a leaf in a warning is made only when there is one."""
-    get = node.get
-    shape = dtype = dtype_raw = None
-    if "dtype" in node and "shape" in node and "value" not in node:
-        shape = _shape(node["shape"])
-        if shape is None:
-            warnings.append(f"{json_path}: {entry} {path}: bad shape {node['shape']!r:.60}")
-            shape = ()
-        raw = node["dtype"]
-        dtype_raw = raw if isinstance(raw, str) else repr(raw)
-        dtype = normalize_dtype(raw)
-        if dtype is None:
-            warnings.append(f"{json_path}: {entry} {path}: unknown dtype {dtype_raw!r}")
-    md5, rg, data_name = get("md5"), get("requires_grad"), get("data_name")
-    if not (isinstance(data_name, str) and data_name and os.path.basename(data_name) == data_name
-            and data_name not in (".", "..")):
-        if data_name is not None:
-            warnings.append(f"{json_path}: {entry} {path}: bad data_name {data_name!r:.80}, ignored")
-        data_name = None
-    return Leaf(path, node["type"], dtype, dtype_raw, shape,
-                _stat(get("Max")), _stat(get("Min")), _stat(get("Mean")), _stat(get("Norm")),
-                md5 if isinstance(md5, str) else None, rg if isinstance(rg, bool) else None,
-                get("value"), data_name)
-
-
-def _shape(value) -> tuple[int, ...] | None:
-    if isinstance(value, list) and len(value) <= 64 and all(type(d) is int and d >= 0 for d in value):
-        return tuple(value)
-    return None
-
-
-def _stat(value) -> float | None:
-    if isinstance(value, (bool, int, float)):
-        return float(value)
-    if isinstance(value, str):     # older dumps wrote "inf"/"nan" as strings
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
+def _leaf_path(kind: str, body: dict, data_name: str) -> str:
+    """The path of the leaf naming ``data_name`` (for a warning: the walk is made again)."""
+    return next((path for path, node, _ in leaf_nodes(kind, body)
+                 if node is not None and node.get("data_name") == data_name), "?")
 
 
 def _recover_entries(rank: RankDump, tensor_dir: str, names: list[str]) -> None:
@@ -278,7 +213,7 @@ def _recover_entries(rank: RankDump, tensor_dir: str, names: list[str]) -> None:
         entry_name, leaf_path = split
         entry = by_name.get(entry_name)
         if entry is None:
-            entry = by_name[entry_name] = Entry(entry_name, *_entry_fields(entry_name))
+            entry = by_name[entry_name] = Entry(entry_name, *entry_name_fields(entry_name))
             rank.entries.append(entry)
         leaf = Leaf(leaf_path, "tensor", data_name=file_name, file=path)
         try:

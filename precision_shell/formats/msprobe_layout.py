@@ -125,18 +125,28 @@ class EntryName:
 
 
 def parse_entry_name(name: str) -> EntryName:
-    parts = name.split(".")
-    prefix = parts[0]
+    return EntryName(*entry_name_fields(name))
+
+
+_KINDS = frozenset((*_DIRECTIONS, "parameters_grad"))
+
+
+def entry_name_fields(name: str) -> tuple[str, str, str, str, int | None]:
+    """:func:`parse_entry_name`'s fields as a tuple (kind, scope, prefix, op, counter): the reader
+    runs this once per entry, so it looks at the last two dot-separated parts only."""
+    prefix, dot1, rest = name.partition(".")
     scope = "module" if prefix in MODULE_PREFIXES else "api"
+    head, dot2, last = rest.rpartition(".")
+    body, dot3, second = head.rpartition(".")
     # module: ...{forward|backward|parameters_grad}.{n}; parameters_grad before 26.x has no .{n}
-    if len(parts) >= 3 and parts[-1].isdigit() and parts[-2] in (*_DIRECTIONS, "parameters_grad"):
-        return EntryName(parts[-2], scope, prefix, ".".join(parts[1:-2]), int(parts[-1]))
-    if len(parts) >= 2 and parts[-1] == "parameters_grad":
-        return EntryName("parameters_grad", scope, prefix, ".".join(parts[1:-1]), None)
+    if dot2 and second in _KINDS and last.isdecimal():     # int() takes what isdecimal() accepts
+        return second, scope, prefix, body, int(last)
+    if dot1 and last == "parameters_grad":
+        return "parameters_grad", scope, prefix, head, None
     # api: {Prefix}.{api}.{n}.{forward|backward}
-    if len(parts) >= 4 and parts[-1] in _DIRECTIONS and parts[-2].isdigit():
-        return EntryName(parts[-1], scope, prefix, ".".join(parts[1:-2]), int(parts[-2]))
-    return EntryName("unknown", scope, prefix, ".".join(parts[1:]), None)
+    if dot3 and last in _DIRECTIONS and second.isdecimal():
+        return last, scope, prefix, body, int(second)
+    return "unknown", scope, prefix, rest, None
 
 
 _FILE_NAME = re.compile(

@@ -156,36 +156,57 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 def _read_elements(storage: PtStorage, dtype: np.dtype, start: int, count: int) -> np.ndarray:
     """``count`` elements of ``dtype`` from element ``start`` of a storage, read from the zip."""
     path = storage.path
+    raw_dtype = _big_endian(dtype) if storage.big_endian else dtype
     try:
-        with open(path, "rb") as f, zipfile.ZipFile(f) as zf:
-            info = zf.getinfo(storage.member)
+        with open(path, "rb") as f:
+            data_start, size = _member_data(f, storage)
             begin = start * dtype.itemsize
-            if begin + count * dtype.itemsize > info.file_size:
-                raise FormatError(path, f"{storage.member} holds {info.file_size} bytes, "
-                                        f"fewer than the tensor needs")
-            raw_dtype = _big_endian(dtype) if storage.big_endian else dtype
-            # torch stores members uncompressed; a deflated one could be a zip bomb
-            if info.compress_type != zipfile.ZIP_STORED:
-                raise FormatError(path, f"{storage.member} is compressed (torch.save never does that)")
-            f.seek(info.header_offset)
-            local = f.read(30)
-            if len(local) != 30 or local[:4] != b"PK\x03\x04":
-                raise FormatError(path, f"{storage.member}: bad zip local header")
-            name_len, extra_len = struct.unpack_from("<HH", local, 26)
-            data_start = info.header_offset + 30 + name_len + extra_len + begin
-            if data_start + count * dtype.itemsize > os.fstat(f.fileno()).st_size:
-                raise FormatError(path, f"{storage.member} is truncated")
-            f.seek(data_start)
+            if begin + count * dtype.itemsize > size:
+                raise FormatError(path, f"{storage.member} holds {size} bytes, fewer than the tensor needs")
+            f.seek(data_start + begin)
             flat = np.fromfile(f, dtype=raw_dtype, count=count)
     except FormatError:
         raise
-    except (OSError, KeyError, zipfile.BadZipFile, ValueError, EOFError) as e:
+    except (OSError, ValueError) as e:
         raise FormatError(path, f"cannot read {storage.member}: {e}") from None
     if flat.size != count:
         raise FormatError(path, f"{storage.member} is truncated")
     if raw_dtype is not dtype:
         flat = _from_big_endian(flat, dtype)
     return flat
+
+
+def storage_data(storage: PtStorage) -> tuple[int, int]:
+    """(file offset, size in bytes) of a storage's raw bytes: members are stored uncompressed,
+    so a reader can read them in place (``pread``) instead of through the zip module."""
+    try:
+        with open(storage.path, "rb") as f:
+            return _member_data(f, storage)
+    except FormatError:
+        raise
+    except OSError as e:
+        raise FormatError(storage.path, f"cannot read {storage.member}: {e}") from None
+
+
+def _member_data(f, storage: PtStorage) -> tuple[int, int]:
+    path = storage.path
+    try:
+        with zipfile.ZipFile(f) as zf:
+            info = zf.getinfo(storage.member)
+    except (KeyError, zipfile.BadZipFile, ValueError, EOFError) as e:
+        raise FormatError(path, f"cannot read {storage.member}: {e}") from None
+    # torch stores members uncompressed; a deflated one could be a zip bomb
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise FormatError(path, f"{storage.member} is compressed (torch.save never does that)")
+    f.seek(info.header_offset)
+    local = f.read(30)
+    if len(local) != 30 or local[:4] != b"PK\x03\x04":
+        raise FormatError(path, f"{storage.member}: bad zip local header")
+    name_len, extra_len = struct.unpack_from("<HH", local, 26)
+    data_start = info.header_offset + 30 + name_len + extra_len
+    if data_start + info.file_size > os.fstat(f.fileno()).st_size:
+        raise FormatError(path, f"{storage.member} is truncated")
+    return data_start, info.file_size
 
 
 def _big_endian(dtype: np.dtype) -> np.dtype:

@@ -22,6 +22,7 @@ from typing import Any
 
 from precision_shell.errors import CommandError, PshellError
 from precision_shell.formats.msprobe_dump import MsprobeDump, RankDump, read_msprobe_dump
+from precision_shell.model.framework_reader import PendingRead, full_rank, start_reading
 from precision_shell.model.framework_run import FrameworkRun
 from precision_shell.model.output_guard import FILE, TREE, InputPlace, OutputGuard, resolved
 from precision_shell.model.output_writer import OutputWriter
@@ -56,6 +57,15 @@ def load_problems(dump: MsprobeDump) -> list[str]:
     return lines
 
 
+def _result(pending: PendingRead | None) -> tuple[MsprobeDump | None, PshellError | None]:
+    if pending is None:
+        return None, None
+    try:
+        return pending.result(), None
+    except PshellError as exc:
+        return None, exc
+
+
 @dataclass
 class FrameworkPlace:
     """What the shell shows as the workspace (toolbar, ``config set output``)."""
@@ -84,7 +94,7 @@ class FrameworkSession(OutputWriter):
     selected: RankDump | None = None
     _runs: dict[int, FrameworkRun] = field(default_factory=dict)
     # the REPL's completion warm-up thread builds the run too: one build, whoever asks first
-    _runs_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _runs_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     # graph-mode attributes the shell reads duck-typed (completer, toolbar): none here; the
     # golden side is ``golden_dump``, not ``golden`` (a graph session's golden .npy index)
@@ -99,16 +109,18 @@ class FrameworkSession(OutputWriter):
         """Read both dumps; raises only when the target itself holds no dump. A golden that
         cannot be read is a load error: the target still opens. ``mapping``: the data_mapping
         read from ``mapping_file`` (an input file: never written)."""
+        # the golden is read in a child process while this one reads the target (framework_reader)
+        pending = start_reading(golden) if golden is not None else None
         with gc_paused(freeze=True):  # dump.json: ~5 objects per leaf, no cycles
-            dump = read_msprobe_dump(target)
+            try:
+                dump = read_msprobe_dump(target)
+            finally:     # the child is waited for (reaped) whatever happened here
+                golden_dump, golden_error = _result(pending)
             errors = load_problems(dump)
-            golden_dump = None
-            if golden is not None:
-                try:
-                    golden_dump = read_msprobe_dump(golden)
-                    errors += [f"golden: {w}" for w in load_problems(golden_dump)]
-                except PshellError as exc:
-                    errors.append(f"golden: {exc}")
+            if golden_error is not None:
+                errors.append(f"golden: {golden_error}")
+            elif golden_dump is not None:
+                errors += [f"golden: {w}" for w in load_problems(golden_dump)]
         root = Path(target)
         place = FrameworkPlace(root, Path(output) if output else Path("pshell_out"))
         session = cls(dump, golden_dump, place, mapping,
@@ -122,9 +134,11 @@ class FrameworkSession(OutputWriter):
     @property
     def run(self) -> FrameworkRun:
         """The run model of the selected step and rank (built on first use)."""
-        return self._run_of(self.selected)
+        return self.run_of(self.selected)
 
-    def _run_of(self, rank: RankDump) -> FrameworkRun:
+    def run_of(self, rank: RankDump) -> FrameworkRun:
+        """The run model of a target (or golden) rank, built on first use (once, whichever
+        thread asks first)."""
         with self._runs_lock:
             if id(rank) not in self._runs:
                 with gc_paused(freeze=True):  # dump.json: ~5 objects per leaf, no cycles
@@ -138,11 +152,15 @@ class FrameworkSession(OutputWriter):
 
     @property
     def golden_rank(self) -> RankDump | None:
-        """The golden ``dump.json`` for the selection: same step and rank, else the same rank
-        name, else the golden's only rank."""
+        """The golden ``dump.json`` for the selection (see :meth:`golden_for`)."""
+        return self.golden_for(self.selected)
+
+    def golden_for(self, target: RankDump) -> RankDump | None:
+        """The golden ``dump.json`` for a target one: same step and rank, else the same rank
+        name, else the golden's only rank (its entries may not be read yet: :meth:`require_golden`)."""
         if self.golden_dump is None:
             return None
-        loc = self.selected.location
+        loc = target.location
         ranks = self.golden_dump.ranks
         for match in (lambda r: (r.location.step, r.location.rank) == (loc.step, loc.rank),
                       lambda r: r.location.rank == loc.rank):
@@ -151,12 +169,21 @@ class FrameworkSession(OutputWriter):
                 return found[0]
         return ranks[0] if len(ranks) == 1 else None
 
-    def require_golden(self) -> RankDump:
-        rank = self.golden_rank
+    def require_golden(self, target: RankDump | None = None) -> RankDump:
+        """The golden ``dump.json`` for ``target`` (default: the selection) with its entries
+        (read now if start-up read only its summary)."""
+        target = target or self.selected
+        with self._runs_lock:
+            rank = self.golden_for(target)
+            if rank is not None and rank.deferred is not None:
+                ranks = self.golden_dump.ranks
+                at = next(i for i, r in enumerate(ranks) if r is rank)
+                with gc_paused(freeze=True):
+                    rank = ranks[at] = full_rank(rank)
         if rank is None:
             if self.golden_dump is None:
                 raise CommandError("no golden dump: start with `pshell TARGET --golden GOLDEN`")
-            loc = self.selected.location
+            loc = target.location
             raise CommandError(f"no golden rank for step {loc.step} rank {loc.rank} in {self.golden_dump.root}")
         return rank
 
@@ -185,7 +212,7 @@ class FrameworkSession(OutputWriter):
         return self.selected
 
     def golden_run(self) -> FrameworkRun:
-        return self._run_of(self.require_golden())
+        return self.run_of(self.require_golden())
 
     # -- tensors ----------------------------------------------------------------------------------
     def resolve_tensor(self, ref):

@@ -1,0 +1,130 @@
+"""``vc`` / ``vcs`` with ``--ranks all|R,R`` and ``--steps all|S,S`` on msprobe dumps: several
+(step, rank) ``dump.json`` folders of the target at once, as graph mode does (:mod:`.multi_set`).
+
+Each selected target folder is compared with its golden folder (same step and rank, else the
+same rank name, else the golden's only rank: :meth:`FrameworkSession.golden_for`) exactly as a
+single ``vc`` compares the active one; each writes its own CSV in msprobe's layout, and a merged
+CSV adds Rank and Step columns. ``vcs`` gives per folder the first divergence, the roots, the
+failing entries and the odd rank out (:func:`.multi_set.sets_table`). The active selection
+(``use``), its compare result and ``next``'s list are left as they were; a folder that cannot be
+compared (no golden rank) is one warning and the others go on.
+"""
+
+from __future__ import annotations
+
+from precision_shell.commands.multi_set import RankLine, merge_csvs, sets_table
+from precision_shell.commands.registry import arg
+from precision_shell.commands.results import Message, Table
+from precision_shell.errors import CommandError, UsageError
+
+SET_ARGS = [arg("--ranks", metavar="all|R,R",
+                help="these rank folders (rank0, 0, proc123) at once, each its own CSV plus a merged one "
+                     "(default: the active one, see `use`)"),
+            arg("--steps", metavar="all|S,S", help="these step folders (step numbers) at once")]
+
+
+def wants_sets(args) -> bool:
+    return getattr(args, "ranks", None) is not None or getattr(args, "steps", None) is not None
+
+
+def _names(text: str, what: str) -> list[str]:
+    names = [w.strip() for w in text.split(",") if w.strip()]
+    if not names:
+        raise UsageError(f"--{what} takes all or a list like 0,2")
+    return names
+
+
+def select_ranks(session, ranks: str | None, steps: str | None) -> list:
+    """The target's rank folders at the selected steps and ranks, in step then rank order."""
+    current = session.selected.location
+    all_steps = session.target.steps
+    if steps is None:
+        chosen_steps = [current.step]
+    elif steps.strip().lower() == "all":
+        chosen_steps = all_steps
+    else:
+        known = {str(s): s for s in all_steps}
+        wanted = _names(steps, "steps")
+        missing = [w for w in wanted if w not in known]
+        if missing:
+            raise CommandError(f"no step {', '.join(missing)} in {session.target.root} (steps: "
+                               f"{', '.join(map(str, all_steps))}; see `info`)")
+        chosen_steps = [known[w] for w in wanted]
+    names = session.target.rank_names
+    if ranks is None:
+        chosen = [current.rank]
+    elif ranks.strip().lower() == "all":
+        chosen = names
+    else:
+        chosen = []
+        for w in _names(ranks, "ranks"):
+            found = next((n for n in (w, f"rank{w}", f"proc{w}") if n in names), None)
+            if found is None:
+                raise CommandError(f"no rank {w} in {session.target.root} (ranks: {', '.join(names)}; see `info`)")
+            chosen.append(found)
+    picked = [r for step in chosen_steps for r in session.target.ranks
+              if r.location.step == step and r.location.rank in chosen]
+    if not picked:
+        raise CommandError("no dump.json folder at the selected steps and ranks (see `info`)")
+    return picked
+
+
+def _where(rank) -> str:
+    loc = rank.location
+    return f"step {'-' if loc.step is None else loc.step} {loc.rank}"
+
+
+def compare_ranks(session, ranks: list) -> tuple[list, str, list[str]]:
+    """``vc`` of each folder: [(rank dump, FrameworkCompare)], the merged CSV, warnings."""
+    from precision_shell.commands.framework_analysis import run_compare
+
+    done, warnings = [], []
+    with session.progress("comparing dump folders", len(ranks)) as bar:
+        for rank in ranks:
+            try:
+                found = run_compare(session, rank)
+            except CommandError as exc:
+                warnings.append(f"{_where(rank)}: {exc}")
+                continue
+            finally:
+                bar.advance()
+            done.append((rank, found))
+            warnings += [f"{_where(rank)}: {p}" for p in found.problems]
+    if not done:
+        raise CommandError("nothing compared: " + "; ".join(warnings))
+    first = done[0][1].csv_path
+    merged = merge_csvs(first.with_name("compare_result_merged.csv"),
+                        [(rank.location.rank, "-" if rank.location.step is None else str(rank.location.step),
+                          found.csv_path) for rank, found in done])
+    return done, str(merged), warnings
+
+
+def compare_table(session, args) -> Message:
+    done, merged, warnings = compare_ranks(session, select_ranks(session, args.ranks, args.steps))
+    lines = [f"{_where(rank)}: {found.mode} mode, {len(found.rows):,} rows ({found.compared:,} compared), "
+             f"CSV {found.csv_path}" for rank, found in done]
+    lines.append(f"merged CSV: {merged}")
+    data = {"sets": [{"step": rank.location.step, "rank": rank.location.rank, "mode": found.mode,
+                      "tensors": len(found.rows), "compared": found.compared, "csv": str(found.csv_path)}
+                     for rank, found in done], "merged_csv": merged}
+    return Message(lines, data=data, warnings=warnings)
+
+
+def suspects_table(session, args, threshold: float) -> Table:
+    from precision_shell.analysis.framework_root_cause import find_framework_suspects
+
+    done, merged, warnings = compare_ranks(session, select_ranks(session, args.ranks, args.steps))
+    lines = []
+    for rank, found in done:
+        if found.mode != "tensor":
+            warnings.append(f"{_where(rank)}: {found.mode} mode: no cosine to find roots with")
+            continue
+        suspects = find_framework_suspects(session.run_of(rank), found.rows, threshold, args.backward)
+        lines.append(RankLine(rank.location.rank, "-" if rank.location.step is None else str(rank.location.step),
+                              next((s.op for s in suspects if s.first), None),
+                              sum(1 for s in suspects if s.role == "root"), len(suspects), found.compared,
+                              str(found.csv_path)))
+    if not lines:
+        raise CommandError("vcs needs tensor-mode dumps on both sides: " + "; ".join(warnings))
+    return sets_table(lines, threshold, merged, warnings, False,
+                      "`use --rank R` then `vcs` steps through one rank's failing entries")

@@ -1,0 +1,121 @@
+"""The golden msprobe dump read beside the target, in a forked process, at start-up.
+
+Opening ``pshell TARGET --golden GOLDEN`` reads two ``dump.json`` files; each costs ~1.5 s of
+CPU at 100k entries (JSON parsing, then the leaf checks), almost all of it in the interpreter, so
+two threads would take as long as one. :func:`start_reading` forks a child that reads the golden
+while this process reads the target; the child sends back what start-up shows of the golden (its
+ranks, header fields, warnings, entry counts) as JSON through a pipe -- data only, never pickled
+objects. The golden's entries themselves are read in this process when a command first needs
+them (:func:`full_rank`: ``vc``, ``pt golden:...``), one rank at a time; its warnings were shown at
+start-up already.
+
+Where fork is not available or fails, the golden is read here, as before.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+from dataclasses import dataclass
+
+from precision_shell.errors import PshellError
+from precision_shell.formats.msprobe_dump import MsprobeDump, RankDump, read_msprobe_dump, read_rank_dump
+from precision_shell.formats.msprobe_layout import RankDir
+
+_HEADER = ("framework", "task", "level", "dump_data_dir")
+
+
+def summary_of(dump: MsprobeDump) -> dict:
+    """What start-up needs of a dump, JSON-safe: no entries, their count per rank."""
+    return {"root": dump.root, "warnings": dump.warnings,
+            **{key: getattr(dump, key) for key in _HEADER[:3]},
+            "ranks": [{"location": [r.location.path, r.location.step, r.location.rank, r.location.rank_id,
+                                    r.location.mode],
+                       "entries": len(r.entries), "undescribed_files": r.undescribed_files,
+                       "warnings": r.warnings, **{key: getattr(r, key) for key in _HEADER}}
+                      for r in dump.ranks]}
+
+
+def dump_of(summary: dict) -> MsprobeDump:
+    """The MsprobeDump of :func:`summary_of`, each rank deferred (entries read by :func:`full_rank`)."""
+    ranks = [RankDump(RankDir(*r["location"]), **{key: r[key] for key in _HEADER},
+                      undescribed_files=r["undescribed_files"], warnings=r["warnings"], deferred=r["entries"])
+             for r in summary["ranks"]]
+    return MsprobeDump(summary["root"], ranks, summary["framework"], summary["task"], summary["level"],
+                       warnings=summary["warnings"])
+
+
+def full_rank(rank: RankDump) -> RankDump:
+    """``rank`` with its entries: read now when it was deferred."""
+    return rank if rank.deferred is None else read_rank_dump(rank.location)
+
+
+@dataclass
+class PendingRead:
+    """A dump being read by a child process (``pid``), its summary coming through ``fd``; or,
+    where no child could be forked, the dump (or why not) read here already (``done``)."""
+    path: str
+    pid: int | None = None
+    fd: int | None = None
+    done: MsprobeDump | PshellError | None = None
+
+    def result(self) -> MsprobeDump:
+        """The dump (ranks deferred when a child read it); PshellError as the read raised it."""
+        if self.pid is not None:
+            self.done, self.pid = self._reply(), None
+        if isinstance(self.done, PshellError):
+            raise self.done
+        return self.done
+
+    def _reply(self) -> MsprobeDump | PshellError:
+        chunks = []
+        with os.fdopen(self.fd, "rb") as pipe:
+            while chunk := pipe.read(1 << 20):
+                chunks.append(chunk)
+        _, status = os.waitpid(self.pid, 0)
+        try:
+            reply = json.loads(b"".join(chunks))
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict) or os.waitstatus_to_exitcode(status) != 0:
+            return _read_here(self.path)      # the child died: read it here instead
+        if "error" in reply:
+            return PshellError(reply["error"])
+        return dump_of(reply["dump"])
+
+
+def _read_here(path: str) -> MsprobeDump | PshellError:
+    try:
+        return read_msprobe_dump(path)
+    except PshellError as exc:
+        return exc
+
+
+def start_reading(path: str | os.PathLike) -> PendingRead:
+    """A child process reading the dump at ``path`` (or the dump read here, where no process
+    can be forked); :meth:`PendingRead.result` waits for it."""
+    path = os.fspath(path)
+    if not hasattr(os, "fork"):
+        return PendingRead(path, done=_read_here(path))
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return PendingRead(path, done=_read_here(path))
+    if pid == 0:     # the child: read, reply, and leave without running the parent's clean-up
+        code = 1
+        try:
+            os.close(read_fd)
+            gc.disable()     # ~5 objects per leaf, no cycles, and the process ends here
+            done = _read_here(path)
+            reply = {"error": str(done)} if isinstance(done, PshellError) else {"dump": summary_of(done)}
+            with os.fdopen(write_fd, "wb") as pipe:
+                pipe.write(json.dumps(reply).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return PendingRead(path, pid, read_fd)
