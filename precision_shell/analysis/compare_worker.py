@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import mmap
-import signal
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
@@ -103,12 +102,6 @@ def failed_pair(row: int, tensor: str, exc: Exception) -> PairResult:
         reason, file, kind = f"{tensor}: {type(exc).__name__}: {exc}", None, type(exc).__name__
     return PairResult(row, Metrics.unavailable(reason), reason=reason, coverage_kind=kind, file=file,
                       unreadable=True)
-
-
-def ignore_sigint() -> None:
-    """Pool initializer: Ctrl-C is handled by the parent, which cancels the work cleanly;
-    workers must not each print a KeyboardInterrupt traceback."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -261,8 +254,9 @@ def compare_job(job: PairJob, headers: _HeaderCache | None = None) -> PairResult
 
 def _compare_arrays(row: int, npu: np.ndarray, npu_entry: TensorEntry | None, golden: np.ndarray,
                     golden_entry: TensorEntry | None, device_shape_mode: bool, npu_path: str,
-                    golden_path: str) -> PairResult:
-    """The row of two decoded tensors (the checks and metrics every path shares)."""
+                    golden_path: str, identical: bool | None = None) -> PairResult:
+    """The row of two decoded tensors (the checks and metrics every path shares). ``identical``:
+    NPU vs NPU, whether both tensors' bytes are equal when the caller already knows (else read)."""
     npu_dtype = _dtype_text(npu, not device_shape_mode)
     golden_dtype = _dtype_text(golden, not device_shape_mode)
     shape = tuple(npu.shape)
@@ -284,7 +278,8 @@ def _compare_arrays(row: int, npu: np.ndarray, npu_entry: TensorEntry | None, go
     result = PairResult(row, metrics, npu_dtype, golden_dtype, shape, " ".join(metrics.reasons),
                         compared=True, nbytes=npu.nbytes + golden.nbytes)
     if device_shape_mode and npu_entry is not None and golden_entry is not None:
-        result.extra["identical"] = _same_bytes(npu_path, npu_entry, golden_path, golden_entry)
+        result.extra["identical"] = identical if identical is not None else \
+            _same_bytes(npu_path, npu_entry, golden_path, golden_entry)
     return result
 
 

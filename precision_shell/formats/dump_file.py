@@ -100,6 +100,19 @@ def read_device_array(header: DumpHeader, entry: TensorEntry, data: bytes | None
         raise FormatError(header.path, f"{entry.label} shape {shown(list(entry.shape))} cannot be decoded: {clipped(e)}") from None
 
 
+def pread_into(fd: int, buf: np.ndarray, offset: int) -> int:
+    """Fill ``buf`` (a contiguous uint8 array, e.g. a reusable buffer) with the bytes of ``fd``
+    from ``offset``, without moving the file position; the count read (less at end of file)."""
+    view = memoryview(buf).cast("B")
+    total = 0
+    while total < len(view):
+        got = os.preadv(fd, [view[total:]], offset + total)   # Linux caps one call at ~2 GiB
+        if got == 0:
+            break
+        total += got
+    return total
+
+
 def _from_file(header: DumpHeader, entry: TensorEntry, raw_dtype: np.dtype, count: int) -> np.ndarray:
     try:
         with open(header.path, "rb") as f:
@@ -182,9 +195,10 @@ def read_logical_array(header: DumpHeader, entry: TensorEntry, *, target_format:
 
 def to_logical(header: DumpHeader, entry: TensorEntry, arr: np.ndarray, *,
                target_format: str | None = None,
-               fallback_shape: tuple[int, ...] | None = None) -> np.ndarray:
+               fallback_shape: tuple[int, ...] | None = None, alloc=np.empty) -> np.ndarray:
     """Restore a device array of ``entry`` (read or memory-mapped by the caller) to its logical
-    shape; ``fallback_shape`` (e.g. the graph's origin_shape) serves when the dump has none."""
+    shape; ``fallback_shape`` (e.g. the graph's origin_shape) serves when the dump has none.
+    ``alloc(shape, dtype)``: where a device layout is restored to (``layout.restore_layout``)."""
     fmt = entry.format_name
     original = entry.original_shape or fallback_shape
     if original is not None:  # checked before anything is shaped or allocated by it
@@ -197,7 +211,7 @@ def to_logical(header: DumpHeader, entry: TensorEntry, arr: np.ndarray, *,
                 raise FormatError(header.path, f"{entry.label} original shape {shown(list(original))}: {clipped(e)}") from None
         return arr
     return restore_layout(arr, fmt, original, target_format=target_format,
-                          sub_format=entry.sub_format, path=header.path)
+                          sub_format=entry.sub_format, path=header.path, alloc=alloc)
 
 
 # ----------------------------------------------------------------------------------------------
