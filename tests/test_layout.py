@@ -233,3 +233,10 @@ def test_restore_is_one_copy_into_the_array_alloc_gives(fmt, to_device, shape, t
     got = restore_layout(to_device(x), fmt, want.shape, target_format=target, alloc=alloc)
     assert len(given) == 1 and np.shares_memory(got, given[0]) and got.flags.c_contiguous
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dev_shape, fmt, shape", [((2, 1, 3, 3, 0), "NC1HWC0", (2, 0, 3, 3)),
+                                                   ((1, 0, 16, 0), "FRACTAL_NZ", (0, 0))])
+def test_zero_sized_device_dims_restore_to_an_empty_array(dev_shape, fmt, shape):
+    got = restore_layout(np.empty(dev_shape, np.float16), fmt, shape)
+    assert got.shape == shape and got.size == 0

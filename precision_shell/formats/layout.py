@@ -117,6 +117,8 @@ def _gather(src: np.ndarray, axis: int | None, channels: int, perm: Sequence[int
     if axis is None:
         np.copyto(view, src)
         return out
+    if out.size == 0:       # C0 (or any other dim) 0: nothing to copy, no split to make
+        return out
     c0 = src.shape[axis + 1]
     full, rest = divmod(channels, c0)
     lead = (slice(None),) * axis
