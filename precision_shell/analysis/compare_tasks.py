@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from dataclasses import fields
 from typing import Any, Iterator
 
@@ -44,15 +43,12 @@ from precision_shell.analysis.metrics import Metrics
 from precision_shell.errors import PshellError
 from precision_shell.formats.dtypes import DT_BOOL, DT_UNDEFINED, numpy_dtype
 from precision_shell.formats.dump_file import (
-    DumpHeader, TensorEntry, pread_into, read_device_array, read_dump_header, to_logical,
+    DumpHeader, TensorEntry, pread_into, read_device_array, read_dump_header, thread_buffers, to_logical,
 )
 from precision_shell.formats.golden_npy import read_npy_into
 
 # Bytes of producer outputs kept per task for the alias checks of later inputs (beyond: re-read).
 _KEEP_BUDGET = 64 << 20
-# Free buffers a thread keeps, and the smallest it allocates (small tensors share sizes).
-_MAX_FREE_BUFFERS = 8
-_MIN_BUFFER = 1 << 16
 # Files a task keeps open (an op's dump file, its producers', goldens are opened per read).
 _OPEN_FILES = 8
 # NPU tensors up to this size are memoised by content within a task.
@@ -89,38 +85,6 @@ def result_row(res: PairResult) -> tuple:
             res.unreadable)
 
 
-class _Buffers:
-    """Reusable byte buffers of one worker thread. A fresh large array per tensor would cost a
-    page fault per 4 KiB when first written (and a mapping per tensor, munmap included); these
-    grow to the largest tensors seen and are then reused, so memory is a few times the largest
-    tensor, whatever the dump size."""
-
-    def __init__(self) -> None:
-        self.free: list[np.ndarray] = []
-
-    def take(self, nbytes: int) -> np.ndarray:
-        """A uint8 buffer of at least ``nbytes`` (the caller slices it)."""
-        fits = [i for i, b in enumerate(self.free) if b.size >= nbytes]
-        if fits:
-            return self.free.pop(min(fits, key=lambda i: self.free[i].size))
-        if len(self.free) >= _MAX_FREE_BUFFERS:
-            self.free.remove(min(self.free, key=len))    # a smaller one is replaced by this one
-        return np.empty(max(nbytes, _MIN_BUFFER), np.uint8)
-
-    def give(self, buf: np.ndarray) -> None:
-        self.free.append(buf)
-
-
-_local = threading.local()
-
-
-def _thread_buffers() -> _Buffers:
-    buffers = getattr(_local, "buffers", None)
-    if buffers is None:
-        buffers = _local.buffers = _Buffers()
-    return buffers
-
-
 class _TaskFiles:
     """Headers, open files and buffers of one task: each file opened once, each tensor read with
     one pread into a reusable buffer, the raw bytes of outputs that later inputs of the task
@@ -129,7 +93,7 @@ class _TaskFiles:
     def __init__(self, wanted: dict[tuple[str, int], int]) -> None:
         self.headers: dict[str, DumpHeader] = {}
         self.fds: dict[str, int] = {}
-        self.buffers = _thread_buffers()
+        self.buffers = thread_buffers()
         self.row_buffers: list[np.ndarray] = []            # given back when the row is done
         self.wanted = wanted                               # (dump, output index) -> alias rows to come
         self.kept: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}   # -> (buffer, bytes)
@@ -193,7 +157,7 @@ class _TaskFiles:
         key = (path, index)
         if not self.wanted.get(key) or key in self.kept or self.kept_bytes + raw.size > _KEEP_BUDGET:
             return
-        base = next(b for b in self.row_buffers if raw.base is b)
+        base = next(b for b in self.row_buffers if b.ctypes.data == raw.ctypes.data)   # raw = b[:size]
         self.row_buffers.remove(base)
         self.kept[key] = (base, raw)
         self.kept_bytes += raw.size

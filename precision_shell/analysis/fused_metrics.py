@@ -61,6 +61,18 @@ def _kind(a: np.ndarray) -> int | None:
     return None
 
 
+def value_counts(a: np.ndarray) -> tuple[int, int, int, int] | None:
+    """``(nan, +inf, -inf, |x| == 65504)`` of a float16/bfloat16/float32 array in one pass of
+    the C kernel from the bit patterns (saturation counted for float16 only, else 0), or None
+    when the kernel cannot take it (not built, ``PSHELL_NO_EXT=1``, another dtype, not
+    contiguous): the caller's numpy check decides then."""
+    if not _enabled():
+        return None
+    flat = a.reshape(-1) if a.flags.c_contiguous else a
+    kind = _kind(flat)
+    return None if kind is None else _ext.value_counts(flat, kind)
+
+
 def kl_computable(first: k.FirstPass) -> bool:
     """With an Inf or NaN anywhere, min-max scaling yields NaN somewhere, hence KL is NaN."""
     return all(math.isfinite(v) for v in (first.x_min, first.x_max, first.y_min, first.y_max))
