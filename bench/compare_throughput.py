@@ -16,7 +16,7 @@ PSS of the tree (``/proc/PID/smaps_rollup`` of every descendant every 20 ms), an
 vendor / pshell and numpy / C. The C and numpy runs must write byte-identical CSVs and print the
 same JSON (timings aside): checked on every workspace, a difference is printed as ``DIFFER``.
 
-    python bench/compare_throughput.py --sizes 1000,5000 --runs 3 --vendor-runs 3,1
+    python bench/compare_throughput.py --sizes 400,2000 --runs 3 --vendor-runs 3,1
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baseline import write_vendor_rule  # noqa: E402
 from common import (  # noqa: E402
-    BenchWorkspace, ChildRun, Series, bench_env, ensure_workspace, last_json, run_child, warm_page_cache,
-    workspace_files,
+    BenchWorkspace, ChildRun, Series, bench_env, ensure_workspace, last_json, resident_fraction, run_child,
+    warm_page_cache, workspace_files,
 )
 
 VENDOR = Path.home() / ".cache" / "pshell-vendor-engine" / "msaccucmp"
@@ -114,7 +114,8 @@ def identical_outputs(c: Side, numpy_side: Side) -> str:
 def measure_workspace(ws: BenchWorkspace, runs: int, vendor_runs: int, jobs: int, out: Path,
                       log=print) -> dict:
     """Every side of one workspace, alternating; returns the JSON-able record."""
-    warm_page_cache(workspace_files(ws.path))
+    files = workspace_files(ws.path)
+    warm_page_cache(files)
     npu_bytes, all_bytes = ws.totals["npu_dump_bytes"], ws.data_bytes
     work = out / ws.name
     shutil.rmtree(work, ignore_errors=True)
@@ -132,15 +133,20 @@ def measure_workspace(ws: BenchWorkspace, runs: int, vendor_runs: int, jobs: int
         load.append(os.getloadavg()[0])
         log(f"  {ws.name}: round {round_no + 1} done (load average {load[-1]:.2f})")
     checks = {"vc": identical_outputs(sides[0], sides[1]), "ac": identical_outputs(sides[2], sides[3])}
+    resident = resident_fraction(files)     # after the runs: did the workspace stay in the page cache?
     return {"workspace": ws.name, "npu_bytes": npu_bytes, "data_bytes": all_bytes,
             "sides": [s.as_json() for s in sides + ([vendor] if vendor else [])],
             "vendor": "ran" if vendor else ("skipped" if not vendor_runs else f"not found at {VENDOR}"),
-            "c_vs_numpy": checks, "load_average": load}
+            "c_vs_numpy": checks, "load_average": load, "page_cache_resident_after": resident}
 
 
 def _gb_s(side: dict) -> float:
     wall = side["wall_s"]["median"]
     return side["bytes"] / 1e9 / wall if wall and wall == wall else float("nan")
+
+
+def _percent(fraction: float | None) -> str:
+    return "unknown" if fraction is None else f"{100 * fraction:.0f}%"
 
 
 def table(records: list[dict]) -> str:
@@ -169,13 +175,15 @@ def table(records: list[dict]) -> str:
         same = ", ".join(f"{k} {'identical' if not why else 'DIFFER: ' + why}" for k, why in rec["c_vs_numpy"].items())
         notes.append(f"- {rec['workspace']}: {'; '.join(ratios) or 'no ratio'}; C vs numpy outputs: {same}; "
                      f"vendor {rec['vendor']}; load average during the runs "
-                     f"{min(rec['load_average']):.2f}-{max(rec['load_average']):.2f}")
+                     f"{min(rec['load_average']):.2f}-{max(rec['load_average']):.2f}; workspace in the page "
+                     f"cache after the runs: {_percent(rec['page_cache_resident_after'])}")
     return "\n".join(lines + [""] + notes)
 
 
 def parse_args(argv: list[str] | None = None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="1000,5000", help="MB of NPU dumps per workspace (default 1000,5000)")
+    p.add_argument("--sizes", default="400,2000",
+                   help="MB of NPU dumps per workspace (default 400,2000: ~1 and ~5 GB of dump + golden bytes)")
     p.add_argument("--workdir", default="/work/bench_ws", help="where the workspaces are (re)used or made")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "out" / "compare"),
                    help="pshell's and the vendor's outputs, results.json/.md")

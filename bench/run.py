@@ -2,7 +2,7 @@
 
     python bench/run.py [--sizes 1000,5000] [--files 50000] [--runs 3] [--jobs 2] [--out DIR]
                         [--keep] [--quick]
-    python bench/run.py --compare [--sizes 1000,5000] [--runs 3] [--vendor-runs 3,1] [--workdir DIR]
+    python bench/run.py --compare [--sizes 400,2000] [--runs 3] [--vendor-runs 3,1] [--workdir DIR]
 
 ``--compare``: only issue 16's table (``compare_throughput.py``): ``vc`` and ``ac`` with the C
 kernel and the numpy path and the vendor engine, side by side on the same files.
@@ -377,8 +377,8 @@ def write_results(out: Path, payload: dict, measurements: list[Measurement],
 
 def parse_args(argv: list[str] | None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="1000,5000", help="MB of NPU dumps per workspace, comma-separated "
-                                                       "('' for none; default 1000,5000)")
+    p.add_argument("--sizes", default=None, help="MB of NPU dumps per workspace, comma-separated "
+                                                 "('' for none; default 1000,5000, with --compare 400,2000)")
     p.add_argument("--files", type=int, default=50000, help="dump files of the many-files workspace (0: none)")
     p.add_argument("--runs", type=int, default=3, help="runs per measurement (medians reported)")
     p.add_argument("--jobs", type=int, default=2, help="workers for vc (default 2)")
@@ -391,6 +391,8 @@ def parse_args(argv: list[str] | None):
     p.add_argument("--vendor-runs", default="3,1", help="with --compare: vendor runs per size (last repeated)")
     p.add_argument("--workdir", default="/work/bench_ws", help="with --compare: where the workspaces are")
     opts = p.parse_args(argv)
+    if opts.sizes is None:
+        opts.sizes = "400,2000" if opts.compare else "1000,5000"
     if opts.quick:
         opts.sizes, opts.files, opts.runs, opts.names = "50", 2000, 1, 10_000
     opts.size_list = [float(s) for s in opts.sizes.split(",") if s.strip()]

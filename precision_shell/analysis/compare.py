@@ -246,8 +246,10 @@ def _csv_row(row: TensorResult):
             continue
         metrics[column] = None if key in m.not_computed else float(getattr(m, key))
     std = None if JSON_KEYS[STD_COLUMN] in m.not_computed else cells[DEFAULT_METRICS.index(STD_COLUMN)]
-    # two all-zero tensors: the vendor's cosine cell is the literal "1.0", not "1.000000"
-    texts = {"CosineSimilarity": cells[DEFAULT_METRICS.index("CosineSimilarity")]} if m.cosine_both_zero else {}
+    # the cells as written, formatted once here (the writer would format each number again,
+    # row by row; rows sharing a result share these); two all-zero tensors: the vendor's cosine
+    # cell is the literal "1.0", not "1.000000"
+    texts = {column: cell for column, cell in zip(DEFAULT_METRICS, cells) if column != STD_COLUMN}
     return CompareRow(row.order, row.op_type, row.op, list(row.golden_ops), row.tensor, row.io, row.index,
                       row.shape, metrics, std, row.reason,
                       extra={"NPUDataType": row.npu_dtype, "GroundTruthDataType": row.golden_dtype},
