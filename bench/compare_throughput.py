@@ -69,10 +69,14 @@ class Side:
                 "failed": [r.returncode for r in self.runs if r.returncode not in self.ok_codes]}
 
 
-def pshell_side(label: str, ws: Path, command: str, out: Path, nbytes: int, numpy_path: bool) -> Side:
+def pshell_side(label: str, ws: Path, command: str, out: Path, nbytes: int, numpy_path: bool,
+                tree: Path | None = None) -> Side:
+    """``tree``: run the pshell of that source tree (e.g. the main branch) instead of this one."""
     env = bench_env(**({"PSHELL_NO_EXT": "1"} if numpy_path else {}))
     if not numpy_path:
         env.pop("PSHELL_NO_EXT", None)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     cmd = [sys.executable, "-m", "precision_shell", str(ws), "-o", str(out), "-c", command, "--format", "json"]
     return Side(label, cmd, env, nbytes)
 
@@ -112,7 +116,7 @@ def identical_outputs(c: Side, numpy_side: Side) -> str:
 
 
 def measure_workspace(ws: BenchWorkspace, runs: int, vendor_runs: int, jobs: int, out: Path,
-                      log=print) -> dict:
+                      log=print, against: Path | None = None) -> dict:
     """Every side of one workspace, alternating; returns the JSON-able record."""
     files = workspace_files(ws.path)
     warm_page_cache(files)
@@ -133,6 +137,12 @@ def measure_workspace(ws: BenchWorkspace, runs: int, vendor_runs: int, jobs: int
         load.append(os.getloadavg()[0])
         log(f"  {ws.name}: round {round_no + 1} done (load average {load[-1]:.2f})")
     checks = {"vc": identical_outputs(sides[0], sides[1]), "ac": identical_outputs(sides[2], sides[3])}
+    if against is not None:   # before/after: one run of each command by the other tree's pshell
+        for i, name in ((0, "vc"), (2, "ac")):
+            command = sides[i].cmd[sides[i].cmd.index("-c") + 1]
+            other = pshell_side(f"{name} of {against}", ws.path, command, work / "against", 0, False, against)
+            other.runs.append(run_child(other.cmd, env=other.env))
+            checks[f"{name} vs {against}"] = identical_outputs(sides[i], other)
     resident = resident_fraction(files)     # after the runs: did the workspace stay in the page cache?
     return {"workspace": ws.name, "npu_bytes": npu_bytes, "data_bytes": all_bytes,
             "sides": [s.as_json() for s in sides + ([vendor] if vendor else [])],
@@ -192,6 +202,9 @@ def parse_args(argv: list[str] | None = None):
                    help="runs of the vendor engine per size, comma-separated, last one repeated; 0 = skip "
                         "(it takes ~50 s per GB)")
     p.add_argument("--jobs", type=int, default=2, help="vc -j")
+    p.add_argument("--against", type=Path, default=None,
+                   help="a pshell source tree (e.g. /work/main) whose vc and ac output must be byte-identical "
+                        "to this one's (before/after a change; one run each, not timed)")
     return p.parse_args(argv)
 
 
@@ -208,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ws.name}: {ws.totals['npu_dump_files']} dumps ({ws.totals['npu_dump_bytes'] / 1e9:.2f} GB) + "
               f"{ws.totals['golden_files']} golden ({ws.totals['golden_bytes'] / 1e9:.2f} GB)", flush=True)
         records.append(measure_workspace(ws, opts.runs, vendor_runs[min(i, len(vendor_runs) - 1)], opts.jobs,
-                                         out, log=lambda text: print(text, flush=True)))
+                                         out, log=lambda text: print(text, flush=True), against=opts.against))
         (out / "results.json").write_text(json.dumps(records, indent=1))
     text = (f"{os.cpu_count()} CPUs; medians; elapsed {time.perf_counter() - started:.0f} s\n\n"
             + table(records) + "\n")

@@ -390,6 +390,8 @@ def parse_args(argv: list[str] | None):
                    help="only the compare table (C kernel, numpy path, vendor engine): compare_throughput.py")
     p.add_argument("--vendor-runs", default="3,1", help="with --compare: vendor runs per size (last repeated)")
     p.add_argument("--workdir", default="/work/bench_ws", help="with --compare: where the workspaces are")
+    p.add_argument("--against", default=None, help="with --compare: a pshell source tree whose output must be "
+                                                   "byte-identical (before/after)")
     opts = p.parse_args(argv)
     if opts.sizes is None:
         opts.sizes = "400,2000" if opts.compare else "1000,5000"
@@ -406,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return compare_throughput.main(["--sizes", opts.sizes, "--runs", str(opts.runs), "--jobs", str(opts.jobs),
                                         "--vendor-runs", opts.vendor_runs, "--workdir", opts.workdir,
-                                        "--out", str(Path(opts.out) / "compare")])
+                                        "--out", str(Path(opts.out) / "compare")]
+                                       + (["--against", opts.against] if opts.against else []))
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
