@@ -44,6 +44,7 @@ from precision_shell.analysis import compare_worker
 from precision_shell.analysis.compare_worker import PairResult, skipped_pair
 from precision_shell.analysis.coverage import NO_DUMP, NO_GOLDEN, SHAPE_DIFFERS, reason_kind
 from precision_shell.analysis.metrics import JSON_KEYS, Metrics
+from precision_shell.formats.dump_file import release_thread_buffers
 
 _MIN_BATCH_BYTES = 4 << 20
 _MAX_BATCH_BYTES = 64 << 20
@@ -157,10 +158,13 @@ def _unrunnable(t, row: int) -> PairResult:
 
 def _run_inline(plan: ComparePlan, store: ResultStore, bar: Any) -> None:
     # progress per tensor, so an interrupt loses nothing already computed
-    for _, task in make_tasks(plan, 1):
-        for res in iter_task(task):
-            store.add(res)
-            bar.advance(1)
+    try:
+        for _, task in make_tasks(plan, 1):
+            for res in iter_task(task):
+                store.add(res)
+                bar.advance(1)
+    finally:
+        release_thread_buffers()
 
 
 def _run_pool(tasks: Iterable[tuple[list[int], tuple]], store: ResultStore, bar: Any,

@@ -26,7 +26,7 @@ from precision_shell.errors import FormatError
 from precision_shell.formats.dtypes import DT_UNDEFINED, is_supported_dtype, numpy_dtype
 from precision_shell.formats.dump_file import (
     DumpHeader, parse_dump_header, read_device_array, read_dump, read_dump_into, read_logical_array,
-    read_small_file, thread_buffers, v2_tensor_layout,
+    read_small_file, release_thread_buffers, thread_buffers, v2_tensor_layout,
 )
 from precision_shell.model.dump_index import DumpFile
 
@@ -318,6 +318,13 @@ def scan_values(files: list[DumpFile], bar: Any, executor=None) -> tuple[list[tu
 
 
 def _scan_here(files: list[DumpFile], bar: Any) -> tuple[list[tuple], list[FormatError], int, bool]:
+    try:
+        return _scan_files(files, bar)
+    finally:
+        release_thread_buffers()
+
+
+def _scan_files(files: list[DumpFile], bar: Any) -> tuple[list[tuple], list[FormatError], int, bool]:
     found: list[tuple] = []
     errors: list[FormatError] = []
     scanned = 0

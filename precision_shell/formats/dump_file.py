@@ -143,6 +143,12 @@ def thread_buffers() -> ReadBuffers:
     return buffers
 
 
+def release_thread_buffers() -> None:
+    """Drop this thread's buffers (a worker thread's go when it ends; the session's main thread,
+    which runs small compares and scans itself, must not keep the largest tensors' worth)."""
+    _local.__dict__.pop("buffers", None)
+
+
 def _from_file(header: DumpHeader, entry: TensorEntry, raw_dtype: np.dtype, count: int) -> np.ndarray:
     try:
         with open(header.path, "rb") as f:
