@@ -190,7 +190,7 @@ def _equal_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.array_equal(a[:k].view(np.uint64), b[:k].view(np.uint64)) and np.array_equal(a[k:], b[k:]))
 
 
-def _device_array(files: _TaskFiles, header: DumpHeader, entry: TensorEntry, raw: np.ndarray | None) -> np.ndarray:
+def _device_array(header: DumpHeader, entry: TensorEntry, raw: np.ndarray | None) -> np.ndarray:
     """The device-layout array of ``entry`` from its bytes ``raw`` (or the general reader, which
     also decodes bools and raises the precise FormatError of a truncated or inconsistent entry)."""
     if entry.dtype in (DT_BOOL, DT_UNDEFINED) or not entry.shape:
@@ -273,7 +273,7 @@ def _run_row(files: _TaskFiles, memo: dict, device_shape_mode: bool, op: str, np
         if hit is not None:
             return row, hit[0], hit[1]
     try:
-        npu = to_logical(header, entry, _device_array(files, header, entry, raw),
+        npu = to_logical(header, entry, _device_array(header, entry, raw),
                          target_format=target_format, fallback_shape=fallback_shape, alloc=files.alloc)
         identical = None
         if isinstance(golden, str):
@@ -285,7 +285,7 @@ def _run_row(files: _TaskFiles, memo: dict, device_shape_mode: bool, op: str, np
             golden_entry = golden_header.entry(io, index)
             golden_raw = files.raw(golden_header, golden_entry)
             golden_arr = to_logical(golden_header, golden_entry,
-                                    _device_array(files, golden_header, golden_entry, golden_raw),
+                                    _device_array(golden_header, golden_entry, golden_raw),
                                     alloc=files.alloc)
             identical = raw is not None and golden_raw is not None and \
                 (entry.dtype, entry.shape) == (golden_entry.dtype, golden_entry.shape) and \
