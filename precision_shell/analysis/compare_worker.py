@@ -1,12 +1,10 @@
-"""The work of one compare task: open both files of each pair, restore the layout, compute metrics.
+"""The work of one compare pair: open both files, restore the layout, compute metrics.
 
-This module is what pool workers import, so it stays light: numpy, the readers and the metrics.
-Jobs carry paths and entry indexes, never arrays (pickling tensors through a pipe would cost more
-than comparing them). Tensors are memory-mapped where the bytes can be used as they lie, so a
-worker holds at most one pair (plus a layout-restored copy) at a time: memory is bounded by the
-largest tensor, not by the dump. ``vc`` itself sends compact tasks (``compare_tasks``), which
-share this module's readers and checks (``_compare_arrays``); :func:`compare_job` serves one
-:class:`PairJob` at a time.
+What every path shares: the checks and metrics of two decoded tensors (``_compare_arrays``), the
+rows of pairs that were skipped or failed. ``vc`` runs compact tasks (``compare_tasks``: pread
+into reusable buffers); :func:`compare_job` serves one :class:`PairJob` at a time (tests, the
+naive benchmark baseline), memory-mapping tensors where the bytes can be used as they lie. Jobs
+carry paths and entry indexes, never arrays, so a cluster worker can run them as well.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ order, chunk by chunk), and :func:`bool_counts` the same ``BoolCounts``, in two 
 data with no temporary arrays and the GIL released. They return None when the kernel cannot
 take the pair (not built, ``PSHELL_NO_EXT=1``, a dtype other than float16/bfloat16/float32,
 non-contiguous or non-native-endian data): the caller then keeps the numpy path, which stays
-the reference and the fallback.
+the reference and the fallback. :func:`value_counts` is ``ac``'s check (nan, ±inf, fp16
+saturation from the bit patterns), with the same rules.
 """
 
 from __future__ import annotations
