@@ -32,13 +32,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baseline import write_vendor_rule  # noqa: E402
+from baseline import VENDOR_LAUNCHER as VENDOR, vendor_compare_cmd  # noqa: E402
 from common import (  # noqa: E402
     BenchWorkspace, ChildRun, Series, bench_env, ensure_workspace, last_json, resident_fraction, run_child,
     warm_page_cache, workspace_files,
 )
 
-VENDOR = Path.home() / ".cache" / "pshell-vendor-engine" / "msaccucmp"
 # timing fields of the JSON summaries: the only ones allowed to differ between the C and numpy runs
 TIMING_KEYS = ("seconds", "mb_per_s", "csv")
 
@@ -84,11 +83,7 @@ def pshell_side(label: str, ws: Path, command: str, out: Path, nbytes: int, nump
 def vendor_side(ws: BenchWorkspace, out: Path) -> Side | None:
     if not VENDOR.exists():
         return None
-    paths = ws.manifest["paths"]
-    out.mkdir(parents=True, exist_ok=True)
-    rule = write_vendor_rule(ws.path / paths["graph_file"], out / "fusion_rule.json")
-    cmd = [str(VENDOR), "compare", "-m", str(ws.path / paths["npu_dump_dir"]), "-g",
-           str(ws.path / paths["golden_dir"]), "-f", str(rule), "-out", str(out)]
+    cmd = vendor_compare_cmd(VENDOR, ws.path, ws.manifest, out)
     # it exits 2 when graph ops (Data/Const) have no dump, although it compared everything else
     return Side("vendor msaccucmp", cmd, bench_env(), ws.data_bytes, ok_codes=(0, 2))
 
