@@ -334,10 +334,18 @@ def naive_complete(names: list[str], query: str) -> list[str]:
 # ------------------------------------------------------------------------------------------------
 # the vendor engine (msaccucmp inside mindstudio-probe), when it happens to be installed
 
+# ../shared/tools/vendor-engine/setup.sh installs the engine here (a launcher script)
+VENDOR_LAUNCHER = Path.home() / ".cache" / "pshell-vendor-engine" / "msaccucmp"
+
+
 def vendor_engine() -> tuple[Path | None, str]:
-    """(path of msaccucmp.py, "") when ``msprobe`` is importable, else (None, why not). Only
-    detected: a benchmark must not install anything."""
+    """(the launcher set up by the vendor-engine tools, or msaccucmp.py when ``msprobe`` is
+    importable here, "") else (None, why not). Only detected: a benchmark must not install
+    anything."""
     import importlib.util
+
+    if VENDOR_LAUNCHER.exists():
+        return VENDOR_LAUNCHER, ""
 
     try:
         spec = importlib.util.find_spec("msprobe")
@@ -397,7 +405,8 @@ def vendor_compare_cmd(script: Path, ws: Path, manifest: dict, out: Path) -> lis
     worker count: half the cores, formats.md A.9)."""
     out.mkdir(parents=True, exist_ok=True)
     rule = write_vendor_rule(ws / manifest["paths"]["graph_file"], out / "fusion_rule.json")
-    return [sys.executable, str(script), "compare", "-m", str(ws / manifest["paths"]["npu_dump_dir"]),
+    launch = [sys.executable, str(script)] if script.suffix == ".py" else [str(script)]
+    return [*launch, "compare", "-m", str(ws / manifest["paths"]["npu_dump_dir"]),
             "-g", str(ws / manifest["paths"]["golden_dir"]), "-f", str(rule), "-out", str(out)]
 
 

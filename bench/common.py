@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,12 @@ def bench_env(**extra: str) -> dict[str, str]:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(var, "1")
     env.setdefault("NO_COLOR", "1")
+    # Byte-code cached as on any installed Python program (pip compiles on install; an editable
+    # install writes __pycache__ on first import). This machine's PYTHONDONTWRITEBYTECODE=1 would
+    # make every child compile ~180 modules from source: 0.12-0.2 s of each pshell start. The
+    # cache goes under bench/out, not into the source tree.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.setdefault("PYTHONPYCACHEPREFIX", str(ROOT / "bench" / "out" / "pycache"))
     env.update(extra)
     return env
 
@@ -58,6 +65,8 @@ class ChildRun:
     stdout: str = ""
     stderr: str = ""
     detached_s: float = 0.0     # waited after exit for processes it left behind (cache writers)
+    tree_cpu: float = 0.0       # user+sys of every process of the tree, orphans included
+    pss_mb: float = 0.0         # peak of the summed PSS of every live process of the tree, MiB
 
     @property
     def ok(self) -> bool:
@@ -65,7 +74,8 @@ class ChildRun:
 
     def brief(self) -> dict:
         out = {"wall": round(self.wall, 4), "user": round(self.user, 3), "sys": round(self.sys, 3),
-               "rss_mb": round(self.rss_mb, 1)}
+               "rss_mb": round(self.rss_mb, 1), "tree_cpu": round(self.tree_cpu, 3),
+               "pss_mb": round(self.pss_mb, 1)}
         if self.detached_s:
             out["detached_s"] = round(self.detached_s, 3)
         return out
@@ -81,23 +91,119 @@ def _gnu_time() -> bool:
 
 
 _GNU_TIME = _gnu_time()
+_PR_SET_CHILD_SUBREAPER = 36
+_subreaper: bool | None = None
+
+
+def _become_subreaper() -> bool:
+    """Make this harness the reaper of its orphaned descendants (Linux ``prctl``). pshell's pool
+    workers fork from a forkserver that the pshell process never reaps (it exits after pshell),
+    so their CPU is in no rusage pshell's parent sees; reparented to us, it is in ours."""
+    global _subreaper
+    if _subreaper is None:
+        try:
+            _subreaper = sys.platform.startswith("linux") and \
+                ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            _subreaper = False
+    return _subreaper
+
+
+def _descendants(root: int) -> list[int]:
+    """Pids of every live descendant of ``root`` (one scan of /proc/*/stat)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split(None, 2)[1])
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        kids = children.get(todo.pop(), ())
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+class TreePss(threading.Thread):
+    """Peak of the summed PSS of every descendant of this process (``skip``: pids not counted,
+    e.g. the GNU time wrapper), sampled every ``interval`` seconds until :meth:`stop`. PSS, not
+    RSS: pages shared by pshell and its workers (numpy, mapped files) are counted once in the sum."""
+
+    def __init__(self, skip: Sequence[int] = (), interval: float = 0.02):
+        super().__init__(daemon=True)
+        self.skip, self.interval = set(skip), interval
+        self.peak_kb = 0
+        self._done = threading.Event()
+
+    def sample(self) -> None:
+        total = sum(_pss_kb(pid) for pid in _descendants(os.getpid()) if pid not in self.skip)
+        self.peak_kb = max(self.peak_kb, total)
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self.sample()
+            self._done.wait(self.interval)
+
+    def stop(self) -> float:
+        """Stops sampling; the peak in MiB."""
+        self._done.set()
+        self.join()
+        return self.peak_kb / 1024
+
+
+def _reap_orphans(timeout: float = 600.0) -> tuple[float, float]:
+    """Wait for (and reap) every orphan reparented to this harness: (their user+sys CPU incl.
+    what they reaped, seconds waited). Only call with no other child of ours running."""
+    cpu, start = 0.0, time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        try:
+            pid, _, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            time.sleep(0.005)
+            continue
+        cpu += usage.ru_utime + usage.ru_stime
+    return cpu, time.perf_counter() - start
 
 
 def run_child(cmd: Sequence[str], *, env: dict[str, str] | None = None,
               cwd: str | os.PathLike | None = None, wait_detached: bool = False) -> ChildRun:
     """Run ``cmd`` to completion; wall time and the child's own rusage (via ``os.wait4``; peak
-    RSS via GNU time when installed, see below).
+    RSS via GNU time when installed, see below), the CPU seconds of its whole process tree and
+    the peak of the tree's summed PSS.
 
     Linux ``wait4`` reports the child plus the descendants it reaped, and ``ru_maxrss`` is the
     largest of those processes (not a sum): for ``vc -j 2`` that is the bigger of the parent and
-    its pool workers. stdout/stderr go through temporary files so a chatty child cannot block on
+    its pool workers. Processes the child leaves behind (a forkserver and its workers, a cache
+    writer) are reparented to this harness (a child subreaper) and reaped here, so their CPU is
+    in ``tree_cpu``. stdout/stderr go through temporary files so a chatty child cannot block on
     a full pipe while we sit in ``wait4``.
 
     ``wait_detached``: then wait until no process with the same command line is left. pshell
     writes its start-up cache from a detached (double-forked) copy of itself, which the user
     does not wait for; the next measurement must not start before it is done, or it would run
-    without the cache and share the CPUs with the writer.
+    without the cache and share the CPUs with the writer. (With a subreaper, every orphan is
+    waited for anyway; this is the fallback elsewhere.)
     """
+    subreaper = _become_subreaper()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file:
         # Linux records the high-water RSS of the address space a child leaves at exec: a child
@@ -106,9 +212,13 @@ def run_child(cmd: Sequence[str], *, env: dict[str, str] | None = None,
         wrapper = ["/usr/bin/time", "-f", "%M", "-o", rss_file.name] if _GNU_TIME else []
         start = time.perf_counter()
         proc = subprocess.Popen(wrapper + list(cmd), stdout=out, stderr=err, env=env or bench_env(), cwd=cwd)
+        pss = TreePss(skip=[proc.pid] if wrapper else [])
+        pss.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: tell Popen
+        orphan_cpu, waited = _reap_orphans() if subreaper else (0.0, 0.0)
+        pss_mb = pss.stop()
         out.seek(0)
         err.seek(0)
         rss_kb = usage.ru_maxrss
@@ -117,9 +227,10 @@ def run_child(cmd: Sequence[str], *, env: dict[str, str] | None = None,
             rss_kb = int(lines[-1]) if lines and lines[-1].isdigit() else rss_kb
         run = ChildRun(list(cmd), wall, usage.ru_utime, usage.ru_stime, rss_kb / 1024,
                        proc.returncode, out.read().decode(errors="replace"),
-                       err.read().decode(errors="replace"))
+                       err.read().decode(errors="replace"), waited,
+                       usage.ru_utime + usage.ru_stime + orphan_cpu, pss_mb)
     if wait_detached:
-        run.detached_s = wait_for_same_cmdline(cmd)
+        run.detached_s += wait_for_same_cmdline(cmd)
     return run
 
 

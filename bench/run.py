@@ -2,6 +2,10 @@
 
     python bench/run.py [--sizes 1000,5000] [--files 50000] [--runs 3] [--jobs 2] [--out DIR]
                         [--keep] [--quick]
+    python bench/run.py --compare [--sizes 400,2000] [--runs 3] [--vendor-runs 3,1] [--workdir DIR]
+
+``--compare``: only issue 16's table (``compare_throughput.py``): ``vc`` and ``ac`` with the C
+kernel and the numpy path and the vendor engine, side by side on the same files.
 
 For each generated workspace (``--sizes`` MB of NPU dumps each, plus one of ``--files`` small dump
 files) every measurement is a whole process, repeated ``--runs`` times, pshell and baseline
@@ -67,6 +71,8 @@ class Side:
 
     def as_json(self) -> dict:
         return {"wall_s": self.wall.as_json(), "peak_rss_mb": self.rss.as_json(1),
+                "tree_cpu_s": Series([r.tree_cpu for r in self.runs if r.ok]).as_json(3),
+                "peak_tree_pss_mb": Series([r.pss_mb for r in self.runs if r.ok]).as_json(1),
                 "runs": [r.brief() for r in self.runs], "failed": self.failed, "note": self.note}
 
 
@@ -371,8 +377,8 @@ def write_results(out: Path, payload: dict, measurements: list[Measurement],
 
 def parse_args(argv: list[str] | None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="1000,5000", help="MB of NPU dumps per workspace, comma-separated "
-                                                       "('' for none; default 1000,5000)")
+    p.add_argument("--sizes", default=None, help="MB of NPU dumps per workspace, comma-separated "
+                                                 "('' for none; default 1000,5000, with --compare 400,2000)")
     p.add_argument("--files", type=int, default=50000, help="dump files of the many-files workspace (0: none)")
     p.add_argument("--runs", type=int, default=3, help="runs per measurement (medians reported)")
     p.add_argument("--jobs", type=int, default=2, help="workers for vc (default 2)")
@@ -380,7 +386,15 @@ def parse_args(argv: list[str] | None):
     p.add_argument("--out", default=str(BENCH / "out"), help="workspaces and results (default bench/out)")
     p.add_argument("--keep", action="store_true", help=f"keep workspaces over {KEEP_BELOW_MB} MB afterwards")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one run: checks the harness works")
+    p.add_argument("--compare", action="store_true",
+                   help="only the compare table (C kernel, numpy path, vendor engine): compare_throughput.py")
+    p.add_argument("--vendor-runs", default="3,1", help="with --compare: vendor runs per size (last repeated)")
+    p.add_argument("--workdir", default="/work/bench_ws", help="with --compare: where the workspaces are")
+    p.add_argument("--against", default=None, help="with --compare: a pshell source tree whose output must be "
+                                                   "byte-identical (before/after)")
     opts = p.parse_args(argv)
+    if opts.sizes is None:
+        opts.sizes = "400,2000" if opts.compare else "1000,5000"
     if opts.quick:
         opts.sizes, opts.files, opts.runs, opts.names = "50", 2000, 1, 10_000
     opts.size_list = [float(s) for s in opts.sizes.split(",") if s.strip()]
@@ -389,6 +403,13 @@ def parse_args(argv: list[str] | None):
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
+    if opts.compare:
+        import compare_throughput
+
+        return compare_throughput.main(["--sizes", opts.sizes, "--runs", str(opts.runs), "--jobs", str(opts.jobs),
+                                        "--vendor-runs", opts.vendor_runs, "--workdir", opts.workdir,
+                                        "--out", str(Path(opts.out) / "compare")]
+                                       + (["--against", opts.against] if opts.against else []))
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

@@ -22,6 +22,27 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
 
 
+# Test modules run twice, with the C metrics kernel and with the numpy path (PSHELL_NO_EXT=1),
+# so that CI tests the fallback wherever a compiler exists too.
+BOTH_METRIC_PATHS = frozenset({"test_compare", "test_vc_tasks", "test_vcs", "test_overflow",
+                               "test_ac_small_files"})
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.module.__name__.rpartition(".")[2] in BOTH_METRIC_PATHS:
+        metafunc.parametrize("metrics_path", ["default", "numpy"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def metrics_path(request, monkeypatch) -> str:
+    """"default" (the environment's choice: the kernel when built) or "numpy" (``PSHELL_NO_EXT=1``
+    for this test)."""
+    path = getattr(request, "param", "default")
+    if path == "numpy":
+        monkeypatch.setenv("PSHELL_NO_EXT", "1")
+    return path
+
+
 @pytest.fixture(scope="session")
 def sample_ws(tmp_path_factory) -> tuple[Path, dict]:
     """A default sample workspace (same as sample_data/convnet) and its manifest."""

@@ -200,7 +200,7 @@ def odd_ws(tmp_path_factory):
 def _per_file_only(monkeypatch):
     """Disable whole-file reading and batching: every file as before (header, then tensors)."""
     monkeypatch.setattr(value_scan, "read_small_file", lambda path, size: None)
-    monkeypatch.setattr(value_scan, "_WHOLE_BELOW", 0)
+    monkeypatch.setattr(value_scan, "_WHOLE_MAX", -1)
 
 
 def test_ac_reports_exactly_what_the_per_file_path_reports(odd_ws, capsys, monkeypatch, tmp_path):
@@ -265,3 +265,22 @@ def test_ctrl_c_keeps_the_findings_of_the_files_scanned(odd_ws, monkeypatch, tmp
     done = {f.path for f in files[:stop - 1]}   # the file being counted was not looked at
     expected = [f.to_json() for f in complete.findings if f.dump_path in done]
     assert len(expected) >= 2 and [f.to_json() for f in scan.findings] == expected
+
+
+def test_ac_on_threads_reports_exactly_what_one_thread_reports(odd_ws, capsys, monkeypatch, tmp_path):
+    """The local scan on threads (tasks of a few files, results put back in file order) prints
+    the same as the scan in one thread, unreadable files and all."""
+    ws, _ = odd_ws
+    outputs = []
+    for threads in (False, True):
+        if threads:
+            monkeypatch.setattr(value_scan, "_THREADS_FROM", 0)
+            monkeypatch.setattr(value_scan, "_THREAD_TASK_BYTES", 1)
+            monkeypatch.setattr(value_scan.os, "cpu_count", lambda: 2)
+        rc, doc, err = run_cli(capsys, ws, "-o", tmp_path / "out", "-c", "ac -l 0", "--format", "json")
+        assert rc == 0, err
+        rc, text, err = run_cli(capsys, ws, "-o", tmp_path / "out", "-c", "ac -l 0")
+        assert rc == 0, err
+        outputs.append((doc, text))
+    assert outputs[0] == outputs[1]
+    assert len(json_docs(outputs[0][0])[0]) > 5

@@ -207,3 +207,57 @@ def test_vc_writes_the_same_csv_through_the_kernel_and_numpy(sample_ws, tmp_path
         outputs[label] = csv_file.read_text().splitlines()[1:]   # row text, every metric cell
     with_c, with_numpy = outputs.values()
     assert with_c == with_numpy and len(with_c) > 30
+
+
+def _edge_values(dtype) -> np.ndarray:
+    """Every class of value of ``dtype``'s bit patterns: zeros, subnormals, the largest finite
+    (fp16: 65504, the saturation value), infinities, quiet/signalling/negative NaNs."""
+    utype = np.uint32 if np.dtype(dtype).itemsize == 4 else np.uint16
+    bits = {np.float32: [0x0, 0x80000000, 0x1, 0x807FFFFF, 0x3F800000, 0x7F7FFFFF, 0xFF7FFFFF,
+                         0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFC00001],
+            np.float16: [0x0, 0x8000, 0x1, 0x83FF, 0x3C00, 0x7BFE, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00,
+                         0x7E00, 0x7C01, 0xFE01],
+            ml_dtypes.bfloat16: [0x0, 0x8000, 0x1, 0x807F, 0x3F80, 0x7F7F, 0xFF7F, 0x7F80, 0xFF80,
+                                 0x7FC0, 0x7F81, 0xFFC1]}[dtype]
+    rng = np.random.default_rng(7)
+    picks = rng.choice(np.array(bits, utype), 5000)     # long enough for the vector loop and a tail
+    return picks.view(dtype)
+
+
+def _parts(values: np.ndarray) -> list[np.ndarray]:
+    with np.errstate(invalid="ignore"):     # signalling NaNs
+        finite = values[np.isfinite(values.astype(np.float32))]
+        zeros = values == 0
+    return [values, values[:1], values[:17], values[zeros], finite, finite[:0]]
+
+
+def _expected(part: np.ndarray) -> tuple[int, int, int, int]:
+    from precision_shell.analysis.tensor_compare import tensor_stats
+
+    with np.errstate(invalid="ignore"):     # signalling NaNs
+        stats = tensor_stats(part)
+    return stats.nan, stats.pos_inf, stats.neg_inf, stats.fp16_saturated or 0
+
+
+@needs_ext
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16], ids=str)
+def test_value_counts_agree_with_the_numpy_statistics(dtype):
+    """ac's C check counts nan, ±inf and fp16 saturation exactly as ``tensor_stats`` does."""
+    from precision_shell.analysis import value_scan
+
+    for part in _parts(_edge_values(dtype)):
+        want = _expected(part)
+        assert fm.value_counts(part) == want
+        assert value_scan.looks_clean(part) == (not any(want))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16], ids=str)
+def test_value_check_without_the_kernel_decides_the_same(dtype, monkeypatch):
+    """The numpy fallback of ac's check (PSHELL_NO_EXT=1) decides as the statistics do."""
+    from precision_shell.analysis import value_scan
+
+    monkeypatch.setenv(fm.DISABLE_VARIABLE, "1")
+    values = _edge_values(dtype)
+    assert fm.value_counts(values) is None
+    for part in _parts(values):
+        assert value_scan.looks_clean(part) == (not any(_expected(part)))

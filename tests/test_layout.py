@@ -207,3 +207,36 @@ def test_random_sizes_round_trip():
         np.testing.assert_array_equal(restore_layout(to_fractal_z(x, c0), "FRACTAL_Z", x.shape), x)
         m = x.reshape(n * c, h * w)
         np.testing.assert_array_equal(restore_layout(to_fractal_nz(m, c0), "FRACTAL_NZ", m.shape), m)
+
+
+@pytest.mark.parametrize("fmt, to_device, shape, target", [
+    ("NC1HWC0", lambda x: to_nc1hwc0(x, 16), (2, 19, 3, 5), "NHWC"),
+    ("NDC1HWC0", lambda x: to_ndc1hwc0(x, 16), (2, 3, 19, 2, 2), "NCDHW"),
+    ("FRACTAL_Z", lambda x: to_fractal_z(x, 16), (20, 19, 3, 3), "HWCN"),
+    ("FRACTAL_Z_C04", lambda x: to_fractal_z_c04(x, 4), (17, 3, 3, 3), "NCHW"),
+    ("FRACTAL_Z_C04", lambda x: to_fractal_z_c04(x, 16), (18, 3, 3, 3), "NCHW"),
+    ("FRACTAL_NZ", lambda x: to_fractal_nz(x, 16), (2, 20, 33), None),
+])
+def test_restore_is_one_copy_into_the_array_alloc_gives(fmt, to_device, shape, target):
+    """Every device layout is written once, straight into the array ``alloc`` returns (a
+    compare's reusable buffer), in the target's axis order."""
+    from precision_shell.formats.layout import _FROM_NCHW
+
+    x = logical(shape, np.float16)
+    want = x.transpose(_FROM_NCHW[target]) if target in _FROM_NCHW and target != "NCHW" else x
+    given = []
+
+    def alloc(out_shape, dtype):
+        given.append(np.full(out_shape, np.nan, dtype))
+        return given[-1]
+
+    got = restore_layout(to_device(x), fmt, want.shape, target_format=target, alloc=alloc)
+    assert len(given) == 1 and np.shares_memory(got, given[0]) and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dev_shape, fmt, shape", [((2, 1, 3, 3, 0), "NC1HWC0", (2, 0, 3, 3)),
+                                                   ((1, 0, 16, 0), "FRACTAL_NZ", (0, 0))])
+def test_zero_sized_device_dims_restore_to_an_empty_array(dev_shape, fmt, shape):
+    got = restore_layout(np.empty(dev_shape, np.float16), fmt, shape)
+    assert got.shape == shape and got.size == 0

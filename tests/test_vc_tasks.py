@@ -163,3 +163,31 @@ def test_a_truncated_dump_is_a_reason_row_naming_the_file(sample, tmp_path):
     bad = before[plan.job(row).tensor]
     assert not bad[2] and path in bad[6] and all(c == "NaN" for c in bad[7])
     assert sum(not c[2] for c in before.values()) < len(before)   # the other rows still compare
+
+
+def test_read_buffers_are_reused_aligned_and_not_kept_by_the_main_thread(sample, monkeypatch):
+    """Reads go to 64-byte aligned buffers that are reused (no fresh allocation per tensor); a
+    compare run in this thread gives them back when it ends, and every output repeated by a
+    later input was checked against the bytes kept from its own read (none left kept)."""
+    from precision_shell.analysis import compare_tasks
+    from precision_shell.formats import dump_file
+
+    buffers = dump_file.ReadBuffers()
+    first = buffers.take(100_000)
+    assert first.ctypes.data % 64 == 0 and first.size >= 100_000
+    buffers.give(first)
+    assert buffers.take(50_000) is first
+
+    s = Session.open(sample)
+    plan = plan_golden_compare(s.graph, s.dumps, s.golden)
+    closed = []
+    real_close = compare_tasks._TaskFiles.close
+
+    def close(files):
+        closed.append((dict(files.wanted), len(files.kept)))
+        real_close(files)
+    monkeypatch.setattr(compare_tasks._TaskFiles, "close", close)
+    result = run_compare(plan, workers=1)
+    assert sum(plan.table.alias[r] >= 0 for r in range(len(plan))) > 0
+    assert closed and all(wanted == {} and kept == 0 for wanted, kept in closed)
+    assert result.rows and not hasattr(dump_file._local, "buffers")

@@ -146,6 +146,29 @@ static PyObject *py_bool_counts(PyObject *self, PyObject *args)
                          (long long)counts[2], (long long)counts[3]);
 }
 
+static PyObject *py_value_counts(PyObject *self, PyObject *args)
+{
+    PyObject *x;
+    int kind;
+    Py_buffer bx;
+    if (!PyArg_ParseTuple(args, "Oi", &x, &kind))
+        return NULL;
+    if (kind < KIND_F32 || kind > KIND_BF16) {
+        PyErr_SetString(PyExc_ValueError, "unknown element kind");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(x, &bx, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    int64_t counts[4];
+    Py_ssize_t n = bx.len / item_size(kind);
+    Py_BEGIN_ALLOW_THREADS
+    fused_value_counts(bx.buf, kind, n, counts);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&bx);
+    return Py_BuildValue("LLLL", (long long)counts[0], (long long)counts[1],
+                         (long long)counts[2], (long long)counts[3]);
+}
+
 /* numpy's float32 -> float32 log inner loop (the one np.log dispatches to on this CPU) */
 static int bind_log(void)
 {
@@ -181,6 +204,9 @@ static PyMethodDef methods[] = {
      "want_kl, x_low, x_span, y_low, y_span, kl_scale): one float64 row per chunk"},
     {"bool_counts", py_bool_counts, METH_VARARGS,
      "bool_counts(x, y) -> (x_true, y_true, both_true, equal)"},
+    {"value_counts", py_value_counts, METH_VARARGS,
+     "value_counts(x, kind) -> (nan, pos_inf, neg_inf, saturated): saturated = |x| == 65504, "
+     "float16 only"},
     {NULL, NULL, 0, NULL},
 };
 

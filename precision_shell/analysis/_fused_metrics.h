@@ -41,5 +41,7 @@ int fused_second_pass(const Second *c, Py_ssize_t n, Py_ssize_t chunk, double *r
 /* (x_true, y_true, both_true, equal) of two bool byte arrays */
 void fused_bool_counts(const unsigned char *x, const unsigned char *y, Py_ssize_t n,
                        int64_t *out);
+/* (nan, +inf, -inf, |x| == 65504 for float16 else 0) of n values of one kind, from bits */
+void fused_value_counts(const char *data, int kind, Py_ssize_t n, int64_t *out);
 
 #endif

@@ -322,3 +322,44 @@ void fused_bool_counts(const unsigned char *x, const unsigned char *y, Py_ssize_
     }
     out[0] = x_true, out[1] = y_true, out[2] = both, out[3] = equal;
 }
+
+/* ---- value counts (ac's scan) -------------------------------------------------------- */
+
+/* Nearly every tensor is clean: first the largest sign-stripped bit pattern (one max per
+ * element, which vectorises), and the counts only when it reaches the suspect range. */
+#define VALUE_COUNTS(UTYPE, SIGN, EXP_ALL_ONES, SATURATED, CHECK_SATURATED)                    \
+    {                                                                                          \
+        UTYPE top = 0;                                                                         \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                   \
+            UTYPE m;                                                                           \
+            memcpy(&m, data + i * (Py_ssize_t)sizeof(UTYPE), sizeof(UTYPE)); /* unaligned */  \
+            m &= (UTYPE)(SIGN - 1);                                                            \
+            top = m > top ? m : top;                                                           \
+        }                                                                                      \
+        if (top >= (UTYPE)((CHECK_SATURATED) ? (SATURATED) : (EXP_ALL_ONES)))                  \
+            for (Py_ssize_t i = 0; i < n; i++) {                                               \
+                UTYPE b;                                                                       \
+                memcpy(&b, data + i * (Py_ssize_t)sizeof(UTYPE), sizeof(UTYPE));               \
+                UTYPE m = b & (UTYPE)(SIGN - 1);                                               \
+                int64_t inf = m == (UTYPE)(EXP_ALL_ONES), negative = (b & (UTYPE)(SIGN)) != 0; \
+                nan += m > (UTYPE)(EXP_ALL_ONES);                                              \
+                pos_inf += inf & !negative;                                                    \
+                neg_inf += inf & negative;                                                     \
+                if (CHECK_SATURATED)                                                           \
+                    saturated += m == (UTYPE)(SATURATED);                                      \
+            }                                                                                  \
+    }
+
+void fused_value_counts(const char *data, int kind, Py_ssize_t n, int64_t *out)
+{
+    /* tensors lie at any byte offset of a dump file: every load is a memcpy (unaligned) */
+    int64_t nan = 0, pos_inf = 0, neg_inf = 0, saturated = 0;
+    if (kind == KIND_F32) {
+        VALUE_COUNTS(uint32_t, 0x80000000u, 0x7F800000u, 0, 0)
+    } else if (kind == KIND_F16) {
+        VALUE_COUNTS(uint16_t, 0x8000u, 0x7C00u, 0x7BFFu, 1)   /* 0x7BFF: 65504 */
+    } else {
+        VALUE_COUNTS(uint16_t, 0x8000u, 0x7F80u, 0, 0)
+    }
+    out[0] = nan, out[1] = pos_inf, out[2] = neg_inf, out[3] = saturated;
+}

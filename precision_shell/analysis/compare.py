@@ -4,8 +4,9 @@ Why it is shaped like this:
 
 * The vendor engine spends most of its time re-packing golden arrays element by element and
   evaluating each metric as a separate whole-array pass (formats.md A.9). Here each worker
-  memory-maps both files of a pair, restores the layout, and computes every metric in two chunked
-  passes (``analysis.metrics``), so memory stays bounded by one tensor pair per worker.
+  reads both tensors of a pair into reusable buffers, restores the layout with one copy, and
+  computes every metric in two passes (``analysis.metrics``), so memory stays bounded by a few
+  tensors per worker.
 * Rows are batched into tasks of plain tuples (whole ops, grouped by dump file;
   ``compare_tasks``) so inter-process overhead is paid per task, not per tensor; tasks are sized
   so that every worker gets several of them (load balance), handed out a few at a time (never
@@ -15,8 +16,9 @@ Why it is shaped like this:
   input is usually the very bytes of its producer's dumped output. Such inputs are checked with
   a memcmp and take the producer row's metrics (exactly the same numbers), so chains cost one
   metric pass per tensor instead of two.
-* Any ``Executor`` works: a local process pool by default, ``-j 1`` runs in-process, tests and a
-  Dask client can pass their own. Results are keyed by row, so the outcome does not depend on the
+* Any ``Executor`` works: local threads by default (the reading, the layout copy and the C
+  kernel release the GIL; see ``_pool``), ``-j 1`` runs in-process, tests and a Dask client can
+  pass their own (a process pool works too: tasks and results are plain tuples). Results are keyed by row, so the outcome does not depend on the
   executor or the number of workers.
 * Ctrl-C (KeyboardInterrupt in the parent) cancels what has not started, keeps every finished
   row, and marks the result as partial.
@@ -24,13 +26,10 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
-import sys
-import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import fields
 from pathlib import Path
@@ -42,9 +41,10 @@ from precision_shell.analysis.compare_results import (  # noqa: F401  (re-export
 )
 from precision_shell.analysis.compare_tasks import iter_task, run_task
 from precision_shell.analysis import compare_worker
-from precision_shell.analysis.compare_worker import PairResult, ignore_sigint, skipped_pair
+from precision_shell.analysis.compare_worker import PairResult, skipped_pair
 from precision_shell.analysis.coverage import NO_DUMP, NO_GOLDEN, SHAPE_DIFFERS, reason_kind
 from precision_shell.analysis.metrics import JSON_KEYS, Metrics
+from precision_shell.formats.dump_file import release_thread_buffers
 
 _MIN_BATCH_BYTES = 4 << 20
 _MAX_BATCH_BYTES = 64 << 20
@@ -53,7 +53,8 @@ _BATCHES_PER_WORKER = 8
 # Tasks handed to the pool at a time: enough to keep every worker busy, few enough that the
 # tasks of a 200k-row plan are never all built (and pickled) at once.
 _TASKS_IN_FLIGHT_PER_WORKER = 3
-# Below this much data a process pool costs more to start (~0.1 s) than the whole compare.
+# Below this much data the compare runs in-process (progress per tensor; threads would gain
+# less than a millisecond).
 INLINE_BELOW_BYTES = 16 << 20
 
 
@@ -61,22 +62,14 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
-    # forkserver for pshell itself: workers fork from a small server process (numpy and the
-    # readers imported once), not from the session, whose ~300 MB (50k-op graph) a forked worker
-    # would count in its RSS; forking a threaded parent (the REPL) could also deadlock on a lock
-    # another thread held. A script that calls this API forks (as before): forkserver would
-    # re-run an unguarded script's main module in every worker.
-    methods = multiprocessing.get_all_start_methods()
-    main = getattr(sys.modules.get("__main__"), "__spec__", None)
-    ours = (main is not None and (main.name or "").startswith("precision_shell")) \
-        or os.path.basename(sys.argv[0] if sys.argv else "") == "pshell"  # the console script
-    lean = (ours or threading.active_count() > 1) and "forkserver" in methods
-    method = "forkserver" if lean else ("fork" if "fork" in methods else None)
-    ctx = multiprocessing.get_context(method)
-    if method == "forkserver":
-        ctx.set_forkserver_preload(["precision_shell.analysis.compare_tasks"])
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=ignore_sigint)
+def _pool(workers: int) -> ThreadPoolExecutor:
+    # Threads, not processes: a task's time is pread (GIL released), the layout copy (numpy,
+    # GIL released) and the C kernel (GIL released), so threads keep the cores as busy as
+    # processes would, without a forkserver's serial start (a fresh interpreter importing numpy,
+    # ~0.2 s), a second numpy in memory, or pickling tasks and results. Measured on a 1.3 GB
+    # sample (scale_500, 5 alternating whole-process runs of `vc -j 2`, load average ~5):
+    # threads 2.00 s wall, 1.24 CPU s, 46 MB summed PSS; forkserver pool 3.07 s, 1.52, 90 MB.
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pshell-vc")
 
 
 def make_tasks(plan: ComparePlan, workers: int) -> Iterator[tuple[list[int], tuple]]:
@@ -100,11 +93,15 @@ def make_tasks(plan: ComparePlan, workers: int) -> Iterator[tuple[list[int], tup
         specs = []
         for r in rows:
             a = t.alias[r]
-            alias = (a, plan.ops[t.op_pos[a]].dump_path, None, t.index[a]) if a >= 0 else None
+            if a >= 0:
+                src = plan.ops[t.op_pos[a]]
+                alias = (a, src.dump_path, src.packed, t.index[a])
+            else:
+                alias = None
             golden = (plan.golden_path(r), None) if npu_mode else plan.golden_path(r)
             specs.append((r, t.io[r], t.index[r], *t.spec[r], golden, alias))
             size += t.nbytes[r]
-        groups.append((op.op, op.dump_path, None, specs))
+        groups.append((op.op, op.dump_path, op.packed, specs))
         rows_in += rows
     if groups:
         yield rows_in, (npu_mode, groups)
@@ -161,10 +158,13 @@ def _unrunnable(t, row: int) -> PairResult:
 
 def _run_inline(plan: ComparePlan, store: ResultStore, bar: Any) -> None:
     # progress per tensor, so an interrupt loses nothing already computed
-    for _, task in make_tasks(plan, 1):
-        for res in iter_task(task):
-            store.add(res)
-            bar.advance(1)
+    try:
+        for _, task in make_tasks(plan, 1):
+            for res in iter_task(task):
+                store.add(res)
+                bar.advance(1)
+    finally:
+        release_thread_buffers()
 
 
 def _run_pool(tasks: Iterable[tuple[list[int], tuple]], store: ResultStore, bar: Any,
@@ -250,8 +250,10 @@ def _csv_row(row: TensorResult):
             continue
         metrics[column] = None if key in m.not_computed else float(getattr(m, key))
     std = None if JSON_KEYS[STD_COLUMN] in m.not_computed else cells[DEFAULT_METRICS.index(STD_COLUMN)]
-    # two all-zero tensors: the vendor's cosine cell is the literal "1.0", not "1.000000"
-    texts = {"CosineSimilarity": cells[DEFAULT_METRICS.index("CosineSimilarity")]} if m.cosine_both_zero else {}
+    # the cells as written, formatted once here (the writer would format each number again,
+    # row by row; rows sharing a result share these); two all-zero tensors: the vendor's cosine
+    # cell is the literal "1.0", not "1.000000"
+    texts = {column: cell for column, cell in zip(DEFAULT_METRICS, cells) if column != STD_COLUMN}
     return CompareRow(row.order, row.op_type, row.op, list(row.golden_ops), row.tensor, row.io, row.index,
                       row.shape, metrics, std, row.reason,
                       extra={"NPUDataType": row.npu_dtype, "GroundTruthDataType": row.golden_dtype},

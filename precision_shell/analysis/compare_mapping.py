@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from precision_shell.analysis.compare_plan import INPUT, OUTPUT, ComparePlan, OpPlan, PlanTable, file_path
+from precision_shell.analysis.compare_tasks import pack_header
 from precision_shell.analysis import coverage
 from precision_shell.analysis.compare_worker import NO_DUMP, NO_GOLDEN
 from precision_shell.errors import FormatError
@@ -80,6 +81,7 @@ class _Planner:
         self._golden: dict[str, tuple[Any, int]] = {}
         self._specs: dict[tuple, tuple] = {}
         self._refs: dict[str, str] = {}
+        self.packed: dict[tuple, tuple] = {}   # shared entry groups of packed headers
 
     # -- dumps --------------------------------------------------------------------------------
     def header(self, index: DumpIndex, f: DumpFile | None) -> DumpHeader | None:
@@ -264,6 +266,7 @@ def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
             else:
                 p.add_unreadable(plan, dump_path(f))
             continue
+        plan.packed = pack_header(header, p.packed)   # workers do not parse it again
         n_inputs = len(header.inputs)
         for entry in header.inputs:
             ref, how = (p.producer_golden(op, entry.index, n_inputs) if op is not None

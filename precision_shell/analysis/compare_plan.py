@@ -40,6 +40,7 @@ class OpPlan:
     timestamp: int | None = None
     rows: Sequence[int] = field(default_factory=list)   # a range once planned
     other: Any = None                   # NPU vs NPU: the other run's DumpFile of this op
+    packed: tuple | None = None         # its dump's header as planning parsed it (compare_tasks)
 
     @property
     def dump_path(self) -> str | None:

@@ -4,9 +4,13 @@ Why not one :class:`~compare_worker.PairJob` per tensor: on a 50k-file dump (200
 objects cost more to build, pickle and keep than the small tensors cost to compare. So a task
 groups the rows of whole ops by dump file, and a worker
 
-* reads each small dump file and each small golden once, whole, with one read (no per-tensor
-  open + mmap), and parses the .npy header with the fast path of ``golden_npy``;
-* takes an input that repeats its producer's bytes from that row (``alias``, as before), and an
+* opens each file once and reads each tensor with one ``pread`` into a reusable buffer of its
+  thread (no mapping, no fresh allocation: a per-tensor mmap + populate + munmap cost more than
+  the copy), restores a device layout with one copy into another such buffer, and parses the
+  .npy header with the fast path of ``golden_npy`` from the same open file;
+* takes an input that repeats its producer's bytes from that row (``alias``): the producer's
+  bytes are kept from when its output was read (the task knows which outputs later inputs
+  repeat), so the check is a memcmp of bytes in memory, not a second read; and an
   NPU tensor whose bytes, description and golden file equal a row already computed in this task
   from that row too (``memo``: a constant or weight fed to many ops is compared once per task);
 * returns one tuple per row; the parent keeps them in arrays (``compare_results``).
@@ -28,37 +32,39 @@ Layouts (positions, to keep pickles small)::
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import fields
 from typing import Any, Iterator
 
 import numpy as np
 
-from precision_shell.analysis.compare_worker import (
-    PairResult, _compare_arrays, _golden_array, _same_bytes, failed_pair, map_array,
-)
+from precision_shell.analysis.compare_worker import PairResult, _compare_arrays, failed_pair
 from precision_shell.analysis.metrics import Metrics
 from precision_shell.errors import PshellError
 from precision_shell.formats.dtypes import DT_BOOL, DT_UNDEFINED, numpy_dtype
 from precision_shell.formats.dump_file import (
-    DumpHeader, TensorEntry, read_device_array, read_dump_header, to_logical,
+    DumpHeader, TensorEntry, pread_into, read_device_array, read_dump_header, thread_buffers, to_logical,
 )
-from precision_shell.formats.golden_npy import array_from_bytes, read_npy
+from precision_shell.formats.golden_npy import read_npy_into
 
-# Files up to this size are read whole, once per task; larger ones are memory-mapped per tensor.
-SMALL_FILE = 1 << 20
-# Whole small files kept per task (dump files of the batch, goldens seen twice).
-_FILE_BUDGET = 32 << 20
+# Bytes of producer outputs kept per task for the alias checks of later inputs (beyond: re-read).
+_KEEP_BUDGET = 64 << 20
+# Files a task keeps open (an op's dump file, its producers', goldens are opened per read).
+_OPEN_FILES = 8
 # NPU tensors up to this size are memoised by content within a task.
 MEMO_MAX_BYTES = 1 << 16
 VALUE_FIELDS = tuple(f.name for f in fields(Metrics))[:15]   # the float fields, in order
 _IO = ("input", "output")
 
 
-def pack_header(header: DumpHeader) -> tuple:
-    """The parts of a parsed header a worker needs, as plain tuples (cheap to pickle)."""
+def pack_header(header: DumpHeader, shared: dict | None = None) -> tuple:
+    """The parts of a parsed header a worker needs, as plain tuples (cheap to pickle). ``shared``:
+    equal entry groups are the same tuple object (a network's dumps repeat a few layouts, so a
+    plan's packed headers cost ~100 bytes an op, not ~1 kB)."""
     def entries(group):
-        return tuple((e.dtype, e.format, e.shape, e.original_shape, e.sub_format, e.offset, e.size)
-                     for e in group)
+        packed = tuple((e.dtype, e.format, e.shape, e.original_shape, e.sub_format, e.offset, e.size)
+                       for e in group)
+        return packed if shared is None else shared.setdefault(packed, packed)
     return header.file_size, entries(header.inputs), entries(header.outputs)
 
 
@@ -80,12 +86,18 @@ def result_row(res: PairResult) -> tuple:
 
 
 class _TaskFiles:
-    """Headers and whole small files of one task."""
+    """Headers, open files and buffers of one task: each file opened once, each tensor read with
+    one pread into a reusable buffer, the raw bytes of outputs that later inputs of the task
+    repeat (aliases) kept until those are checked."""
 
-    def __init__(self) -> None:
+    def __init__(self, wanted: dict[tuple[str, int], int]) -> None:
         self.headers: dict[str, DumpHeader] = {}
-        self.blobs: dict[str, Any] = {}
-        self.kept = 0
+        self.fds: dict[str, int] = {}
+        self.buffers = thread_buffers()
+        self.row_buffers: list[np.ndarray] = []            # given back when the row is done
+        self.wanted = wanted                               # (dump, output index) -> alias rows to come
+        self.kept: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}   # -> (buffer, bytes)
+        self.kept_bytes = 0
 
     def header(self, path: str, packed: tuple | None) -> DumpHeader:
         header = self.headers.get(path)
@@ -94,93 +106,149 @@ class _TaskFiles:
             self.headers[path] = header
         return header
 
-    def keep(self, path: str, value: Any, size: int) -> None:
-        if self.kept + size > _FILE_BUDGET:
-            self.blobs.clear()
-            self.kept = 0
-        self.blobs[path] = value
-        self.kept += size
+    def take(self, nbytes: int) -> np.ndarray:
+        buf = self.buffers.take(nbytes)
+        self.row_buffers.append(buf)
+        return buf
 
-    def dump_bytes(self, header: DumpHeader) -> bytes | None:
-        """The whole dump file when it is small (read once per task), else None."""
-        if header.file_size > SMALL_FILE:
+    def alloc(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """``layout.restore_layout``'s output array, carved from a reusable buffer."""
+        nbytes = math.prod(shape) * dtype.itemsize
+        return self.take(nbytes)[:nbytes].view(dtype).reshape(shape)
+
+    def row_done(self) -> None:
+        for buf in self.row_buffers:
+            self.buffers.give(buf)
+        self.row_buffers.clear()
+
+    def close(self) -> None:
+        self.row_done()
+        for buf, _ in self.kept.values():
+            self.buffers.give(buf)
+        self.kept.clear()
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+    def _fd(self, path: str) -> int:
+        fd = self.fds.get(path)
+        if fd is None:
+            if len(self.fds) >= _OPEN_FILES:
+                old = next(iter(self.fds))
+                os.close(self.fds.pop(old))
+            fd = self.fds[path] = os.open(path, os.O_RDONLY)
+        return fd
+
+    def raw(self, header: DumpHeader, entry: TensorEntry) -> np.ndarray | None:
+        """The ``entry.size`` bytes of a tensor (uint8), or None when they cannot be read in full
+        (the general reader then reports why)."""
+        size = entry.size
+        if entry.offset + size > header.file_size:
             return None
-        blob = self.blobs.get(header.path)
-        if blob is None:
-            try:
-                with open(header.path, "rb", buffering=0) as fh:
-                    blob = fh.read(header.file_size)
-            except OSError:
-                return None   # the per-tensor readers report it with their own message
-            self.keep(header.path, blob, len(blob))
-        return blob
+        buf = self.take(size)[:size]
+        try:
+            got = pread_into(self._fd(header.path), buf, entry.offset)
+        except OSError:
+            return None
+        return buf if got == size else None
+
+    def keep(self, path: str, index: int, raw: np.ndarray) -> None:
+        """Keep an output's bytes while inputs of this task that repeat them are still to come."""
+        key = (path, index)
+        if not self.wanted.get(key) or key in self.kept or self.kept_bytes + raw.size > _KEEP_BUDGET:
+            return
+        base = next(b for b in self.row_buffers if b.ctypes.data == raw.ctypes.data)   # raw = b[:size]
+        self.row_buffers.remove(base)
+        self.kept[key] = (base, raw)
+        self.kept_bytes += raw.size
+
+    def producer_bytes(self, key: tuple[str, int], header: DumpHeader, entry: TensorEntry) -> np.ndarray | None:
+        """An output's bytes for an alias check: kept when read earlier in this task, else read;
+        the count of checks still to come is decreased, the kept copy released after the last."""
+        kept = self.kept.get(key)
+        left = self.wanted.get(key, 0) - 1
+        if left > 0:
+            self.wanted[key] = left
+        else:
+            self.wanted.pop(key, None)
+        if kept is None:
+            return self.raw(header, entry)
+        if left <= 0:
+            del self.kept[key]
+            self.kept_bytes -= kept[1].size
+            self.row_buffers.append(kept[0])        # still valid for this row, reused after it
+        return kept[1]
 
     def golden(self, path: str) -> np.ndarray:
-        arr = self.blobs.get(path)
-        if arr is not None:
-            return arr
-        header, blob = read_npy(path, SMALL_FILE)
-        if blob is None or math.prod(header.shape) == 0:
-            return _golden_array(path)
-        arr = array_from_bytes(header, blob)
-        self.keep(path, arr, len(blob))
-        return arr
+        return read_npy_into(path, self.take)
 
 
-def _device_array(header: DumpHeader, entry: TensorEntry, blob: bytes | None) -> np.ndarray:
-    """As ``compare_worker._mapped_device_array``, from the file's bytes when it was read whole."""
+def _equal_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.size != b.size:
+        return False
+    k = a.size // 8 * 8   # 8 bytes at a time: ~3x faster than byte by byte
+    return bool(np.array_equal(a[:k].view(np.uint64), b[:k].view(np.uint64)) and np.array_equal(a[k:], b[k:]))
+
+
+def _device_array(header: DumpHeader, entry: TensorEntry, raw: np.ndarray | None) -> np.ndarray:
+    """The device-layout array of ``entry`` from its bytes ``raw`` (or the general reader, which
+    also decodes bools and raises the precise FormatError of a truncated or inconsistent entry)."""
     if entry.dtype in (DT_BOOL, DT_UNDEFINED) or not entry.shape:
         return read_device_array(header, entry)   # needs decoding or a derived shape
     dtype = numpy_dtype(entry.dtype, header.path)
     count = math.prod(entry.shape)
-    end = entry.offset + count * dtype.itemsize
-    if count == 0 or count * dtype.itemsize > entry.size or end > header.file_size:
-        return read_device_array(header, entry)   # raises the reader's precise FormatError
-    if blob is not None and end <= len(blob):
-        return np.frombuffer(blob, dtype=dtype, count=count, offset=entry.offset).reshape(entry.shape)
-    try:
-        return map_array(header.path, dtype, entry.offset, count).reshape(entry.shape)
-    except (OSError, ValueError):
+    nbytes = count * dtype.itemsize
+    if raw is None or count == 0 or nbytes > entry.size:
         return read_device_array(header, entry)
+    return raw[:nbytes].view(dtype).reshape(entry.shape)
 
 
 def _desc(e: TensorEntry) -> tuple:
     return e.dtype, e.format, e.shape, e.original_shape, e.sub_format
 
 
-def _alias_size(files: _TaskFiles, header: DumpHeader, entry: TensorEntry, alias: tuple) -> int:
-    """Bytes of the input when it has its producer's description and bytes, else 0 (any read
-    problem: 0; the normal path then reports it)."""
+def _alias_same(files: _TaskFiles, entry: TensorEntry, raw: np.ndarray | None, alias: tuple) -> bool:
+    """Whether the input (``entry``, bytes ``raw``) has its producer's description and bytes (any
+    read problem: False; the normal path then reports it)."""
     _, src_path, src_packed, src_index = alias
+    key = (src_path, src_index)
     try:
         src_header = files.header(src_path, src_packed)
         src = src_header.entry("output", src_index)
     except PshellError:
-        return 0
-    if _desc(entry) != _desc(src) or entry.size != src.size:
-        return 0
-    a, b = files.dump_bytes(header), files.dump_bytes(src_header)
-    if a is not None and b is not None and entry.offset + entry.size <= len(a) \
-            and src.offset + src.size <= len(b):
-        same = a[entry.offset:entry.offset + entry.size] == b[src.offset:src.offset + src.size]
-    else:
-        same = _same_bytes(header.path, entry, src_header.path, src)
-    return entry.size if same else 0
+        files.wanted.pop(key, None)
+        return False
+    src_bytes = files.producer_bytes(key, src_header, src)
+    if raw is None or src_bytes is None or _desc(entry) != _desc(src) or entry.size != src.size:
+        return False
+    return _equal_bytes(raw, src_bytes)
 
 
 def iter_task(task: tuple) -> Iterator[tuple]:
     """One result tuple per row of ``task``, in row order, each as soon as it exists."""
     device_shape_mode, groups = task
-    files = _TaskFiles()
+    wanted: dict[tuple[str, int], int] = {}
+    for _, _, _, rows in groups:
+        for *_, alias in rows:
+            if alias is not None:
+                key = (alias[1], alias[3])
+                wanted[key] = wanted.get(key, 0) + 1
+    files = _TaskFiles(wanted)
     memo: dict[tuple, tuple[int, int]] = {}
-    for op, npu_path, packed, rows in groups:
-        for row, io, index, target_format, fallback_shape, golden, alias in rows:
-            yield _run_row(files, memo, device_shape_mode, op, npu_path, packed, row, _IO[io], index,
-                           target_format, fallback_shape, golden, alias)
+    try:
+        for op, npu_path, packed, rows in groups:
+            for row, io, index, target_format, fallback_shape, golden, alias in rows:
+                try:
+                    yield _run_row(files, memo, device_shape_mode, op, npu_path, packed, row, _IO[io], index,
+                                   target_format, fallback_shape, golden, alias)
+                finally:
+                    files.row_done()
+    finally:
+        files.close()
 
 
 def run_task(task: tuple) -> list[tuple]:
-    """The task a pool worker runs: the whole task, results in row order."""
+    """The task a worker runs: the whole task, results in row order."""
     return list(iter_task(task))
 
 
@@ -191,23 +259,23 @@ def _run_row(files: _TaskFiles, memo: dict, device_shape_mode: bool, op: str, np
     try:
         header = files.header(npu_path, packed)
         entry = header.entry(io, index)
-        blob = files.dump_bytes(header)
     except PshellError as exc:
         return result_row(failed_pair(row, f"{op}:{io}:{index}", exc))
-    if alias is not None:
-        same = _alias_size(files, header, entry, alias)
-        if same:
-            return row, alias[0], 2 * same
+    raw = files.raw(header, entry)
+    if alias is not None and _alias_same(files, entry, raw, alias):
+        return row, alias[0], 2 * entry.size
+    if io == "output" and raw is not None:
+        files.keep(npu_path, index, raw)
     key = None
-    if not device_shape_mode and blob is not None and entry.size <= MEMO_MAX_BYTES:
-        key = (golden, _desc(entry), target_format, fallback_shape,
-               blob[entry.offset:entry.offset + entry.size])
+    if not device_shape_mode and raw is not None and entry.size <= MEMO_MAX_BYTES:
+        key = (golden, _desc(entry), target_format, fallback_shape, raw.tobytes())
         hit = memo.get(key)
         if hit is not None:
             return row, hit[0], hit[1]
     try:
-        npu = to_logical(header, entry, _device_array(header, entry, blob),
-                         target_format=target_format, fallback_shape=fallback_shape)
+        npu = to_logical(header, entry, _device_array(header, entry, raw),
+                         target_format=target_format, fallback_shape=fallback_shape, alloc=files.alloc)
+        identical = None
         if isinstance(golden, str):
             golden_path, golden_entry = golden, None
             golden_arr = files.golden(golden)
@@ -215,10 +283,15 @@ def _run_row(files: _TaskFiles, memo: dict, device_shape_mode: bool, op: str, np
             golden_path = golden[0]
             golden_header = files.header(golden[0], golden[1])
             golden_entry = golden_header.entry(io, index)
+            golden_raw = files.raw(golden_header, golden_entry)
             golden_arr = to_logical(golden_header, golden_entry,
-                                    _device_array(golden_header, golden_entry, files.dump_bytes(golden_header)))
+                                    _device_array(golden_header, golden_entry, golden_raw),
+                                    alloc=files.alloc)
+            identical = raw is not None and golden_raw is not None and \
+                (entry.dtype, entry.shape) == (golden_entry.dtype, golden_entry.shape) and \
+                _equal_bytes(raw, golden_raw)
         res = _compare_arrays(row, npu, entry, golden_arr, golden_entry, device_shape_mode, npu_path,
-                              golden_path)
+                              golden_path, identical)
     except (PshellError, MemoryError, ValueError, OSError) as exc:
         return result_row(failed_pair(row, f"{op}:{io}:{index}", exc))
     if key is not None:

@@ -1,19 +1,16 @@
-"""The work of one compare task: open both files of each pair, restore the layout, compute metrics.
+"""The work of one compare pair: open both files, restore the layout, compute metrics.
 
-This module is what pool workers import, so it stays light: numpy, the readers and the metrics.
-Jobs carry paths and entry indexes, never arrays (pickling tensors through a pipe would cost more
-than comparing them). Tensors are memory-mapped where the bytes can be used as they lie, so a
-worker holds at most one pair (plus a layout-restored copy) at a time: memory is bounded by the
-largest tensor, not by the dump. ``vc`` itself sends compact tasks (``compare_tasks``), which
-share this module's readers and checks (``_compare_arrays``); :func:`compare_job` serves one
-:class:`PairJob` at a time.
+What every path shares: the checks and metrics of two decoded tensors (``_compare_arrays``), the
+rows of pairs that were skipped or failed. ``vc`` runs compact tasks (``compare_tasks``: pread
+into reusable buffers); :func:`compare_job` serves one :class:`PairJob` at a time (tests, the
+naive benchmark baseline), memory-mapping tensors where the bytes can be used as they lie. Jobs
+carry paths and entry indexes, never arrays, so a cluster worker can run them as well.
 """
 
 from __future__ import annotations
 
 import math
 import mmap
-import signal
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
@@ -103,12 +100,6 @@ def failed_pair(row: int, tensor: str, exc: Exception) -> PairResult:
         reason, file, kind = f"{tensor}: {type(exc).__name__}: {exc}", None, type(exc).__name__
     return PairResult(row, Metrics.unavailable(reason), reason=reason, coverage_kind=kind, file=file,
                       unreadable=True)
-
-
-def ignore_sigint() -> None:
-    """Pool initializer: Ctrl-C is handled by the parent, which cancels the work cleanly;
-    workers must not each print a KeyboardInterrupt traceback."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -261,8 +252,9 @@ def compare_job(job: PairJob, headers: _HeaderCache | None = None) -> PairResult
 
 def _compare_arrays(row: int, npu: np.ndarray, npu_entry: TensorEntry | None, golden: np.ndarray,
                     golden_entry: TensorEntry | None, device_shape_mode: bool, npu_path: str,
-                    golden_path: str) -> PairResult:
-    """The row of two decoded tensors (the checks and metrics every path shares)."""
+                    golden_path: str, identical: bool | None = None) -> PairResult:
+    """The row of two decoded tensors (the checks and metrics every path shares). ``identical``:
+    NPU vs NPU, whether both tensors' bytes are equal when the caller already knows (else read)."""
     npu_dtype = _dtype_text(npu, not device_shape_mode)
     golden_dtype = _dtype_text(golden, not device_shape_mode)
     shape = tuple(npu.shape)
@@ -284,7 +276,8 @@ def _compare_arrays(row: int, npu: np.ndarray, npu_entry: TensorEntry | None, go
     result = PairResult(row, metrics, npu_dtype, golden_dtype, shape, " ".join(metrics.reasons),
                         compared=True, nbytes=npu.nbytes + golden.nbytes)
     if device_shape_mode and npu_entry is not None and golden_entry is not None:
-        result.extra["identical"] = _same_bytes(npu_path, npu_entry, golden_path, golden_entry)
+        result.extra["identical"] = identical if identical is not None else \
+            _same_bytes(npu_path, npu_entry, golden_path, golden_entry)
     return result
 
 

@@ -1,6 +1,6 @@
 """Where the compare and scan engines run their tasks: any ``concurrent.futures.Executor``.
 
-* local (default): the compare engine's own process pool (``compare._pool``), or in-process;
+* local (default): the compare engine's own thread pool (``compare._pool``), or in-process;
 * ``--scheduler ADDRESS`` / ``config set scheduler ADDRESS``: a Dask distributed cluster, through
   ``dask.distributed.Client(ADDRESS).get_executor()`` (a real ``Executor`` whose futures are the
   cluster's). Workers read the dumps from a filesystem they share with the client; a task is a

@@ -7,7 +7,8 @@ order, chunk by chunk), and :func:`bool_counts` the same ``BoolCounts``, in two 
 data with no temporary arrays and the GIL released. They return None when the kernel cannot
 take the pair (not built, ``PSHELL_NO_EXT=1``, a dtype other than float16/bfloat16/float32,
 non-contiguous or non-native-endian data): the caller then keeps the numpy path, which stays
-the reference and the fallback.
+the reference and the fallback. :func:`value_counts` is ``ac``'s check (nan, ±inf, fp16
+saturation from the bit patterns), with the same rules.
 """
 
 from __future__ import annotations
@@ -59,6 +60,18 @@ def _kind(a: np.ndarray) -> int | None:
     if k._is_bfloat16(a.dtype):
         return _ext.KIND_BF16
     return None
+
+
+def value_counts(a: np.ndarray) -> tuple[int, int, int, int] | None:
+    """``(nan, +inf, -inf, |x| == 65504)`` of a float16/bfloat16/float32 array in one pass of
+    the C kernel from the bit patterns (saturation counted for float16 only, else 0), or None
+    when the kernel cannot take it (not built, ``PSHELL_NO_EXT=1``, another dtype, not
+    contiguous): the caller's numpy check decides then."""
+    if not _enabled():
+        return None
+    flat = a.reshape(-1) if a.flags.c_contiguous else a
+    kind = _kind(flat)
+    return None if kind is None else _ext.value_counts(flat, kind)
 
 
 def kl_computable(first: k.FirstPass) -> bool:

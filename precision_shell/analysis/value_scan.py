@@ -1,9 +1,13 @@
 """The value scan of ``ac``: every dumped tensor of a dump set checked for nan, ±inf and fp16
 saturation (|x| == 65504), as bit patterns: small files (10^5 in a workspace) in one read each
-and in batches (``_SmallFileBatch``), large ones a tensor at a time; memory stays bounded. Only
-the few dumps that fail the check get full statistics.
+and in batches (``_SmallFileBatch``), larger ones (up to ``_WHOLE_MAX``) in one open and one
+read each into a reusable buffer of the reading thread, the rare larger still a tensor at a
+time; memory stays bounded. The check is one pass of the C kernel
+(``fused_metrics.value_counts``) where it is built, else a numpy mask and max. Only the few
+dumps that fail the check get full statistics, from the bytes already read.
 
-It runs in this process, or on an executor (``analysis.executors``: a Dask cluster) in tasks of
+It runs in this process (on threads when there is enough to read: the reads and the kernel
+release the GIL), or on an executor (``analysis.executors``: a Dask cluster) in tasks of
 ``SCAN_TASK_FILES`` dump files that return compact stats, never tensors.
 """
 
@@ -12,16 +16,17 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from precision_shell.analysis import fused_metrics
 from precision_shell.analysis.tensor_compare import TensorStats, tensor_stats
 from precision_shell.errors import FormatError
 from precision_shell.formats.dtypes import DT_UNDEFINED, is_supported_dtype, numpy_dtype
 from precision_shell.formats.dump_file import (
-    DumpHeader, parse_dump_header, read_device_array, read_dump, read_logical_array, read_small_file,
-    v2_tensor_layout,
+    DumpHeader, parse_dump_header, read_device_array, read_dump, read_dump_into, read_logical_array,
+    read_small_file, release_thread_buffers, thread_buffers, v2_tensor_layout,
 )
 from precision_shell.model.dump_index import DumpFile
 
@@ -66,6 +71,9 @@ def looks_clean(array: np.ndarray) -> bool:
     """True when a tensor certainly has no nan, inf or fp16 saturation: one integer max over
     the sign-stripped bit patterns, in chunks (no float work, bounded memory). Most tensors of a
     dump are clean, so the full statistics are computed only for the few that are not."""
+    counts = fused_metrics.value_counts(array) if array.size else None
+    if counts is not None:   # the C kernel: one pass, GIL released
+        return not any(counts)
     spec = _suspect_bits(array.dtype)
     if spec is None or array.size == 0:
         # ints and bools cannot overflow into inf/nan; fp8 (ml_dtypes, kind "V"), complex and
@@ -114,7 +122,7 @@ def tensor_overflows(header: DumpHeader, kinds=("input", "output"),
 # the value scan of many small files
 
 _SMALL = 1 << 16          # files under this size are read whole and checked in batches
-_WHOLE_BELOW = 1 << 20    # ... under this, read whole by the per-file path (tensors viewed in place)
+_WHOLE_MAX = 64 << 20    # ... up to this, read whole into a reusable buffer by the per-file path
 _BATCH_BYTES = 4 << 20    # small files held at once for one batched check (bounds memory)
 _BATCH_FILES = 512        # ... and at most this many (bounds the delay of progress and Ctrl-C)
 
@@ -220,24 +228,44 @@ def _batched(files: list[DumpFile]):
 
 def _file_overflows(f, data: bytes | None) -> tuple[DumpHeader, list[TensorOverflow] | None]:
     """One dump the batched check could not clear: its header, and the stats of its tensors
-    (None when it is clean after all)."""
+    (None when it is clean after all), from one read of the file (up to ``_WHOLE_MAX``)."""
     path = os.fspath(f.path)
-    if data is None:
-        header, data = read_dump(path, _WHOLE_BELOW)
-    else:
+    if data is not None:
         header = parse_dump_header(path, data)
+    elif f.size > _WHOLE_MAX:
+        header = read_dump(path, 0)[0]      # tensor by tensor
+    else:
+        buffers = thread_buffers()
+        taken: list = []
+
+        def take(nbytes: int):
+            taken.append(buffers.take(nbytes))
+            return taken[-1]
+        try:
+            header, data = read_dump_into(path, take)
+            return header, _overflows(header, data)
+        finally:
+            for buf in taken:
+                buffers.give(buf)
+    return header, _overflows(header, data)
+
+
+def _overflows(header: DumpHeader, data) -> list[TensorOverflow] | None:
     if dump_looks_clean(header, data):
-        return header, None
-    return header, tensor_overflows(header, data=data)
+        return None
+    return tensor_overflows(header, data=data)
 
 
 SCAN_TASK_FILES = 2048   # dump files per value-scan task on an executor
+# The local scan goes to threads from this many bytes, in tasks of about _THREAD_TASK_BYTES.
+_THREADS_FROM = 32 << 20
+_THREAD_TASK_BYTES = 16 << 20
 
 
-def scan_value_batch(files: list[DumpFile]) -> tuple[list[tuple], list[tuple[str, str]]]:
+def scan_value_batch(files: list[DumpFile]) -> tuple[list[tuple], list[tuple[int, str, str]]]:
     """One value-scan task (an executor's worker runs it): for each file of ``files`` that has a
     nan, inf or fp16-saturated value, ``(position, header op name, tensor stats)``; and
-    ``(path, reason)`` for each file it could not read. Compact: stats, never tensors."""
+    ``(position, path, reason)`` for each file it could not read. Compact: stats, never tensors."""
     found, errors = [], []
     for pos, (f, data, unclear) in enumerate(_batched(files)):
         if not unclear:
@@ -245,63 +273,108 @@ def scan_value_batch(files: list[DumpFile]) -> tuple[list[tuple], list[tuple[str
         try:
             header, tensors = _file_overflows(f, data)
         except FormatError as exc:
-            errors.append((exc.path or str(f.path), exc.reason))
+            errors.append((pos, exc.path or str(f.path), exc.reason))
             continue
         if tensors is not None and any(t.bad for t in tensors):
             found.append((pos, header.op_name, tensors))
     return found, errors
 
 
-def _value_tasks(files: list[DumpFile], size: int):
+def _tasks_by_files(files: list[DumpFile], size: int):
     for start in range(0, len(files), size):
         yield start, (files[start:start + size],)
+
+
+def _tasks_by_bytes(files: list[DumpFile], nbytes: int):
+    start, total = 0, 0
+    for pos, f in enumerate(files):
+        total += f.size
+        if total >= nbytes or pos - start + 1 >= SCAN_TASK_FILES:
+            yield start, (files[start:pos + 1],)
+            start, total = pos + 1, 0
+    if start < len(files):
+        yield start, (files[start:],)
 
 
 def scan_values(files: list[DumpFile], bar: Any, executor=None) -> tuple[list[tuple], list[FormatError], int, bool]:
     """The value scan of ``files``: ``(file, header op name, tensor stats)`` for each file with a
     bad value, the files it could not read, how many it scanned, and whether Ctrl-C stopped it
     (what was scanned is kept). ``executor``: run it there in tasks (a lost task's files are
-    reported unreadable)."""
+    reported unreadable). Without one, a large scan runs on this process's threads, with the
+    same result, in the same order, as one thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from precision_shell.analysis.executors import run_tasks
 
+    if executor is None:
+        workers = os.cpu_count() or 1
+        if workers == 1 or len(files) < 2 or sum(f.size for f in files) < _THREADS_FROM:
+            return _scan_here(files, bar)
+        with ThreadPoolExecutor(workers, thread_name_prefix="pshell-ac") as pool:
+            return _scan_on(pool, files, bar, _tasks_by_bytes(files, _THREAD_TASK_BYTES), workers, run_tasks,
+                            local=True)
+    return _scan_on(executor, files, bar, _tasks_by_files(files, SCAN_TASK_FILES),
+                    max(1, getattr(executor, "_max_workers", 1)), run_tasks, local=False)
+
+
+def _scan_here(files: list[DumpFile], bar: Any) -> tuple[list[tuple], list[FormatError], int, bool]:
+    try:
+        return _scan_files(files, bar)
+    finally:
+        release_thread_buffers()
+
+
+def _scan_files(files: list[DumpFile], bar: Any) -> tuple[list[tuple], list[FormatError], int, bool]:
     found: list[tuple] = []
     errors: list[FormatError] = []
     scanned = 0
-    if executor is None:
-        try:
-            for f, data, unclear in _batched(files):
-                scanned += 1
-                bar.advance()
-                if not unclear:
-                    continue
-                try:
-                    header, tensors = _file_overflows(f, data)
-                except FormatError as exc:
-                    errors.append(exc)
-                    continue
-                if tensors is not None and any(t.bad for t in tensors):
-                    found.append((f, header.op_name, tensors))
-        except KeyboardInterrupt:
-            return found, errors, scanned, True
-        return found, errors, scanned, False
+    try:
+        for f, data, unclear in _batched(files):
+            scanned += 1
+            bar.advance()
+            if not unclear:
+                continue
+            try:
+                header, tensors = _file_overflows(f, data)
+            except FormatError as exc:
+                errors.append(exc)
+                continue
+            if tensors is not None and any(t.bad for t in tensors):
+                found.append((f, header.op_name, tensors))
+    except KeyboardInterrupt:
+        return found, errors, scanned, True
+    return found, errors, scanned, False
+
+
+def _scan_on(executor, files: list[DumpFile], bar: Any, tasks, workers: int, run_tasks,
+             local: bool) -> tuple[list[tuple], list[FormatError], int, bool]:
+    found: list[tuple[int, tuple]] = []
+    errors: list[tuple[int, FormatError]] = []
+    scanned = 0
+    sizes: dict[int, int] = {}
+
+    def sized(pairs):
+        for start, args in pairs:
+            sizes[start] = len(args[0])
+            yield start, args
 
     def on_result(start: int, value: tuple) -> None:
         nonlocal scanned
         bad, unreadable = value
-        errors.extend(FormatError(path, reason) for path, reason in unreadable)
-        found.extend((files[start + pos], op_name, tensors) for pos, op_name, tensors in bad)
-        done = min(SCAN_TASK_FILES, len(files) - start)
-        scanned += done
-        bar.advance(done)
+        errors.extend((start + pos, FormatError(path, reason)) for pos, path, reason in unreadable)
+        found.extend((start + pos, (files[start + pos], op_name, tensors)) for pos, op_name, tensors in bad)
+        scanned += sizes[start]
+        bar.advance(sizes[start])
 
     def on_error(start: int, exc: BaseException) -> None:
         why = str(exc).splitlines()[0] if str(exc) else ""
-        errors.extend(FormatError(f.path, f"value scan task lost ({type(exc).__name__}: {why})")
-                      for f in files[start:start + SCAN_TASK_FILES])
+        errors.extend((start + i, FormatError(f.path, f"value scan task lost ({type(exc).__name__}: {why})"))
+                      for i, f in enumerate(files[start:start + sizes[start]]))
 
-    window = 3 * max(1, getattr(executor, "_max_workers", 1))
-    cancelled = run_tasks(executor, scan_value_batch, _value_tasks(files, SCAN_TASK_FILES),
-                          on_result, on_error, window)
-    # a task's files come back together: keep the order a local scan gives
-    found.sort(key=lambda item: (item[0].name.timestamp, item[0].filename))
-    return found, errors, scanned, cancelled
+    cancelled = run_tasks(executor, scan_value_batch, sized(tasks), on_result, on_error, 3 * workers)
+    errors.sort(key=lambda item: item[0])
+    if local:   # the order one thread gives
+        found.sort(key=lambda item: item[0])
+    else:       # a task's files come back together: keep the order a local scan gives
+        found.sort(key=lambda item: (item[1][0].name.timestamp, item[1][0].filename))
+    return [item for _, item in found], [exc for _, exc in errors], scanned, cancelled

@@ -141,6 +141,40 @@ def read_dump(path: str | os.PathLike, whole_below: int = 1 << 20) -> tuple[Dump
         os.close(fd)
 
 
+def pread_into(fd: int, buf, offset: int) -> int:
+    """Fill ``buf`` (a writable contiguous buffer, e.g. a reusable uint8 array) with the bytes of
+    ``fd`` from ``offset``, without moving the file position; the count read (less at the end)."""
+    view = memoryview(buf).cast("B")
+    total = 0
+    while total < len(view):
+        got = os.preadv(fd, [view[total:]], offset + total)   # Linux caps one call at ~2 GiB
+        if got == 0:
+            break
+        total += got
+    return total
+
+
+def read_dump_into(path: str | os.PathLike, take):
+    """The header and the whole file with one open and one read, into ``take(size)`` (a reusable
+    uint8 buffer of at least ``size`` bytes): ``(header, data)``, ``data`` the file's bytes in it
+    (``dump_file.read_device_array(header, entry, data)`` views tensors there)."""
+    path = os.fspath(path)
+    try:
+        fd = open_regular(path)
+    except OSError as e:
+        raise open_error(path, e) from None
+    try:
+        size = os.fstat(fd).st_size
+        data = take(size)[:size]
+        if pread_into(fd, data, 0) != size:
+            raise FormatError(path, "file shrank while being read")
+    except OSError as e:
+        raise open_error(path, e) from None
+    finally:
+        os.close(fd)
+    return _parse(path, size, _ArraySource(data)), data
+
+
 def read_small_file(path: str, size: int) -> bytes | None:
     """The whole file in one open and one read, when it still has the ``size`` bytes a directory
     listing gave it; None when it has not (then :func:`read_dump` reads it and words any error).
@@ -186,6 +220,19 @@ class _BufferSource:
 
     def whole(self, size: int) -> bytes:
         return self.data
+
+
+class _ArraySource:
+    """Bytes of a file read whole into a buffer (``read_dump_into``): slices come out as bytes."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        return bytes(self.data[offset:offset + n])
+
+    def whole(self, size: int) -> bytes:
+        return bytes(self.data[:size])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -143,6 +143,39 @@ def read_npy(path: str | os.PathLike, whole_below: int = 1 << 20) -> tuple[NpyHe
     return _checked(path, shape, fortran, dtype, offset, file_size), blob
 
 
+def read_npy_into(path: str | os.PathLike, take) -> np.ndarray:
+    """The array of a ``.npy`` file with one open and no mapping: the header parsed from its
+    first bytes, the data read into ``take(nbytes)`` (a uint8 buffer of at least ``nbytes``,
+    reused by the caller: no fresh allocation per file). Same checks and FormatErrors as
+    :func:`read_npy`."""
+    from .dump_file import pread_into
+
+    path = os.fspath(path)
+    try:
+        with os.fdopen(open_regular(path), "rb", buffering=0) as f:
+            file_size = os.fstat(f.fileno()).st_size
+            if file_size == 0:
+                raise FormatError(path, "empty file")
+            parsed = _standard_header(f.read(min(file_size, _HEAD_BYTES)))
+            if parsed is None:
+                f.seek(0)
+                shape, fortran, dtype = _read_header(f, path)
+                offset = f.tell()
+            else:
+                shape, fortran, dtype, offset = parsed
+            header = _checked(path, shape, fortran, dtype, offset, file_size)
+            count, nbytes = math.prod(header.shape), header.nbytes
+            order = "F" if header.fortran_order else "C"
+            if count == 0:
+                return np.empty(header.shape, dtype=header.dtype, order=order)
+            buf = take(nbytes)[:nbytes]
+            if pread_into(f.fileno(), buf, offset) != nbytes:
+                raise FormatError(path, "file shrank while being read")
+    except OSError as e:
+        raise _open_error(path, e) from None
+    return buf.view(header.dtype).reshape(header.shape, order=order)
+
+
 def _checked(path: str, shape, fortran, dtype: np.dtype, offset: int, file_size: int) -> NpyHeader:
     check_dims(shape, path, "shape")
     if dtype.hasobject:
