@@ -17,7 +17,7 @@ from precision_shell.analysis.framework_compare import (N_A, NAN, SHAPE_UNMATCHE
 from precision_shell.analysis.framework_csv import header, table_rows, write_compare_csv
 from precision_shell.analysis.framework_pairing import pair_dumps
 from precision_shell.analysis.framework_root_cause import find_framework_suspects
-from precision_shell.commands.framework_analysis import keep_fp32_names
+from precision_shell.commands.framework_exports import keep_fp32_names
 from precision_shell.formats.msprobe_dump import load_leaf, read_msprobe_dump
 from precision_shell.model.framework_run import FrameworkRun
 

@@ -91,7 +91,9 @@ def vcs(session: Session, args: Any):
                arg("-al", "--atol", type=float, default=1e-3, help="absolute tolerance (default 0.001)"),
                arg("-rl", "--rtol", type=float, default=1e-3, help="relative tolerance (default 0.001)")])
 def compare_tensors(session: Session, args: Any):
-    return _run().compare_tensors(session, args)
+    from precision_shell.commands.compare_tensors_run import compare_tensors
+
+    return compare_tensors(session, args)
 
 
 PANELS["compare"] = lambda session, suspect, position: _run().compare_panel(session, suspect, position)

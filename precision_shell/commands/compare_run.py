@@ -1,6 +1,6 @@
-"""What ``compare``/``vc``, ``vcs``, ``compare_tensors``/``cp`` and the compare panel
-do (registered in compare_cmd, which imports this module on first use: numpy and the compare
-engine stay out of start-up).
+"""What ``compare``/``vc``, ``vcs`` and the compare panel do (registered in compare_cmd, which
+imports this module on first use: numpy and the compare engine stay out of start-up; ``cp`` is
+in compare_tensors_run).
 
 ``vc`` runs the whole-network compare and writes the vendor-layout CSV; ``vcs`` turns the result
 (or vendor CSVs) into the failing-op list with root causes and sets the finding cursor, so
@@ -9,7 +9,6 @@ engine stay out of start-up).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +22,6 @@ from precision_shell.analysis.coverage import Coverage
 from precision_shell.analysis.root_cause import (
     Criteria, Suspect, SuspectList, find_suspects, parse_condition,
 )
-from precision_shell.analysis.tensor_compare import compare_pair
 from precision_shell.commands.finding_list import ListView, arrange, follow
 from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import golden_stats_rows
@@ -32,7 +30,6 @@ from precision_shell.model.dump_index import DumpIndex, scan_dump_dir
 from precision_shell.model.golden_index import scan_golden_dir
 from precision_shell.model.session import Session
 from precision_shell.model.tensor_ref import golden_name_of, name_of
-from precision_shell.model.tensor_resolve import resolve_tensor
 
 # Executor factory for ``vc``: None = the built-in process pool. A Dask client (``--scheduler``)
 # or a test sets ``EXECUTOR_FACTORY = lambda workers: executor``.
@@ -356,7 +353,7 @@ def vcs(session: Session, args) -> Table:
 # ------------------------------------------------------------------------------------------------
 # the panel `next` shows
 
-def _num(v: float) -> str:
+def metric_text(v: float) -> str:
     return "nan" if v != v else (f"{v:.6f}" if abs(v) < 1e6 else f"{v:.4g}")
 
 
@@ -382,8 +379,8 @@ def compare_panel(session: Session, s: Suspect, position: str) -> Sections:
     for t in s.inputs + s.outputs:
         m = t.metrics
         failed = t.tensor in s.failed_outputs or t.tensor in s.failed_inputs
-        vals = [_num(m.cosine), _num(m.max_abs_error), _num(m.mean_abs_error), _num(m.rmse),
-                _num(m.mean_relative_error), _num(m.kl_divergence)] if t.compared else ["-"] * 6
+        vals = [metric_text(m.cosine), metric_text(m.max_abs_error), metric_text(m.mean_abs_error), metric_text(m.rmse),
+                metric_text(m.mean_relative_error), metric_text(m.kl_divergence)] if t.compared else ["-"] * 6
         rows.append([name_of(t.tensor), golden_name_of(t.golden_ref), *vals, "FAIL" if failed else "",
                      "" if t.compared else t.reason])
     metrics = Table(["tensor", "golden", "cosine", "max_abs", "mean_abs", "rmse", "mean_rel", "kl",
@@ -395,60 +392,9 @@ def compare_panel(session: Session, s: Suspect, position: str) -> Sections:
     return Sections(title=f"[{position}] {s.op} ({s.type})", blocks=blocks, data=s.to_json())
 
 
-
-
 def compare_set_panel(session: Session, item, position: str) -> Sections:
     dump_set, suspect = item
     panel = compare_panel(session, suspect, position)
     panel.title = f"{panel.title}  rank {dump_set.device} step {dump_set.step}"
     panel.data = {"rank": dump_set.device, "step": dump_set.step, **panel.data}
     return panel
-
-
-# ------------------------------------------------------------------------------------------------
-# cp
-
-def _value(v: float) -> Any:
-    return v if math.isfinite(v) else ("nan" if v != v else ("inf" if v > 0 else "-inf"))
-
-
-def compare_tensors(session: Session, args) -> Sections:
-    if args.top < 0:
-        raise UsageError("-p must be 0 or more")
-    if args.atol < 0 or args.rtol < 0:
-        raise UsageError("tolerances must be 0 or more")
-    a, b = resolve_tensor(session, args.a), resolve_tensor(session, args.b)
-    x, y = a.read(), b.read()
-    if x.shape != y.shape:
-        raise CommandError(f"cannot compare {a.label}{a.ref.slice_text} shape {tuple(x.shape)} with "
-                           f"{b.label}{b.ref.slice_text} shape {tuple(y.shape)}: shapes must agree "
-                           f"(slice one side, e.g. [0, :8])")
-    res = compare_pair(x, y, atol=args.atol, rtol=args.rtol, top=args.top)
-    complex_data = x.dtype.kind == "c" or y.dtype.kind == "c"
-    m = res.metrics
-    info = [(a.label + a.ref.slice_text, f"{x.dtype} {tuple(x.shape)}"),
-            (b.label + b.ref.slice_text, f"{y.dtype} {tuple(y.shape)}"),
-            ("allclose", f"{'yes' if res.allclose else 'no'} (atol {args.atol:g}, rtol {args.rtol:g})"),
-            ("error ratio", f"{res.error_ratio:.6f} ({res.mismatches} of {m.count} "
-                            f"{'values' if complex_data else 'elements'})")]
-    if complex_data:
-        info.append(("complex", "compared as real and imaginary parts (2 values per element; "
-                                "a worst index ends in 0 = real, 1 = imaginary)"))
-    rows = [[name, cell] for name, cell in zip(
-        ["CosineSimilarity", "MaxAbsoluteError", "AccumulatedRelativeError",
-         "RelativeEuclideanDistance", "KullbackLeiblerDivergence", "StandardDeviation",
-         "MeanAbsoluteError", "RootMeanSquareError", "MaxRelativeError", "MeanRelativeError"],
-        m.vendor_cells())]
-    rows += [["One Thousandth Err Ratio", _num(m.one_thousandth_err_ratio)],
-             ["Five Thousandths Err Ratio", _num(m.five_thousandths_err_ratio)]]
-    worst = Table(["index", "a", "b", "abs err", "rel err"],
-                  [[str(list(w.index)), w.npu, w.golden, w.abs_err, w.rel_err] for w in res.worst])
-    data = {"a": a.label + a.ref.slice_text, "b": b.label + b.ref.slice_text, "shape": list(res.shape),
-            "allclose": res.allclose, "error_ratio": res.error_ratio, "mismatches": res.mismatches,
-            "atol": args.atol, "rtol": args.rtol, **m.as_json(),
-            "worst": [{"index": list(w.index), "a": _value(w.npu), "b": _value(w.golden),
-                       "abs_error": _value(w.abs_err), "rel_error": _value(w.rel_err)} for w in res.worst]}
-    blocks: list[tuple[str, Any]] = [("", info), ("metrics", Table(["metric", "value"], rows))]
-    if args.top:
-        blocks.append((f"worst {len(res.worst)} elements", worst))
-    return Sections(title=f"{a.label} vs {b.label}", blocks=blocks, data=data)
