@@ -6,6 +6,7 @@ Workspaces are copies of the sample generator's (tests/conftest.py), corrupted o
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -380,3 +381,40 @@ def test_a_5000_digit_input_index_in_the_graph_is_one_short_warning(ws, capsys):
     line = assert_one_line(err, "", graph, "cannot read input")
     assert "9" * (SHOWN_CHARS + 1) not in line
     assert doc["graphs"][0]["name"] == manifest["graph_name"] and doc["ops"] > 0
+
+
+FRAMEWORK_SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "framework"
+
+
+@pytest.mark.skipif(not (FRAMEWORK_SAMPLE / "target_bf16").is_dir(), reason="framework sample not present")
+def test_fifos_planted_in_an_msprobe_dump_are_named_and_never_opened(tmp_path):
+    """The framework readers too: a FIFO as the golden's dump.json, then as a target tensor file,
+    is one line; the rest loads and compares (children with a timeout: a regression fails)."""
+    target, golden = tmp_path / "target", tmp_path / "golden"
+    shutil.copytree(FRAMEWORK_SAMPLE / "target_bf16", target)
+    shutil.copytree(FRAMEWORK_SAMPLE / "golden_fp32", golden)
+    env = dict(os.environ, PYTHONPATH=str(Path(precision_shell.__file__).parent.parent))
+
+    def run(planted: Path, commands: str) -> str:
+        kept = planted.read_bytes()
+        planted.unlink()
+        os.mkfifo(planted)
+        done = subprocess.run([sys.executable, "-m", "precision_shell", str(target), "--golden", str(golden),
+                               "-o", str(tmp_path / "out"), "-c", commands],
+                              capture_output=True, text=True, env=env, timeout=60)
+        planted.unlink()
+        planted.write_bytes(kept)
+        text = done.stderr + done.stdout
+        assert "Traceback" not in text
+        named = [line for line in text.splitlines()
+                 if str(planted) in line and line.startswith(("error: ", "warning: "))]
+        assert len(named) == 1 and "not a regular file" in named[0], text
+        return text
+
+    text = run(golden / "step0/rank0/dump.json", "info")
+    assert "target_bf16" not in text and "entries" in text      # the target still loaded
+    tensor = target / "step0/rank0/dump_tensor_data/Functional.softmax.0.forward.output.0.pt"
+    run(tensor, "vc")
+    rows = list(csv.DictReader((tmp_path / "out" / "compare_result_rank0.csv").open()))
+    compared = {r["NPU Name"] for r in rows if r["Cosine"] not in ("", "N/A", "nan", "unsupported")}
+    assert len(compared) > 200 and "Functional.softmax.0.forward.output.0" not in compared

@@ -11,20 +11,17 @@ import pytest
 
 from precision_shell.analysis.expression import ExpressionError, evaluate, parse_expression
 from precision_shell.cli import main
-from precision_shell.samples.__main__ import main as generate
 from precision_shell.samples.network import run_network
 
 
-@pytest.fixture(scope="module")
-def ws(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("eval_ws")
-    assert generate([str(root), "--force"]) == 0
-    return root
+@pytest.fixture
+def ws(sample_ws) -> Path:
+    return sample_ws[0]
 
 
-@pytest.fixture(scope="module")
-def manifest(ws) -> dict:
-    return json.loads((ws / "pshell_sample_manifest.json").read_text())
+@pytest.fixture
+def manifest(sample_ws) -> dict:
+    return sample_ws[1]
 
 
 @pytest.fixture(scope="module")

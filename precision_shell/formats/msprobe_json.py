@@ -17,6 +17,7 @@ import json
 import os
 
 from ..errors import FormatError
+from .input_files import open_regular
 
 MAX_JSON_BYTES = 1 << 30     # a 100k-entry L1 dump.json is ~100 MB
 _WS = " \t\n\r"
@@ -25,7 +26,7 @@ _WS = " \t\n\r"
 def read_json_text(path: str | os.PathLike, max_bytes: int = MAX_JSON_BYTES) -> str:
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path), "rb") as f:     # a planted FIFO must not hang start-up
             size = os.fstat(f.fileno()).st_size
             if size > max_bytes:
                 raise FormatError(path, f"{size} bytes, over the {max_bytes >> 20} MB limit for a JSON file")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import FormatError
+from .input_files import open_regular
 from .golden_npy import read_npy_header
 from .msprobe_leaves import Leaf
 from .torch_pt import PtTensor, open_pt, storage_data
@@ -92,7 +93,7 @@ def read_into(where: TensorBytes, buffer: ReadBuffer) -> np.ndarray:
     target = buffer.take(nbytes)
     view = memoryview(target)
     try:
-        fd = os.open(where.path, os.O_RDONLY)
+        fd = open_regular(where.path)
     except OSError as e:
         raise FormatError(where.path, f"cannot read: {e.strerror or e}") from None
     try:

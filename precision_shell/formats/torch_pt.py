@@ -29,6 +29,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import FormatError
+from .input_files import open_regular
 
 # A pickle is opcodes only (tensor bytes live in data/N): even a state dict with 10k tensors
 # needs ~1.5 MB, so anything larger is not a torch.save file worth unpickling.
@@ -158,7 +159,7 @@ def _read_elements(storage: PtStorage, dtype: np.dtype, start: int, count: int) 
     path = storage.path
     raw_dtype = _big_endian(dtype) if storage.big_endian else dtype
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path), "rb") as f:
             data_start, size = _member_data(f, storage)
             begin = start * dtype.itemsize
             if begin + count * dtype.itemsize > size:
@@ -180,7 +181,7 @@ def storage_data(storage: PtStorage) -> tuple[int, int]:
     """(file offset, size in bytes) of a storage's raw bytes: members are stored uncompressed,
     so a reader can read them in place (``pread``) instead of through the zip module."""
     try:
-        with open(storage.path, "rb") as f:
+        with os.fdopen(open_regular(storage.path), "rb") as f:
             return _member_data(f, storage)
     except FormatError:
         raise
@@ -386,7 +387,7 @@ def open_pt(path: str | os.PathLike):
     lists, tuples, numbers and strings as they are). Reads the zip directory and the pickle."""
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path), "rb") as f:
             head = f.read(512)
             if not head.startswith(b"PK"):
                 raise FormatError(path, "empty file" if not head else _not_zip_reason(head))
