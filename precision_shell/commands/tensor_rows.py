@@ -38,23 +38,41 @@ def indexed_rows(array: np.ndarray, fmt: Callable[[np.ndarray, int], str], width
     first line prefixed with its index (``[3, 1, :]``; 1-D: the first element's, ``[120]``).
     ``fmt(chunk, width)`` is numpy's printing of a chunk; ``max_lines`` (0: all) stops early."""
     if array.ndim == 1:
-        return _flat_rows(array, fmt, width, progress, max_lines)
+        pad = len(f"[{max(0, array.shape[0] - 1)}]")
+
+        def emit_flat(start: int, stop: int, lines: list[str]) -> None:
+            position = start
+            for line in fmt(array[start:stop], max(20, width - pad - 1))[1:-1].split("\n"):
+                line = line[1:] if line.startswith(" ") else line
+                lines.append(f"{f'[{position}]'.ljust(pad)} {line}")
+                position += len(line.split())
+        return _in_chunks(array.shape[0], CHUNK_ELEMENTS, emit_flat, progress, max_lines)
     lead = array.shape[:-1]
     rows2d = array.reshape(-1, array.shape[-1])
-    total = rows2d.shape[0]
     pad = len(_prefix(tuple(d - 1 for d in lead), ":"))
+
+    def emit(start: int, stop: int, lines: list[str]) -> None:
+        chunk = rows2d[start:stop]
+        for k, row in enumerate(_split_rows(fmt(chunk, max(20, width - pad - 1)), len(chunk))):
+            index = tuple(int(i) for i in np.unravel_index(start + k, lead))
+            lines.append(f"{_prefix(index, ':').ljust(pad)} {row[0]}")
+            lines += [f"{' ' * pad} {line}" for line in row[1:]]
     per_chunk = max(1, CHUNK_ELEMENTS // max(1, array.shape[-1]))
+    return _in_chunks(rows2d.shape[0], per_chunk, emit, progress, max_lines)
+
+
+def _in_chunks(total: int, per_chunk: int, emit: Callable[[int, int, list[str]], None], progress: Any,
+               max_lines: int) -> Rows:
+    """``emit(start, stop, lines)`` for each chunk of ``total`` rows, with a progress bar; Ctrl-C
+    keeps the chunks done, ``max_lines`` (0: all) stops after the chunk that reaches it."""
     lines: list[str] = []
     done = 0
     with progress("formatting values", math.ceil(total / per_chunk)) as bar:
         try:
             for start in range(0, total, per_chunk):
-                chunk = rows2d[start:start + per_chunk]
-                for k, row in enumerate(_split_rows(fmt(chunk, max(20, width - pad - 1)), len(chunk))):
-                    index = tuple(int(i) for i in np.unravel_index(start + k, lead))
-                    lines.append(f"{_prefix(index, ':').ljust(pad)} {row[0]}")
-                    lines += [f"{' ' * pad} {line}" for line in row[1:]]
-                done = start + len(chunk)
+                stop = min(total, start + per_chunk)
+                emit(start, stop, lines)
+                done = stop
                 bar.advance()
                 if max_lines and len(lines) >= max_lines:
                     break
@@ -76,30 +94,6 @@ def _split_rows(text: str, count: int) -> list[list[str]]:
     if len(rows) != count:      # not numpy's usual layout: never print rows under wrong indices
         raise ValueError(f"expected {count} rows, found {len(rows)}")
     return rows
-
-
-def _flat_rows(array: np.ndarray, fmt: Callable[[np.ndarray, int], str], width: int, progress: Any,
-               max_lines: int) -> Rows:
-    total = array.shape[0]
-    pad = len(f"[{max(0, total - 1)}]")
-    lines: list[str] = []
-    done = 0
-    with progress("formatting values", math.ceil(total / CHUNK_ELEMENTS)) as bar:
-        try:
-            for start in range(0, total, CHUNK_ELEMENTS):
-                chunk = array[start:start + CHUNK_ELEMENTS]
-                position = start
-                for line in fmt(chunk, max(20, width - pad - 1))[1:-1].split("\n"):
-                    line = line[1:] if line.startswith(" ") else line
-                    lines.append(f"{f'[{position}]'.ljust(pad)} {line}")
-                    position += len(line.split())
-                done = start + len(chunk)
-                bar.advance()
-                if max_lines and len(lines) >= max_lines:
-                    break
-        except KeyboardInterrupt:
-            return Rows(lines, done, total, interrupted=True)
-    return Rows(lines, done, total)
 
 
 # ---------------------------------------------------------------------------------------------
