@@ -131,16 +131,10 @@ def read_npy(path: str | os.PathLike, whole_below: int = 1 << 20) -> tuple[NpyHe
             head = f.read(file_size if file_size <= whole_below else _HEAD_BYTES)
             if len(head) == file_size:
                 blob = head
-            parsed = _standard_header(head)
-            if parsed is None:
-                f.seek(0)
-                shape, fortran, dtype = _read_header(f, path)
-                offset = f.tell()
-            else:
-                shape, fortran, dtype, offset = parsed
+            header = _header_of(f, path, head, file_size)
     except OSError as e:
         raise _open_error(path, e) from None
-    return _checked(path, shape, fortran, dtype, offset, file_size), blob
+    return header, blob
 
 
 def read_npy_into(path: str | os.PathLike, take) -> np.ndarray:
@@ -156,14 +150,8 @@ def read_npy_into(path: str | os.PathLike, take) -> np.ndarray:
             file_size = os.fstat(f.fileno()).st_size
             if file_size == 0:
                 raise FormatError(path, "empty file")
-            parsed = _standard_header(f.read(min(file_size, _HEAD_BYTES)))
-            if parsed is None:
-                f.seek(0)
-                shape, fortran, dtype = _read_header(f, path)
-                offset = f.tell()
-            else:
-                shape, fortran, dtype, offset = parsed
-            header = _checked(path, shape, fortran, dtype, offset, file_size)
+            header = _header_of(f, path, f.read(min(file_size, _HEAD_BYTES)), file_size)
+            offset = header.data_offset
             count, nbytes = math.prod(header.shape), header.nbytes
             order = "F" if header.fortran_order else "C"
             if count == 0:
@@ -174,6 +162,19 @@ def read_npy_into(path: str | os.PathLike, take) -> np.ndarray:
     except OSError as e:
         raise _open_error(path, e) from None
     return buf.view(header.dtype).reshape(header.shape, order=order)
+
+
+def _header_of(f, path: str, head: bytes, file_size: int) -> NpyHeader:
+    """The checked header of an open ``.npy`` whose first bytes are ``head``: the common
+    version-1 header parsed from them, any other read by numpy's header reader from the start."""
+    parsed = _standard_header(head)
+    if parsed is None:
+        f.seek(0)
+        shape, fortran, dtype = _read_header(f, path)
+        offset = f.tell()
+    else:
+        shape, fortran, dtype, offset = parsed
+    return _checked(path, shape, fortran, dtype, offset, file_size)
 
 
 def _checked(path: str, shape, fortran, dtype: np.dtype, offset: int, file_size: int) -> NpyHeader:
