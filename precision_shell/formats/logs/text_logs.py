@@ -160,7 +160,7 @@ def read_text_log(path: Path, read: LogRead) -> None:
             if m:
                 log.megatron(m)
                 continue
-        if "verflow! Rank" in line:
+        if "OVERFLOW!" in line or "overflow! Rank" in line:
             m = _OVERFLOW.search(line)
             if m:
                 log.kind("deepspeed")
@@ -215,6 +215,8 @@ def read_text_log(path: Path, read: LogRead) -> None:
     read.skipped.extend(sorted(set(log.skipped)))
     read.drops.extend(log.drops)
     extra = ""
-    if log.skipped or log.drops:
-        extra = f"; {len(set(log.skipped))} skipped steps, {len(log.drops)} loss-scale drops logged"
+    if log.skipped:
+        extra = f"; {len(set(log.skipped))} skipped steps"
+    if log.drops:
+        extra += f", {len(log.drops)} overflow lines with loss scales"
     read.describe(str(path), "+".join(log.kinds) + " log", metrics, extra)
