@@ -278,3 +278,16 @@ def test_plot_draws_the_curve_the_error_and_the_scale(capsys, tmp_path):
                   "loss scale by step"):
         assert title in out
     assert "▲ divergence" in out and "● spike" in out and "▼ scale drop" in out
+
+
+def test_report_gains_a_curve_section_after_curve(capsys, sample_ws, tmp_path):
+    pytest.importorskip("jinja2")
+    root, _ = sample_ws
+    html = tmp_path / "r.html"
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path / "out", "-c",
+                           f"curve {SAMPLES / 'target_megatron.log'} --golden {SAMPLES / 'golden_megatron.log'}; "
+                           f"report -o {html}")
+    assert rc == 0, err
+    text = html.read_text()
+    assert f"Training curve: lm loss of {SAMPLES / 'target_megatron.log'}" in text
+    assert f"divergence: target" in text and f"step {curves.DRIFT_STEP + 3}" in text
