@@ -48,10 +48,23 @@ def session_dump_steps(session: Any) -> list[int]:
     return sorted(int(s) for s in steps if str(s).lstrip("-").isdigit())
 
 
-def _read(path: str, what: str):
+def _read(session: Any, path: str):
+    """``read_log`` with a progress bar over the bytes (a 1 GB log takes a while)."""
+    import os
+
     from precision_shell.formats.logs import read_log
 
-    return read_log(path)
+    progress = getattr(session, "progress", None)
+    if progress is None:
+        return read_log(path)
+    try:
+        given = os.path.expanduser(path)
+        size = (sum(os.path.getsize(os.path.join(given, n)) for n in os.listdir(given))
+                if os.path.isdir(given) else os.path.getsize(given))
+    except OSError:
+        return read_log(path)
+    with progress(f"reading {path}", max(size, 1)) as bar:
+        return read_log(path, bar.advance)
 
 
 def _fmt(value: float | None) -> str:
@@ -151,11 +164,11 @@ def curve(session: Any, args: Any) -> Any:
     if not (args.spike >= 0) or not math.isfinite(args.spike):
         raise UsageError("--spike must be a number >= 0")
     params = CurveParams(args.metric, args.tolerance, args.window, args.spike, args.step_offset)
-    target = _read(args.target, "target")
+    target = _read(session, args.target)
     golden, golden_problem = None, None
     if args.golden:
         try:
-            golden = _read(args.golden, "golden")
+            golden = _read(session, args.golden)
         except FormatError as exc:
             golden_problem = f"{exc} (golden not read: single-run findings only)"
     if pick(target, args.metric) is None:

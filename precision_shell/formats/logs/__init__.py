@@ -22,8 +22,9 @@ def _looks_like_tfrecord(path: Path) -> bool:
     return len(head) == 12 and masked_crc32c(head[:8]) == struct.unpack("<I", head[8:])[0]
 
 
-def read_log(path: str | os.PathLike) -> LogRead:
-    """Everything ``path`` (a file, or a folder of event files) holds."""
+def read_log(path: str | os.PathLike, advance=None) -> LogRead:
+    """Everything ``path`` (a file, or a folder of event files) holds; ``advance(nbytes)`` is
+    called as the files are read (a progress bar)."""
     from precision_shell.formats.logs import events
 
     given = Path(path).expanduser()
@@ -33,7 +34,7 @@ def read_log(path: str | os.PathLike) -> LogRead:
             files = events.event_files(given)
             if not files:
                 raise FormatError(given, "no TensorBoard event files (events.out.tfevents.*) in this folder")
-            events.read_events(files, read)
+            events.read_events(files, read, advance)
         elif not given.exists():
             raise FormatError(given, "no such file or folder")
         elif not given.is_file():
@@ -41,7 +42,7 @@ def read_log(path: str | os.PathLike) -> LogRead:
         elif given.stat().st_size == 0:
             raise FormatError(given, "empty file")
         elif events.is_event_file(given) or _looks_like_tfrecord(given):
-            events.read_events([given], read)
+            events.read_events([given], read, advance)
         elif given.suffix.lower() == ".csv":
             from precision_shell.formats.logs.tables import read_table
 
@@ -53,7 +54,7 @@ def read_log(path: str | os.PathLike) -> LogRead:
         else:
             from precision_shell.formats.logs.text_logs import read_text_log
 
-            read_text_log(given, read)
+            read_text_log(given, read, advance)
     except PermissionError as exc:
         raise FormatError(given, f"cannot read ({exc.strerror})") from None
     except IsADirectoryError:

@@ -151,7 +151,7 @@ def _protobuf_points(slow, builder: SeriesBuilder, problems: list) -> None:
                     builder.add(value.tag, event.step, scalar)
 
 
-def read_event_file(path: Path, builder: SeriesBuilder, problems: list) -> None:
+def read_event_file(path: Path, builder: SeriesBuilder, problems: list, advance=None) -> None:
     """Every scalar point of one event file into ``builder`` (file order); problems as
     ``(offset, reason)``."""
     scan = _kernel.scan if _kernel is not None else _python_scan
@@ -160,6 +160,8 @@ def read_event_file(path: Path, builder: SeriesBuilder, problems: list) -> None:
         while True:
             chunk = fh.read(CHUNK)
             final = not chunk
+            if advance is not None and chunk:
+                advance(len(chunk))
             buf = pending + chunk
             if not buf:
                 break
@@ -201,14 +203,14 @@ def event_files(folder: Path) -> list[Path]:
     return found
 
 
-def read_events(paths: list[Path], read: LogRead) -> None:
+def read_events(paths: list[Path], read: LogRead, advance=None) -> None:
     """One run: ``paths`` in order continue one step axis."""
     builder = SeriesBuilder()
     for path in paths:
         problems: list = []
         before = builder.counts()
         try:
-            read_event_file(path, builder, problems)
+            read_event_file(path, builder, problems, advance)
         except OSError as exc:
             read.warnings.append(f"{path}: cannot read ({exc.strerror or exc})")
             continue

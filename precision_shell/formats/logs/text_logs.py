@@ -28,7 +28,6 @@ from precision_shell.formats.logs.series import LogRead, ScaleDrop, SeriesBuilde
 CHUNK = 8 << 20
 _RANK = re.compile(r"^\s*(?:\[(?:default|rank)(\d+)\]:|(\d+):\s)")
 _MEGATRON = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
-_FIELD = re.compile(r"\s*([A-Za-z][^|:]*?)\s*:\s*([^|]*?)\s*(?=\||$)")
 _OVERFLOW = re.compile(r"(?:OVERFLOW!|overflow!) Rank (\d+) Skipping step\.?"
                        r"(?: Attempted loss scale: ([-+\w.]+), reducing to ([-+\w.]+))?")
 _PIPE_STEP = re.compile(r"steps: (\d+) loss: ([-+\w.]+)")
@@ -74,10 +73,15 @@ class _RankLog:
         self.kind("megatron")
         step = int(m.group(1))
         fields = {}
-        for key, text in _FIELD.findall(m.group(3)):
-            value = _number(text)
-            if value is not None:
-                fields[key.strip()] = value
+        for part in m.group(3).split("|"):
+            key, sep, text = part.partition(": ")
+            if sep:
+                try:
+                    fields[key.strip()] = float(text)
+                except ValueError:
+                    value = _number(text.strip())
+                    if value is not None:
+                        fields[key.strip()] = value
         self.step_seen(step)
         losses = [k for k in fields if "loss" in k and "scale" not in k]
         for key in losses:
@@ -111,13 +115,15 @@ class _RankLog:
                 self.series.add(key, step, value)
 
 
-def _lines(path: Path, read: LogRead):
+def _lines(path: Path, read: LogRead, advance=None):
     """Decoded lines of ``path``, a chunk at a time; one warning for bytes that are not UTF-8."""
     bad, first_bad, number = 0, None, 0
     with open(path, "rb") as fh:
         rest = b""
         while True:
             chunk = fh.read(CHUNK)
+            if advance is not None and chunk:
+                advance(len(chunk))
             data = rest + chunk
             if not chunk:
                 cut = len(data)
@@ -144,9 +150,9 @@ def _lines(path: Path, read: LogRead):
                              f"(first: line {first_bad}): read with those bytes replaced")
 
 
-def read_text_log(path: Path, read: LogRead) -> None:
+def read_text_log(path: Path, read: LogRead, advance=None) -> None:
     ranks: dict[int | None, _RankLog] = {}
-    for line in _lines(path, read):
+    for line in _lines(path, read, advance):
         rank = None
         if line[:1].isdigit() or line.lstrip()[:1] == "[":
             rm = _RANK.match(line)
