@@ -136,13 +136,13 @@ def test_findings_equal_an_independent_computation(capsys, tmp_path, name):
     truth = curves.curve_runs()["target"]
     skipped = truth["step"][truth["skipped"]].tolist()
     scale = doc["loss_scale"]
-    assert [d["step"] for d in scale["drops"]] == ([] if name == "target_deepspeed.log" and False else skipped)
+    assert [d["step"] for d in scale["drops"]] == skipped
     assert scale["skipped_steps"] == ([] if name == "target" else skipped)
     assert scale["min"] == truth["loss_scale"].min()
     assert doc["suggested_step"] == curves.OVERFLOW_STEP
     assert doc["golden"] == str(SAMPLES / "golden_megatron.log") and doc["target"] == str(SAMPLES / name)
     assert [e["step"] for e in doc["events"]] == sorted(e["step"] for e in doc["events"])
-    assert f"{len(golden.metrics['lm loss'])}" and "1 of the target's 60 steps have no golden value" in err
+    assert f"{SAMPLES / 'golden_megatron.log'}: 1 of the target's 60 steps have no golden value" in err
 
 
 def test_json_keys_are_those_of_the_spec(capsys, tmp_path):
@@ -251,7 +251,7 @@ def test_bad_inputs_are_one_line_each(capsys, tmp_path):
     rc, out, err = run_cli(capsys, tmp_path, "-o", tmp_path / "out", "-c",
                            f"curve {SAMPLES / 'target.csv'} --golden {SAMPLES / 'target_deepspeed.log'} --metric grad_norm")
     assert "no series matching 'grad_norm' (it has: loss): single-run findings only" in out
-    assert list(tmp_path.iterdir()) == sorted([empty, other, tmp_path / "out"]) or True
+    assert set(tmp_path.iterdir()) <= {empty, other, tmp_path / "out"}   # nothing beside the logs
 
 
 def test_non_utf8_and_interleaved_ranks(tmp_path):
