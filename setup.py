@@ -51,7 +51,7 @@ class OptionalBuildExt(build_ext):
 
     def _skip(self, ext, reason):
         message = (f"pshell: the optional C kernel {ext.name} was not built ({reason}); "
-                   "metrics use the numpy path (same results, about twice as slow)")
+                   "pshell uses its Python path (same results, slower)")
         warnings.warn(message)
         print("WARNING: " + message, file=sys.stderr)
 
@@ -66,6 +66,10 @@ setup(
         Extension("precision_shell.analysis._framework_metrics",
                   ["precision_shell/analysis/_framework_metrics.c"],
                   depends=[f"precision_shell/analysis/{name}.h" for name in ("_fused_metrics", "_fused_vectors")],
-                  optional=True)],
+                  optional=True),
+        # TFRecord framing + masked CRC32C + scalar Event decoding for `curve`
+        # (formats/logs/events.py; without it: protobuf per record, same results, slower)
+        Extension("precision_shell.formats.logs._tfrecord",
+                  ["precision_shell/formats/logs/_tfrecord.c"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -12,7 +12,8 @@ from pathlib import Path
 import precision_shell
 
 ROOT = Path(precision_shell.__file__).resolve().parent.parent
-EXTENSIONS = ("precision_shell.analysis._fused_metrics", "precision_shell.analysis._framework_metrics")
+EXTENSIONS = ("precision_shell.analysis._fused_metrics", "precision_shell.analysis._framework_metrics",
+              "precision_shell.formats.logs._tfrecord")
 
 
 def test_build_without_a_compiler_warns_and_succeeds(tmp_path):

@@ -93,6 +93,7 @@ class Chart:
     data: Any = None
     warnings: list[str] = field(default_factory=list)
     interrupted: bool = False
+    overlay: dict[str, list[float]] = field(default_factory=dict)   # more lines over the same x
 
     def to_json(self) -> Any:
         return self.data
@@ -104,3 +105,31 @@ class Chart:
         return Table(["order", "name", self.ylabel, *marks],
                      [[x, n, y, *("true" if x in xs else "false" for xs in marks.values())]
                       for x, y, n in zip(self.x, self.y, self.names)])
+
+
+@dataclass
+class Chain:
+    """Results of one statement shown one after the other (``curve --then ac``): text joined,
+    one JSON document each; findings, interruption and warnings are the parts' together."""
+
+    parts: list
+    documents: list[int] | None = None    # the parts that give a JSON document (None: all)
+
+    @property
+    def findings(self) -> int:
+        return sum(getattr(p, "findings", 0) or 0 for p in self.parts)
+
+    @property
+    def interrupted(self) -> bool:
+        return any(getattr(p, "interrupted", False) for p in self.parts)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w for p in self.parts for w in getattr(p, "warnings", ())]
+
+    @property
+    def unjudged(self) -> str | None:
+        return next((p.unjudged for p in self.parts if getattr(p, "unjudged", None)), None)
+
+    def to_json(self) -> Any:
+        return [p.to_json() for i, p in enumerate(self.parts) if self.documents is None or i in self.documents]

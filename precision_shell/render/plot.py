@@ -18,7 +18,10 @@ from precision_shell.render.style import PLAIN, Style
 FILE_SIZE = (100, 25)
 MIN_HEIGHT, MAX_HEIGHT = 12, 40
 # each mark's symbol and colour; the legend names them
-MARKERS = {"root": ("◆", "red"), "first divergence": ("▼", "magenta"), "producer": ("▼", "magenta")}
+MARKERS = {"root": ("◆", "red"), "first divergence": ("▼", "magenta"), "producer": ("▼", "magenta"),
+           # curve events
+           "skipped": ("◆", "red"), "scale drop": ("▼", "magenta"), "divergence": ("▲", "red"),
+           "spike": ("●", "yellow")}
 EDGE = ("✕", "red")     # a NaN or infinite value: drawn on the chart's bottom (NaN, -inf) or top edge
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -42,7 +45,14 @@ def chart_text(chart: Chart, style: Style = PLAIN, width: int | None = None) -> 
         if xs:
             plt.bar(xs, ys, color="orange" if style.color else None, width=0.2)
     elif xs:
-        plt.plot(xs, ys, marker="braille", color="cyan" if style.color else None)
+        plt.plot(xs, ys, marker="braille", color="cyan" if style.color else None,
+                 label=chart.ylabel if chart.overlay else None)
+    for (name, values), colour in zip(chart.overlay.items(), ("green", "orange", "blue")):
+        ox, oy = _finite(chart.x, values)
+        if ox:
+            plt.plot(ox, oy, marker="braille" if style.color else "dot",
+                     color=colour if style.color else None, label=name)
+            ys = ys + oy
     if chart.hline is not None:
         plt.hline(chart.hline, "gray" if style.color else None)
     legend = []

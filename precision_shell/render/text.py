@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from functools import singledispatch
 from typing import Any
 
-from precision_shell.commands.results import Chart, Marked, Message, Sections, Table
+from precision_shell.commands.results import Chain, Chart, Marked, Message, Sections, Table
 from precision_shell.jsonable import to_json_text
 from precision_shell.render.layout import expanded_records, fit_table, wrap, wrap_lines
 from precision_shell.render.style import PLAIN, Style
@@ -156,6 +156,9 @@ def render_csv(result: Any) -> str:
 
 
 def render(result: Any, fmt: str = "table", style: Style = PLAIN, layout: Layout = Layout()) -> str:
+    if isinstance(result, Chain):   # `curve --then ac`: each part as it renders alone
+        return "\n".join(render(part, fmt, style, layout) for i, part in enumerate(result.parts)
+                         if fmt == "table" or result.documents is None or i in result.documents)
     # A result may restyle itself for a colour terminal (e.g. `pt -r` colours in-range values).
     if fmt == "table" and style.color and hasattr(result, "styled"):
         result = result.styled(style)

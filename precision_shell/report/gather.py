@@ -60,6 +60,7 @@ class ReportData:
     fusion: Sections | None
     exports: list[ExportFile]
     notes: list[str] = field(default_factory=list)   # what could not be computed, and why
+    curve: Table | None = None          # the session's last `curve`: its findings and events
 
 
 def _run(session: Any, name: str, argv: list[str]) -> Any:
@@ -154,4 +155,18 @@ def gather(session: Any, *, roots: int = DEFAULT_ROOTS, notes: list[str] = ()) -
         if found is not None and result is not None else None,
         suspect_rows=[s.to_json() for s in suspects],
         roots=details, roots_total=len(all_roots), fusion=fusion, exports=exports,
-        notes=notes + export_notes)
+        notes=notes + export_notes, curve=curve_table(session.results.get("curve")))
+
+
+def curve_table(found: Any) -> Table | None:
+    """The last `curve` of the session as one table: the findings, then every event."""
+    if found is None:
+        return None
+    doc = found.to_json()
+    title = (f"{doc['metric']} of {doc['target']}" + (f" vs {doc['golden']}" if doc["golden"] else "")
+             + (f": {doc['verdict']}, mean relative error {doc['mean_relative_error']:.6g}"
+                if doc["mean_relative_error"] is not None else ""))
+    rows = [[k, doc[k]] for k in ("first_divergent_step", "first_nonfinite_step", "suggested_step",
+                                  "suggested_dump_step")]
+    rows += [[f"step {e['step']}", f"{e['kind']}: {e['detail']}"] for e in doc["events"]]
+    return Table(["finding", "value"], rows, title=title, warnings=list(found.warnings))

@@ -110,5 +110,9 @@ def write_multi_rank(out: Path, options, ranks: int, steps: int) -> dict:
         "sets": sets,
     }
     base["paths"]["npu_dump_dir"] = base["paths"]["overflow_dump_dir"] = None   # see scale_out.sets
+    if overflow_step == 1:   # the training logs of this job: their loss-scale drop is that step
+        from .curves import write_curve_pair
+
+        base["scale_out"]["curve"] = write_curve_pair(out / "logs", options.seed)
     mf.write_manifest(out / mf.MANIFEST_NAME, base)
     return base
