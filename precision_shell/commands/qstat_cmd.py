@@ -39,6 +39,9 @@ def _g(v: float) -> str:
                arg("--golden", metavar="TENSOR", complete="tensor",
                    help="the high-precision tensor TENSOR was quantized from: report the recipe on it and "
                         "the share of TENSOR's error the recipe explains"),
+               arg("--scale", metavar="TENSOR", complete="tensor",
+                   help="with --golden: the block scales of TENSOR (e.g. its E8M0 input), TENSOR's "
+                        "elements are multiplied by them before the comparison"),
                arg("--top", type=int, default=5, metavar="N", help="worst blocks listed (default 5)")])
 def qstat(session: Session, args: Any) -> Sections:
     from precision_shell.analysis.quant import quant_report
@@ -53,10 +56,25 @@ def qstat(session: Session, args: Any) -> Sections:
     label = resolved.label + resolved.ref.slice_text
     observed, golden_label = None, None
     x = tensor
+    warnings: list[str] = []
+    if args.scale and not args.golden:
+        raise UsageError("--scale needs --golden (the scales dequantize TENSOR to compare it with the golden)")
     if args.golden:
         golden = _resolve(session, args.golden)
         x, observed = read_tensor(session, golden), tensor
         golden_label = golden.label + golden.ref.slice_text
+    if args.scale:
+        from precision_shell.analysis.quant.recipes import RECIPES, apply_scales
+
+        scale_ref = _resolve(session, args.scale)
+        block = args.block or RECIPES[args.recipe].block or observed.shape[args.axis]
+        try:
+            observed, nan_scales = apply_scales(observed, read_tensor(session, scale_ref), block, args.axis)
+        except ValueError as exc:
+            raise CommandError(f"{scale_ref.path}: {exc}") from None
+        if nan_scales:
+            warnings.append(f"{scale_ref.path}: {nan_scales} NaN scale code{'s' * (nan_scales != 1)}: "
+                            "those blocks are left out")
     if x.dtype.kind not in "fiub" and x.dtype.isbuiltin != 2:
         raise CommandError(f"{label}: qstat needs real numbers, not {x.dtype}")
     if x.ndim and not -x.ndim <= args.axis < x.ndim:
@@ -88,7 +106,9 @@ def qstat(session: Session, args: Any) -> Sections:
             ("observed rel. L2", _g(e.observed_rel_l2)), ("recipe rel. L2", _g(e.recipe_rel_l2)),
             ("explained", "-" if math.isnan(e.explained) else f"{e.explained:.4g} (recipe error / observed error)"),
             ("equal to the recipe", f"{100 * e.equal_fraction:.4g} % of the elements")]))
-    data = {"tensor": label, "golden": golden_label, **r.to_json()}
+    data = {"tensor": label, "golden": golden_label, **r.to_json(), "warnings": warnings}
+    if warnings:
+        blocks.append(("warnings", warnings))
     return Sections(f"qstat {label}", blocks, data)
 
 

@@ -134,3 +134,20 @@ def quantize(x: np.ndarray, recipe: Recipe | str, *, block: int | None = None, a
         values, saturated = _unblocked(deq, x, axis), _unblocked(sat, x, axis)
     return Quantized(recipe, None if recipe.block is None and block is None else size, axis,
                      values, scales, saturated, blocks)
+
+
+def apply_scales(elements: np.ndarray, scales: np.ndarray, block: int, axis: int) -> tuple[np.ndarray, int]:
+    """A dumped block-scaled tensor dequantized: each element times its block's scale (``scales``
+    has the elements' shape with ``axis`` cut into blocks of ``block``). ValueError when the shapes
+    do not match; NaN scales (E8M0 0xFF) make their blocks NaN: returns (values, NaN scales)."""
+    elements = np.asarray(elements, dtype=np.float64)
+    scales = np.asarray(scales, dtype=np.float64)
+    axis = axis % max(1, elements.ndim)
+    want = list(elements.shape)
+    want[axis] = -(-want[axis] // block)
+    if list(scales.shape) != want:
+        raise ValueError(f"scale shape {list(scales.shape)} does not match the blocks of {block} along axis "
+                         f"{axis} of {list(elements.shape)} (expected {want})")
+    wide = np.repeat(scales, block, axis=axis)
+    wide = np.take(wide, np.arange(elements.shape[axis]), axis=axis)
+    return elements * wide, int(np.count_nonzero(np.isnan(scales)))
