@@ -85,3 +85,71 @@ def test_nan_scale_codes_leave_their_block_out():
     assert np.array_equal(values[1], [2.0, 2.5, 6.0, 7.0])
     with pytest.raises(ValueError, match="scale shape"):
         apply_scales(elements, scales[:, :1], 2, -1)
+
+
+def _q8_dump(manifest) -> str:
+    return next(e["dump_file"] for e in manifest["ops"] if e["name"] == "q8/Cast")
+
+
+def test_float8_nz_output_in_pt_ni_vc_vcs(lowprec_ws, capsys, tmp_path):
+    """issue 22: a DT_FLOAT8_E5M2 output in FRACTAL_NZ was an internal TypeError in all four."""
+    import ml_dtypes
+
+    root, _ = lowprec_ws
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path, "-c", "pt q8/Cast:0 -a", "--format", "json")
+    assert rc == 0, err
+    values = np.array(json_docs(out)[0]["values"], np.float32)
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path, "-c", "pt golden:q8/Cast:0 -a", "--format", "json")
+    x = np.array(json_docs(out)[0]["values"], np.float32)
+    assert np.array_equal(values, x.astype(ml_dtypes.float8_e5m2).astype(np.float32))
+    outputs = {}
+    for command in ("ni q8/Cast", "vc", "vcs"):
+        rc, outputs[command], err = run_cli(capsys, root, "-o", tmp_path, "-c", command)
+        assert rc == 0 and "Traceback" not in err and "error" not in err, (command, err)
+    assert "DT_FLOAT8_E5M2  FRACTAL_NZ  (2, 2, 16, 32)" in outputs["ni q8/Cast"]   # C0 32 for 8-bit
+    assert "compared 8 of 8 tensors" in outputs["vc"]   # mx8, mx4: 3 tensors each; q8: 2
+
+
+def _hif8_encode(x: np.ndarray) -> np.ndarray:
+    """Nearest HiFloat8 code by brute force over the paper's table (ties away from zero)."""
+    from tests.test_lowbit_formats import _paper_hifloat8
+
+    table = _paper_hifloat8()
+    codes = np.array([c for c, v in table.items() if np.isfinite(v)])
+    vals = np.array([table[c] for c in codes])
+    dist = np.abs(x.reshape(-1)[:, None] - vals[None, :])
+    best = dist == dist.min(axis=1, keepdims=True)
+    out = [codes[b][np.argmax(np.abs(vals[b]))] for b in best]
+    return np.array(out, np.uint8).reshape(x.shape)
+
+
+def test_vc_compares_a_hifloat8_nz_dump_in_float64(lowprec_ws, capsys, tmp_path):
+    """The q8/Cast dump rewritten with a HiFloat8 output (FRACTAL_NZ, C0 32): vc's cosine of it
+    against the golden equals numpy's on the values of the paper's table."""
+    import csv
+    import shutil
+
+    from precision_shell.formats.dump_file import DumpTensor, read_dump_header, write_dump
+    from tests.test_lowbit_formats import _expected_table, _nz
+
+    root, manifest = lowprec_ws
+    ws = tmp_path / "ws"
+    shutil.copytree(root, ws)
+    path = ws / _q8_dump(manifest)
+    header = read_dump_header(str(path))
+    rc, out, err = run_cli(capsys, ws, "-o", tmp_path / "o", "-c", "pt golden:q8/Cast:0 -a", "--format", "json")
+    x = np.array(json_docs(out)[0]["values"], np.float64)
+    codes = _hif8_encode(x)
+    inp = header.inputs[0]
+    x_in = np.fromfile(path, np.float32, count=x.size, offset=inp.offset)
+    write_dump(path, header.op_name, [DumpTensor(x_in, 1, 2, original_shape=x.shape)],
+               [DumpTensor(_nz(codes, 32), 33, 29, original_shape=x.shape, original_name="q8/Cast",
+                           original_output_index=0)])
+    rc, out, err = run_cli(capsys, ws, "-o", tmp_path / "o", "-c", "vc", "--format", "json")
+    assert rc == 0, err
+    rows = list(csv.DictReader(open(json_docs(out)[0]["csv"], encoding="utf-8")))
+    row = next(r for r in rows if r["TensorIndex"] == "q8/Cast:output:0")
+    y = _expected_table("hifloat8")[codes].astype(np.float64)
+    cosine = float(np.dot(x.ravel(), y.ravel()) / np.linalg.norm(x) / np.linalg.norm(y))
+    assert float(row["CosineSimilarity"]) == pytest.approx(cosine, abs=1e-6)
+    assert float(row["MaxAbsoluteError"]) == pytest.approx(float(np.abs(x - y).max()), abs=1e-6)

@@ -261,7 +261,8 @@ def print_tensor(session: Session, args: Any) -> TensorPrint:
     array = read_tensor(session, resolved)
     label = resolved.label + resolved.ref.slice_text
     lowbit = _lowbit_format(resolved.dtype)
-    shown_dtype = f"{lowbit.name}, decoded to {array.dtype}" if lowbit is not None else array.dtype
+    shown_dtype = array.dtype if lowbit is None or array.dtype.name == lowbit.name else \
+        f"{lowbit.name}, decoded to {array.dtype}"
     header = [("tensor", label), ("file", str(resolved.path)), ("dtype", f"{resolved.dtype} ({shown_dtype})")]
     if resolved.device_format is not None:
         header.append(("device", f"{resolved.device_format} {_shape(resolved.device_shape)}"))

@@ -6,6 +6,7 @@ The network (graph, goldens, dumps; ``replay`` truth in the manifest):
 * ``mx8/MatMul`` (fp32 in/out): the NPU multiplied MXFP8-E4M3 block-quantized operands (blocks of
   32 along K, E8M0 scales), fp32 result: ``emulated`` under the profile ``mxfp8-e4m3``.
 * ``mx4/MatMul``: the same with MXFP4 (E2M1) operands: ``emulated`` under ``mxfp4``.
+* ``q8/Cast``: fp32 to float8_e5m2 in FRACTAL_NZ (C0 32), compared with its fp32 golden.
 
 Quantized dumps beside it (standalone dump files, ``write_quantized_dumps``; truth from
 ``quantized_truth``): ``quant/fp8_mm`` (FP8 E4M3 x1 in ND, x2 in FRACTAL_NZ, a fp32 dequant
@@ -30,6 +31,7 @@ from .naming import dump_file_name
 from .network import NetBuilder, NetworkRun
 
 MX_SHAPE = (16, 128, 24)        # M, K, N
+Q8_SHAPE = (20, 40)
 BLOCK = 32
 TRUTH = {"mx8/MatMul": ("emulated", "mxfp8-e4m3"), "mx4/MatMul": ("emulated", "mxfp4")}
 _E4M3, _E2M1 = ml_dtypes.float8_e4m3fn, ml_dtypes.float4_e2m1fn
@@ -73,7 +75,14 @@ def run_lowprec_sample(seed: int = 0, *, net_output: bool = True) -> NetworkRun:
         b.npu(f"{op}/MatMul", "MatMulV2", [f"{op}/a:0", f"{op}/w:0"],
               [b.tensor(out, "ND", "ND", f"{op}/MatMul:0")], original_ops=[f"{op}/MatMul"],
               attrs={"transpose_x1": False, "transpose_x2": False})
-    outputs = ["mx8/MatMul:0", "mx4/MatMul:0"]
+    # a float8 output in FRACTAL_NZ (C0 32): pt, ni, vc and vcs read it (issue 22's TypeError)
+    x8 = (rng.standard_normal(Q8_SHAPE) * 4).astype(K.F32)
+    b.fw("q8/x", "Placeholder", [], x8)
+    b.fw("q8/Cast", "Cast", ["q8/x:0"], x8)
+    b.data("q8/x", x8, "ND", 2)
+    b.npu("q8/Cast", "Cast", ["q8/x:0"], [b.tensor(x8.astype(ml_dtypes.float8_e5m2), "FRACTAL_NZ", "ND", "q8/Cast:0")],
+          original_ops=["q8/Cast"], attrs={"dst_type": 34})
+    outputs = ["mx8/MatMul:0", "mx4/MatMul:0", "q8/Cast:0"]
     if net_output:
         b.npu("Node_Output", "NetOutput", outputs, [], executed=False, engine="DNN_VM_GE_LOCAL_OP_STORE")
     truth = {op: {"verdict": v, "profile": p} for op, (v, p) in TRUTH.items()}
