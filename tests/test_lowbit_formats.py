@@ -253,3 +253,26 @@ def test_commands_on_low_precision_dumps(tmp_path, capsys):
                                                       int(np.count_nonzero(hif8 == 0xEF)))
     assert h["saturated"] == int(np.count_nonzero((hif8 & 0x7F) == 0x6E))
     assert rows["fp4_nz"]["outputs"][0]["saturated"] == int(np.count_nonzero((fp4 & 7) == 7))
+
+
+@pytest.mark.parametrize("name", ["hifloat8", "float8_e8m0", "float6_e3m2", "float6_e2m3", "float4_e2m1",
+                                  "float4_e1m2"])
+def test_tables_agree_with_en_dtypes(name):
+    """en_dtypes (an independent implementation, fixture made by tests/data/lowbit/
+    make_en_dtypes_tables.py in its own venv) decodes every code as pshell does."""
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).parent / "data/lowbit/en_dtypes_tables.json").read_text())
+    theirs = np.array([int(h, 16) for h in doc["float32_bits"][name]], np.uint32).view(np.float32)
+    assert _same_bits(by_name(name).values, theirs)
+
+
+def test_hifloat8_encoder_agrees_with_en_dtypes_on_every_tie():
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).parent / "data/lowbit/en_dtypes_tables.json").read_text())["hifloat8_rounding"]
+    probes = np.array([int(h, 16) for h in doc["float32_bits"]], np.uint32).view(np.float32)
+    got = round_to(probes.astype(np.float64), by_name("hifloat8"))
+    assert got.codes.tolist() == doc["codes"]
