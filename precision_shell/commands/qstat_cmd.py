@@ -19,9 +19,9 @@ def _g(v: float) -> str:
 
 
 @command("qstat",
-         summary="Re-quantize a tensor under a recipe (fp8-e4m3/fp8-e5m2 per-tensor current scaling, "
-                 "mxfp8-e4m3/mxfp8-e5m2/mxfp4: OCP MX blocks of 32 with E8M0 scales, nvfp4: blocks of 16 "
-                 "with E4M3 scales and a fp32 global scale, hif8) and report underflow %, saturation %, "
+         summary="Re-quantize a tensor under a recipe (fp8-e4m3 and fp8-e5m2 with per-tensor current "
+                 "scaling; mxfp8-e4m3, mxfp8-e5m2 and mxfp4 with OCP MX blocks of 32 and E8M0 scales; nvfp4 "
+                 "with blocks of 16, E4M3 scales and a fp32 global scale; hif8) and report underflow %, saturation %, "
                  "relative L2 error, MSE, the scale range and the blocks of widest dynamic range. With "
                  "--golden G, TENSOR is the NPU's quantized tensor of G: how much of its error the recipe "
                  "alone explains.",
