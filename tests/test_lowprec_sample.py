@@ -123,9 +123,9 @@ def _hif8_encode(x: np.ndarray) -> np.ndarray:
     return np.array(out, np.uint8).reshape(x.shape)
 
 
-def test_vc_compares_a_hifloat8_nz_dump_in_float64(lowprec_ws, capsys, tmp_path):
-    """The q8/Cast dump rewritten with a HiFloat8 output (FRACTAL_NZ, C0 32): vc's cosine of it
-    against the golden equals numpy's on the values of the paper's table."""
+def test_vc_and_cp_compare_a_hifloat8_nz_dump_in_float64(lowprec_ws, capsys, tmp_path):
+    """The q8/Cast dump rewritten with a HiFloat8 output (FRACTAL_NZ, C0 32): vc's and cp's cosine
+    of it against the golden equal numpy's on the values of the paper's table."""
     import csv
     import shutil
 
@@ -153,3 +153,8 @@ def test_vc_compares_a_hifloat8_nz_dump_in_float64(lowprec_ws, capsys, tmp_path)
     cosine = float(np.dot(x.ravel(), y.ravel()) / np.linalg.norm(x) / np.linalg.norm(y))
     assert float(row["CosineSimilarity"]) == pytest.approx(cosine, abs=1e-6)
     assert float(row["MaxAbsoluteError"]) == pytest.approx(float(np.abs(x - y).max()), abs=1e-6)
+    rc, out, err = run_cli(capsys, ws, "-o", tmp_path / "o", "-c", "cp q8/Cast:0 golden:q8/Cast:0", "--format", "json")
+    assert rc == 0, err
+    doc = json_docs(out)[0]
+    assert doc["cosine"] == pytest.approx(cosine, rel=1e-7)   # the metrics kernel sums as msaccucmp does
+    assert doc["max_abs_error"] == pytest.approx(float(np.abs(x - y).max()), rel=1e-12)
