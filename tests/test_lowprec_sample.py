@@ -158,3 +158,32 @@ def test_vc_and_cp_compare_a_hifloat8_nz_dump_in_float64(lowprec_ws, capsys, tmp
     doc = json_docs(out)[0]
     assert doc["cosine"] == pytest.approx(cosine, rel=1e-7)   # the metrics kernel sums as msaccucmp does
     assert doc["max_abs_error"] == pytest.approx(float(np.abs(x - y).max()), rel=1e-12)
+
+
+def test_nan_scale_code_is_one_warning_and_the_rest_is_measured(tmp_path, capsys):
+    """An E8M0 scale of 0xFF (NaN): its block is left out with one warning naming the file."""
+    from precision_shell.formats.dump_file import DumpTensor, write_dump
+    from precision_shell.samples.lowprec_network import mx_encode
+    from precision_shell.samples.naming import dump_file_name
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    codes, scales, deq = mx_encode(x, "e4m3", 1)
+    scales = scales.copy()
+    scales[1, 0] = 0xFF
+    (tmp_path / "ws").mkdir()
+    name = dump_file_name("QuantBatchMatmulV4", "mx", 1, 0, 1700000000000001, 5)
+    write_dump(tmp_path / "ws" / name, "mx", [DumpTensor(codes, 35, 2), DumpTensor(scales, 36, 2)], [])
+    np.save(tmp_path / "x.npy", x)
+    rc, out, err = run_cli(capsys, tmp_path / "ws", "-o", tmp_path / "o", "-c",
+                           f"qstat mx:in0 --recipe mxfp8-e4m3 --golden {tmp_path / 'x.npy'} --scale mx:in1",
+                           "--format", "json")
+    assert rc == 0, err
+    doc = json_docs(out)[0]
+    assert doc["warnings"] == [f"{tmp_path / 'ws' / name}: 1 NaN scale code: those blocks are left out"]
+    e = doc["explained"]
+    assert e["equal_fraction"] == pytest.approx((x.size - 32) / x.size)   # the NaN block differs
+    keep = np.ones(x.shape, bool)
+    keep[1, :32] = False
+    rel = np.linalg.norm((deq - x)[keep]) / np.linalg.norm(x[keep].astype(np.float64))
+    assert e["observed_rel_l2"] == pytest.approx(rel, rel=1e-12)
