@@ -41,7 +41,7 @@ import numpy as np
 from precision_shell.analysis.compare_worker import PairResult, _compare_arrays, failed_pair
 from precision_shell.analysis.metrics import Metrics
 from precision_shell.errors import PshellError
-from precision_shell.formats.dtypes import DT_BOOL, DT_UNDEFINED, numpy_dtype
+from precision_shell.formats.dtypes import needs_decoding, numpy_dtype
 from precision_shell.formats.dump_file import (
     DumpHeader, TensorEntry, pread_into, read_device_array, read_dump_header, thread_buffers, to_logical,
 )
@@ -193,7 +193,7 @@ def _equal_bytes(a: np.ndarray, b: np.ndarray) -> bool:
 def _device_array(header: DumpHeader, entry: TensorEntry, raw: np.ndarray | None) -> np.ndarray:
     """The device-layout array of ``entry`` from its bytes ``raw`` (or the general reader, which
     also decodes bools and raises the precise FormatError of a truncated or inconsistent entry)."""
-    if entry.dtype in (DT_BOOL, DT_UNDEFINED) or not entry.shape:
+    if needs_decoding(entry.dtype) or not entry.shape:
         return read_device_array(header, entry)   # needs decoding or a derived shape
     dtype = numpy_dtype(entry.dtype, header.path)
     count = math.prod(entry.shape)

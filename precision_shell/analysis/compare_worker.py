@@ -19,7 +19,7 @@ import numpy as np
 from precision_shell.analysis import coverage
 from precision_shell.analysis.metrics import Metrics, compute_metrics
 from precision_shell.errors import FormatError, PshellError
-from precision_shell.formats.dtypes import DT_BOOL, DT_UNDEFINED, numpy_dtype
+from precision_shell.formats.dtypes import needs_decoding, numpy_dtype
 from precision_shell.formats.dump_file import (
     DumpHeader, TensorEntry, read_device_array, read_dump_header, to_logical,
 )
@@ -107,7 +107,7 @@ def failed_pair(row: int, tensor: str, exc: Exception) -> PairResult:
 
 def _mapped_device_array(header: DumpHeader, entry: TensorEntry) -> np.ndarray:
     """The device-layout array, memory-mapped when its bytes can be used in place."""
-    if entry.dtype in (DT_BOOL, DT_UNDEFINED) or not entry.shape:
+    if needs_decoding(entry.dtype) or not entry.shape:
         return read_device_array(header, entry)   # needs decoding or a derived shape
     dtype = numpy_dtype(entry.dtype, header.path)
     count = math.prod(entry.shape)

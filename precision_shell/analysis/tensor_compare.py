@@ -58,7 +58,8 @@ class TensorStats:
     pos_inf: int
     neg_inf: int
     zero: int
-    fp16_saturated: int | None  # |x| == 65504 (float16's largest finite); None unless float16
+    fp16_saturated: int | None  # |x| == saturated_at (default float16's 65504); None unless float16 or given
+    saturated_at: float = _FP16_MAX   # the largest finite value of the dumped format
 
 
 class _Float64Chunks:
@@ -141,15 +142,18 @@ def _as_float(value) -> float:
     return float(np.asarray(value).astype(np.float64))
 
 
-def tensor_stats(arr: np.ndarray, *, chunk: int = DEFAULT_CHUNK) -> TensorStats:
+def tensor_stats(arr: np.ndarray, *, chunk: int = DEFAULT_CHUNK, saturation: float | None = None) -> TensorStats:
     """Counts and moments of one tensor in one chunked pass (memmaps stay on disk). A complex
-    tensor's statistics cover its real and imaginary parts as floats (two values per element)."""
+    tensor's statistics cover its real and imaginary parts as floats (two values per element).
+    ``saturation``: count |x| equal to it (a low-precision dump's largest finite value, its
+    saturation code); float16 tensors count 65504 without it."""
     arr = np.asarray(arr)
     flat = arr.reshape(-1)
     if flat.dtype.kind == "c":
         flat = np.ascontiguousarray(flat).view(flat.real.dtype)
     reader = _Float64Chunks(flat, chunk, "npu")
-    is_fp16 = arr.dtype == np.float16
+    is_fp16 = arr.dtype == np.float16 or saturation is not None
+    limit = _FP16_MAX if saturation is None else float(saturation)
     lo, hi = math.inf, -math.inf
     count_f = 0  # finite values seen
     mean, m2 = 0.0, 0.0  # running mean and centred sum of squares of the finite values
@@ -162,7 +166,7 @@ def tensor_stats(arr: np.ndarray, *, chunk: int = DEFAULT_CHUNK) -> TensorStats:
             chunk_sum = float(np.add.reduce(values))
         zero += int(np.count_nonzero(values == 0))
         if is_fp16:
-            saturated += int(np.count_nonzero(np.abs(values) == _FP16_MAX))
+            saturated += int(np.count_nonzero(np.abs(values) == limit))
         if not math.isfinite(chunk_sum):  # some Inf/NaN: count them, keep the finite rest
             nan += int(np.count_nonzero(np.isnan(values)))
             pos_inf += int(np.count_nonzero(values == math.inf))
@@ -186,4 +190,4 @@ def tensor_stats(arr: np.ndarray, *, chunk: int = DEFAULT_CHUNK) -> TensorStats:
         min=lo if count_f else _NAN, max=hi if count_f else _NAN,
         mean=mean if count_f else _NAN, std=math.sqrt(m2 / count_f) if count_f else _NAN,
         nan=nan, pos_inf=pos_inf, neg_inf=neg_inf, zero=zero,
-        fp16_saturated=saturated if is_fp16 else None)
+        fp16_saturated=saturated if is_fp16 else None, saturated_at=limit)

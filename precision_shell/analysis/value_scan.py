@@ -24,6 +24,7 @@ from precision_shell.analysis import fused_metrics
 from precision_shell.analysis.tensor_compare import TensorStats, tensor_stats
 from precision_shell.errors import FormatError
 from precision_shell.formats.dtypes import DT_UNDEFINED, is_supported_dtype, numpy_dtype
+from precision_shell.formats.lowbit import by_dtype_code
 from precision_shell.formats.dump_file import (
     DumpHeader, parse_dump_header, read_device_array, read_dump, read_dump_into, read_logical_array,
     read_small_file, release_thread_buffers, thread_buffers, v2_tensor_layout,
@@ -95,6 +96,8 @@ def dump_looks_clean(header: DumpHeader, data: bytes | None = None) -> bool:
     """Every input and output of a dump passes :func:`looks_clean` (device layout: padding is
     zero, so it cannot hide or fake an overflow). ``data``: the whole file, when read whole."""
     for entry in header.inputs + header.outputs:
+        if by_dtype_code(entry.dtype) is not None:
+            return False   # low-precision formats: saturation at their own maximum, in the full stats
         try:
             array = read_device_array(header, entry, data)
         except FormatError:
@@ -113,8 +116,10 @@ def tensor_overflows(header: DumpHeader, kinds=("input", "output"),
         if entry.kind not in kinds:
             continue
         array = read_logical_array(header, entry, data=data)   # complex: stats of both parts
+        lowbit = by_dtype_code(entry.dtype)
+        saturation = lowbit.max_finite if lowbit is not None else None
         out.append(TensorOverflow(entry.kind, entry.index, entry.dtype_name, tuple(array.shape),
-                                  tensor_stats(array)))
+                                  tensor_stats(array, saturation=saturation)))
     return out
 
 

@@ -4,7 +4,8 @@ Importing this package registers every command.
 """
 
 from precision_shell.commands import (  # noqa: F401  (importing registers the commands)
-    basic, compare_cmd, config_cmd, decode, eval_cmd, export, fusion_cmd, info, inspect_cmd, overflow_cmd, plot_cmd, replay_cmd,
+    basic, compare_cmd, config_cmd, decode, eval_cmd, export, fusion_cmd, info, inspect_cmd, overflow_cmd, plot_cmd, qstat_cmd,
+    replay_cmd,
     stepping, tensor_cmd,
 )
 from precision_shell.commands import report_cmd  # noqa: F401  (report: one HTML file of the session)

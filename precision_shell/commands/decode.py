@@ -32,12 +32,12 @@ def find_dump_path(session: Session, text: str) -> Path:
 
 
 def _npy_ready(array):
-    """bf16 has no portable .npy dtype: write it as float32 (exact), as the vendor's convert does."""
-    import numpy as np
+    """bf16 and fp8 have no portable .npy dtype: written as float32 (exact), as the vendor's
+    convert does for bf16 (the table-decoded low-precision types are float32 already)."""
+    from precision_shell.formats.dtypes import npy_ready
 
-    if array.dtype.name == "bfloat16":
-        return array.astype(np.float32), "bf16 written as float32 (exact)"
-    return array, ""
+    array, note = npy_ready(array)
+    return array, note or ""
 
 
 @command("decode", aliases=("dc",),

@@ -23,7 +23,7 @@ def _num(v: float) -> str:
 def _tensor_summary(op: str, t) -> str:
     s = t.stats
     parts = [f"{n:,} {label}" for n, label in ((s.nan, "nan"), (s.pos_inf, "+inf"), (s.neg_inf, "-inf"),
-                                              (s.fp16_saturated, "±65504")) if n]
+                                              (s.fp16_saturated, f"±{s.saturated_at:g}")) if n]
     finite = s.count - s.nan - s.pos_inf - s.neg_inf
     value_range = f"finite range [{_num(s.min)}, {_num(s.max)}]" if finite else "no finite value"
     # the name, then what is wrong: a name followed by ":" would not paste back

@@ -21,6 +21,7 @@ from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.inspect_cmd import graph_file_stem
 from precision_shell.commands.results import Sections
 from precision_shell.errors import CommandError, FormatError
+from precision_shell.formats.dtypes import npy_ready
 from precision_shell.model.session import Session
 from precision_shell.model.tensor_ref import ResolvedTensor, apply_slice, split_slice
 from precision_shell.model.tensor_resolve import resolve_tensor
@@ -218,15 +219,15 @@ class TensorPrint(Sections):
 
 
 def _json_values(array: np.ndarray) -> Any:
-    if array.dtype.kind == "V" or array.dtype.name == "bfloat16":
+    if array.dtype.isbuiltin == 2:   # ml_dtypes: bfloat16, float8
         array = array.astype(np.float32)
     return array.tolist()
 
 
 def _display_array(array: np.ndarray) -> tuple[np.ndarray, str | None]:
-    """bfloat16 prints oddly in numpy; float32 holds every bfloat16 value exactly."""
-    if array.dtype.name == "bfloat16":
-        return array.astype(np.float32), "bfloat16 values shown as float32 (exact)"
+    """bfloat16 and float8 (ml_dtypes) print oddly in numpy; float32 holds their values exactly."""
+    if array.dtype.isbuiltin == 2:
+        return array.astype(np.float32), f"{array.dtype.name} values shown as float32 (exact)"
     return array, None
 
 
@@ -236,9 +237,8 @@ def _save(session: Session, given: str, label: str, array: np.ndarray) -> tuple[
         name += ".npy"
     path = session.output_path(name if given else None, name)
     note = None
-    if array.dtype.name == "bfloat16":
-        # .npy has no bfloat16 type (it would be stored as raw void bytes)
-        array, note = array.astype(np.float32), "bfloat16 saved as float32 (exact)"
+    # .npy has no bfloat16 or float8 type (they would be stored as raw void bytes)
+    array, note = npy_ready(array)
     write_atomic(path, lambda fh: np.lib.format.write_array(fh, np.ascontiguousarray(array),
                                                             allow_pickle=False), binary=True)
     return str(path), note
@@ -260,7 +260,10 @@ def print_tensor(session: Session, args: Any) -> TensorPrint:
     resolved = _resolve(session, args.tensor)
     array = read_tensor(session, resolved)
     label = resolved.label + resolved.ref.slice_text
-    header = [("tensor", label), ("file", str(resolved.path)), ("dtype", f"{resolved.dtype} ({array.dtype})")]
+    lowbit = _lowbit_format(resolved.dtype)
+    shown_dtype = array.dtype if lowbit is None or array.dtype.name == lowbit.name else \
+        f"{lowbit.name}, decoded to {array.dtype}"
+    header = [("tensor", label), ("file", str(resolved.path)), ("dtype", f"{resolved.dtype} ({shown_dtype})")]
     if resolved.device_format is not None:
         header.append(("device", f"{resolved.device_format} {_shape(resolved.device_shape)}"))
     header.append(("logical shape", _shape(resolved.logical_shape)))
@@ -273,22 +276,32 @@ def print_tensor(session: Session, args: Any) -> TensorPrint:
         "logical_shape": list(resolved.logical_shape),
     }
     return array_panel(session, args, array, label, header, data, ranges=ranges,
-                       save_name=resolved.label)
+                       save_name=resolved.label, lowbit=lowbit)
+
+
+def _lowbit_format(dtype: str):
+    """The low-precision format (formats/lowbit) of a dump dtype name, or None."""
+    from precision_shell.formats.dtypes import dtype_name
+    from precision_shell.formats.lowbit import FORMATS
+
+    return next((f for f in FORMATS if dtype_name(f.dtype_code) == dtype), None)
 
 
 def array_panel(session: Session, args: Any, array: np.ndarray, label: str,
                 header: list[tuple[str, str]], data: dict[str, Any], *,
-                ranges: list[tuple[float, float]] | None = None, save_name: str) -> TensorPrint:
+                ranges: list[tuple[float, float]] | None = None, save_name: str, lowbit=None) -> TensorPrint:
     """What ``pt`` shows of an array after its own ``header`` rows (also ``eval``'s result):
     statistics, values (``-a``, ``-s``, ``-l``), ranges, ``--hist`` and ``-w`` (file name from
     ``save_name`` when none is given)."""
-    stats = tensor_stats(array)
+    stats = tensor_stats(array, saturation=lowbit.max_finite if lowbit is not None else None)
     stat_rows = [("count", f"{stats.count:,}"), ("min", _num(stats.min)), ("max", _num(stats.max)),
                  ("mean", _num(stats.mean)), ("std", _num(stats.std)),
                  ("nan / +inf / -inf", f"{stats.nan:,} / {stats.pos_inf:,} / {stats.neg_inf:,}"),
                  ("zero", f"{stats.zero:,}")]
     if array.dtype == np.float16:
         stat_rows.append(("±65504 (fp16 max)", f"{stats.fp16_saturated:,}"))
+    elif lowbit is not None:   # the format's saturation codes: its largest finite magnitude
+        stat_rows.append((f"±{lowbit.max_finite:g} ({lowbit.name} max)", f"{stats.fp16_saturated:,}"))
     data = {**data, "shape": list(array.shape), "stats": stats_json(stats)}
     blocks: list[tuple[str, Any]] = [("", header), ("stats", stat_rows)]
     notes: list[str] = []

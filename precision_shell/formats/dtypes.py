@@ -33,6 +33,17 @@ DT_RESOURCE = 23
 DT_BF16 = 27
 DT_FLOAT8_E5M2 = 34
 DT_FLOAT8_E4M3FN = 35
+DT_HIFLOAT8 = 33
+DT_FLOAT8_E8M0 = 36
+DT_FLOAT6_E3M2 = 37
+DT_FLOAT6_E2M3 = 38
+DT_FLOAT4_E2M1 = 39
+DT_FLOAT4_E1M2 = 40
+# Decoded by table (formats/lowbit) to float32 before any layout is restored: HiFloat8 and FP4
+# E1M2 have no numpy type, FP4 is packed two per byte; E8M0 and FP6 go the same way so that every
+# low-precision dtype reaches the commands as float32.
+TABLE_DECODED = frozenset({DT_HIFLOAT8, DT_FLOAT8_E8M0, DT_FLOAT6_E3M2, DT_FLOAT6_E2M3,
+                           DT_FLOAT4_E2M1, DT_FLOAT4_E1M2})
 
 FORMAT_NCHW = 0
 FORMAT_NHWC = 1
@@ -129,6 +140,21 @@ def normalize_format(fmt: str | int) -> str:
 
 def is_supported_dtype(code: int) -> bool:
     return code in _NUMPY_DTYPES
+
+
+def needs_decoding(code: int) -> bool:
+    """Whether a tensor of ``code`` is not usable as its raw bytes viewed as a numpy dtype (bool
+    bytes, raw bytes, table-decoded low-precision types): readers then take the general path."""
+    return code in (DT_BOOL, DT_UNDEFINED) or code in TABLE_DECODED
+
+
+def npy_ready(array: np.ndarray) -> tuple[np.ndarray, str | None]:
+    """``array`` as .npy can hold it: ml_dtypes types (bfloat16, float8, ...) have no portable .npy
+    dtype (they would be stored as raw void bytes) and are written as float32, which holds every
+    one of their values exactly; the note says so."""
+    if array.dtype.isbuiltin == 2:       # a user-defined (ml_dtypes) type
+        return array.astype(np.float32), f"{array.dtype.name} written as float32 (exact)"
+    return array, None
 
 
 def numpy_dtype(code: int, path: str | None = None) -> np.dtype:

@@ -18,19 +18,21 @@ import numpy as np
 
 from ..errors import FormatError
 from . import nano_dump
-from .dtypes import DT_BOOL, DT_UNDEFINED, dtype_name, is_supported_dtype, numpy_dtype
+from .dtypes import DT_BOOL, DT_UNDEFINED, TABLE_DECODED, dtype_name, is_supported_dtype, numpy_dtype
 from .dump_header import (  # noqa: F401  (re-exported)
     _LEN, DumpHeader, TensorEntry, _dump_data_class, open_error, parse_dump_header, pread_into, read_dump,
     read_dump_header, read_dump_into, read_small_file,
 )
 from .layout import PLAIN_LAYOUTS, restore_layout
+from .lowbit import by_dtype_code, decode_codes, pack_nibbles
 from .quoting import clipped, shown
 from .shapes import check_dims
 
 
 @dataclass(frozen=True)
 class DumpTensor:
-    """One tensor to write: ``data`` already in DEVICE layout with its final dtype."""
+    """One tensor to write: ``data`` already in DEVICE layout with its final dtype (for the
+    table-decoded low-precision types: uint8 codes, one per element; FP4 is packed on writing)."""
     data: np.ndarray
     dtype: int
     format: int
@@ -75,6 +77,8 @@ def read_device_array(header: DumpHeader, entry: TensorEntry, data: bytes | None
     ``data``: the whole file (from ``read_dump``); the result is then a read-only view on it, no
     copy and no file access, with the same checks and errors as reading from the file.
     """
+    if entry.dtype in TABLE_DECODED:
+        return _read_table_decoded(header, entry, data)
     dtype = numpy_dtype(entry.dtype, header.path)
     count, shape = _count_and_shape(header, entry, dtype.itemsize)
     need = count * dtype.itemsize
@@ -99,6 +103,33 @@ def read_device_array(header: DumpHeader, entry: TensorEntry, data: bytes | None
         return arr.reshape(shape)
     except (ValueError, OverflowError, MemoryError) as e:
         raise FormatError(header.path, f"{entry.label} shape {shown(list(entry.shape))} cannot be decoded: {clipped(e)}") from None
+
+
+def _read_table_decoded(header: DumpHeader, entry: TensorEntry, data: bytes | None) -> np.ndarray:
+    """A low-precision tensor (formats/lowbit) decoded to float32 in its device shape: the codes
+    are unpacked and looked up in device order, so any layout is then restored on float32."""
+    fmt = by_dtype_code(entry.dtype)
+    if not entry.shape and entry.size:
+        count = entry.size * 2 if fmt.packed else entry.size
+        shape: tuple[int, ...] = (count,)
+    else:
+        count = check_dims(entry.shape, header.path, f"{entry.label} shape")
+        shape = entry.shape
+    need = fmt.storage_bytes(count)
+    if need > entry.size:
+        raise FormatError(header.path, f"{entry.label} shape {shown(list(entry.shape))} of {entry.dtype_name} needs "
+                                       f"{need} bytes but its size is {entry.size}")
+    if count == 0:
+        return np.empty(shape, np.float32)
+    if data is None:
+        raw = _from_file(header, entry, np.dtype(np.uint8), need)
+    else:
+        raw = np.frombuffer(data, np.uint8, count=min(need, max(0, len(data) - entry.offset)),
+                            offset=min(entry.offset, len(data)))
+    if raw.size != need:
+        raise FormatError(header.path, f"truncated: {entry.label} needs {need} bytes at offset "
+                                       f"{entry.offset}, the file ends first")
+    return decode_codes(fmt, raw, count, header.path, entry.label).reshape(shape)
 
 
 class ReadBuffers:
@@ -289,6 +320,11 @@ def write_dump(path: str | os.PathLike, op_name: str, inputs: Sequence[DumpTenso
     for group, tensors, is_output in ((msg.input, inputs, False), (msg.output, outputs, True)):
         for t in tensors:
             arr = _le_array(t.data)
+            if t.dtype in TABLE_DECODED:
+                if arr.dtype != np.uint8:
+                    raise ValueError(f"{dtype_name(t.dtype)} is written from uint8 codes, not {arr.dtype}")
+                if by_dtype_code(t.dtype).packed:
+                    arr = pack_nibbles(arr)
             _fill(group.add(), t, arr.nbytes, is_output)
             payload.append(arr.view(np.uint8))   # written without another copy
     for group, segments in ((msg.buffer, buffers), (msg.space, spaces)):

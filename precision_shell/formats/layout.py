@@ -98,9 +98,18 @@ def _split_axis(view: np.ndarray, axis: int, inner: int) -> np.ndarray:
     could silently copy, and the copy would be written instead of ``view``)."""
     n = view.shape[axis]
     stride = view.strides[axis]
-    return np.lib.stride_tricks.as_strided(
-        view, view.shape[:axis] + (n // inner, inner) + view.shape[axis + 1:],
+    # as_strided rebuilds the array from its __array_interface__, whose type string numpy cannot
+    # parse back for ml_dtypes types ('<f1' of float8_e5m2, '<V1' of the others): the layout
+    # moves bytes, not values, so the view is made on same-width unsigned integers
+    bits = _BITS_OF_WIDTH.get(view.dtype.itemsize) if view.dtype.isbuiltin != 1 else None
+    source = view.view(bits) if bits is not None else view
+    split = np.lib.stride_tricks.as_strided(
+        source, view.shape[:axis] + (n // inner, inner) + view.shape[axis + 1:],
         view.strides[:axis] + (stride * inner, stride) + view.strides[axis + 1:], writeable=True)
+    return split.view(view.dtype) if bits is not None else split
+
+
+_BITS_OF_WIDTH = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
 def _gather(src: np.ndarray, axis: int | None, channels: int, perm: Sequence[int], alloc: Alloc) -> np.ndarray:

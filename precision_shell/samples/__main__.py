@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", choices=tuple(VARIANTS), default="convnet",
                    help="the network: convnet (fp16, planted root cause and overflow) or bf16-amp "
                         "(bf16 AMP casts and GE-inserted TransData) or replay (one op per replay verdict, truth "
-                        "in the manifest) (default convnet)")
+                        "in the manifest) or lowprec (MX block-scaled matmuls, FP8/MX/FP4/HiFloat8 dumps) "
+                        "(default convnet)")
     p.add_argument("--name-fields", type=int, choices=(4, 5, 9), default=5,
                    help="dump file name grammar: type.name.task[.stream].ts[.x.x.x.x] (default 5)")
     p.add_argument("--opdebug-layout", choices=("old", "new"), default="old",

@@ -5,7 +5,8 @@ its logical shape and only lays it out for the device when writing a dump or a g
 Channel / row padding is filled with zeros, as GE's TransData does, so a reader that forgets to
 slice the padding off sees zeros rather than plausible-looking garbage.
 
-C0 (the cube unit) is 16 for every dtype the samples use (fp16, bf16, fp32, int32).
+C0 (the cube unit) is 16 for every 16- and 32-bit dtype the samples use (fp16, bf16, fp32, int32);
+8-bit types (the lowprec variant's float8) pass 32 (formats.md Appendix B).
 """
 
 from __future__ import annotations

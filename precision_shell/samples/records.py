@@ -21,6 +21,8 @@ DTYPES = {
     "float16": (2, "DT_FLOAT16"),
     "int32": (7, "DT_INT32"),
     "bfloat16": (27, "DT_BF16"),
+    "float8_e5m2": (34, "DT_FLOAT8_E5M2"),        # the lowprec variant
+    "float8_e4m3fn": (35, "DT_FLOAT8_E4M3FN"),
 }
 # NPU op types the golden mapping walks through, GE-inserted or not (formats.md A.8.5).
 TRANS_TYPES = frozenset({"Cast", "TransData"})
@@ -50,6 +52,11 @@ class NpuTensor:
         return "bfloat16" if self.npu.dtype == ml_dtypes.bfloat16 else self.npu.dtype.name
 
     @property
+    def c0(self) -> int:
+        """The cube's C0: 32 for 8-bit types (formats.md Appendix B), 16 for the others."""
+        return 32 if self.npu.dtype.itemsize == 1 else device_layouts.C0
+
+    @property
     def dtype_code(self) -> int:
         return DTYPES[self.dtype][0]
 
@@ -67,11 +74,11 @@ class NpuTensor:
 
     @property
     def device_shape(self) -> tuple[int, ...]:
-        return device_layouts.device_shape(self.npu.shape, self.format)
+        return device_layouts.device_shape(self.npu.shape, self.format, self.c0)
 
     def device(self) -> np.ndarray:
         """The bytes the device holds: the NPU value laid out in ``format`` with zero padding."""
-        return device_layouts.to_device(self.npu, self.format)
+        return device_layouts.to_device(self.npu, self.format, self.c0)
 
     @property
     def nbytes_device(self) -> int:

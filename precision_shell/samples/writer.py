@@ -31,6 +31,7 @@ from .graph_builder import GraphTextWriter, framework_model_def
 from .naming import TASK_TYPE_DEBUG, Timeline, dump_file_name, golden_file_name, op_duration_us
 from .amp_network import run_bf16_amp
 from .replay_network import run_replay_sample
+from .lowprec_network import run_lowprec_sample, write_quantized_dumps
 from .network import NetworkRun, run_network
 from .records import FrameworkOp, NpuInput, NpuOp, NpuTensor
 
@@ -38,7 +39,8 @@ SESSION_GRAPH_ID = "0_1"
 DEVICE_ID, MODEL_ID, STEP = 0, 1, 0
 FIRST_TASK_ID = 2
 # --variant: the network a workspace holds (see network.py, amp_network.py)
-VARIANTS = {"convnet": run_network, "bf16-amp": run_bf16_amp, "replay": run_replay_sample}
+VARIANTS = {"convnet": run_network, "bf16-amp": run_bf16_amp, "replay": run_replay_sample,
+            "lowprec": run_lowprec_sample}
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,9 @@ class WorkspaceWriter:
             overflow = {**mf.overflow_finding(run),
                         **self.write_overflow_run(run.op(run.overflow_op), run.overflow_status)}
         manifest = self._manifest(run, used, overflow, build)
+        if opt.variant == "lowprec":   # issue 27: quantized dumps in the low-precision dtypes
+            # a folder of its own beside precision_data: opened alone (pshell OUT/lowprec), no graph
+            manifest["lowprec"] = write_quantized_dumps(self.out / "lowprec", opt.seed, self._ts + 10_000)
         mf.write_manifest(self.out / mf.MANIFEST_NAME, manifest)
         return manifest
 

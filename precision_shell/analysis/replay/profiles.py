@@ -18,7 +18,16 @@ Fixed semantics, so verdicts are reproducible:
 * ``ftz``: subnormal inputs, intermediates and outputs are flushed to signed zero.
 * ``nearest-even`` / ``toward-zero``: the rounding mode of every rounding above.
 
-Profiles combine with commas (``trunc-mantissa-20,ftz``).
+* block-scaled inputs (``mxfp8-e4m3``, ``mxfp8-e5m2``, ``mxfp4``, ``nvfp4``): the two operands of
+  every dot product are quantized and dequantized by the recipe along the reduced axis (OCP MX
+  v1.0: blocks of 32, E8M0 scale 2^(floor(log2 amax) - emax_elem); NVFP4: blocks of 16, E4M3
+  scales under a fp32 global scale; elements nearest-even, clamped) before the products;
+  ``hif8``: every input rounded to HiFloat8 (ties away, saturating at 2^15).
+* ``promote-N``: dot products accumulate N products at a time (in the accumulator of the profile,
+  exact without one) and each partial sum is promoted to a float32 accumulator (DeepSeek-V3's
+  FP8 GEMM on tensor cores with limited accumulation width).
+
+Profiles combine with commas (``trunc-mantissa-20,ftz``, ``mxfp4,fp32-acc,promote-128``).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ FORMATS = {
     "bfloat16": (7, -126, float.fromhex("0x1.fep127"), True),
     "float8_e4m3fn": (3, -6, 448.0, False),
     "float8_e5m2": (2, -14, 57344.0, True),
+    "float4_e2m1": (1, 0, 6.0, False),
 }
 # numpy casts float64 -> float32 correctly rounded and fast (its float16 cast is slow)
 _NATIVE = {"float64": np.float64, "float32": np.float32}
@@ -51,6 +61,10 @@ FORMAT_WORDS = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16":
 DEFAULT_PROFILES = ("fp32-acc", "fp16-acc", "bf16-acc", "trunc-mantissa-20", "ftz",
                     "trunc-mantissa-20,ftz", "fp16", "bf16", "toward-zero")
 _TRUNC = re.compile(r"trunc-mantissa-(\d+)$")
+_PROMOTE = re.compile(r"promote-(\d+)$")
+# block-scaled recipes: element format, its largest normal's exponent (emax_elem), block size
+BLOCK_RECIPES = {"mxfp8-e4m3": ("float8_e4m3fn", 8, 32), "mxfp8-e5m2": ("float8_e5m2", 15, 32),
+                 "mxfp4": ("float4_e2m1", 2, 32), "nvfp4": ("float4_e2m1", 2, 16)}
 
 
 def holds(wide: str, narrow: str) -> bool:
@@ -164,6 +178,50 @@ def flush(x: np.ndarray, fmt: str) -> np.ndarray:
     return y
 
 
+def block_quantize(x: np.ndarray, recipe: str, axis: int) -> np.ndarray:
+    """``x`` (float64) quantized and dequantized by a block-scaled recipe along ``axis``."""
+    elem, emax, size = BLOCK_RECIPES[recipe]
+    top = FORMATS[elem][2]
+    moved = np.moveaxis(np.asarray(x, dtype=np.float64), axis, -1)
+    n = moved.shape[-1]
+    nb = -(-n // size)
+    blocks = np.zeros(moved.shape[:-1] + (nb * size,))
+    blocks[..., :n] = moved
+    blocks = blocks.reshape(moved.shape[:-1] + (nb, size))
+    amax = np.where(np.isfinite(blocks), np.abs(blocks), 0.0).max(axis=-1, keepdims=True, initial=0.0)
+    if recipe == "nvfp4":
+        global_amax = float(amax.max(initial=0.0))
+        encode = 448.0 * 6.0 / global_amax if global_amax > 0 else 1.0
+        scale = quantize(np.minimum(amax / 6.0 * encode, 448.0), "float8_e4m3fn") / encode
+    else:
+        _, e = np.frexp(np.where(amax > 0, amax, 1.0))
+        scale = np.ldexp(1.0, np.where(amax > 0, np.clip(e.astype(np.int64) - 1 - emax, -127, 127), -127))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scaled = np.where(scale > 0, blocks / scale, 0.0)
+    y = quantize(np.clip(scaled, -top, top), elem) * scale
+    y = np.where(np.isfinite(blocks), y, blocks)
+    y = y.reshape(moved.shape[:-1] + (nb * size,))[..., :n]
+    return np.moveaxis(y, -1, axis)
+
+
+def hifloat8_round(x: np.ndarray) -> np.ndarray:
+    """``x`` rounded to HiFloat8 (arXiv 2409.16626): 3 mantissa bits for |e| <= 3, 2 for 4..7,
+    1 for 8..15, powers of two from 2^-16 down to 2^-22; ties away from zero; saturating at
+    2^15; NaN stays NaN (the tapered precision needs its own rule, not FORMATS')."""
+    x = np.asarray(x, dtype=np.float64)
+    a = np.abs(x)
+    _, e = np.frexp(np.where((a > 0) & np.isfinite(a), a, 1.0))
+    e = e.astype(np.int64) - 1                    # a = 1.m * 2^e
+    ae = np.abs(e)
+    bits = np.where(ae <= 3, 3, np.where(ae <= 7, 2, np.where(ae <= 15, 1, 0)))
+    quantum = np.ldexp(1.0, e - bits)
+    y = np.floor(a / quantum + 0.5) * quantum
+    y = np.where(e < -23, 0.0, np.where(e == -23, 2.0 ** -22, y))
+    y = np.where(a > 2.0 ** 15, 2.0 ** 15, np.minimum(y, 2.0 ** 15))
+    y = np.where(a == 0, 0.0, y)
+    return np.where(np.isnan(x), np.nan, np.copysign(y, x))
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -172,6 +230,8 @@ class Profile:
     trunc: int | None = None        # mantissa bits, float32 range, toward zero
     ftz: bool = False
     toward_zero: bool = False
+    block: str | None = None        # BLOCK_RECIPES key or "hif8": how the inputs are quantized
+    promote: int | None = None      # products per partial sum promoted to float32
 
     @property
     def sequential(self) -> bool:
@@ -202,6 +262,13 @@ def parse_profile(text: str, named: dict[str, str] | None = None, _seen: tuple =
             if not 1 <= bits <= 23:
                 raise ValueError(f"trunc-mantissa-N needs 1 <= N <= 23, not {bits}")
             fields["trunc"] = bits
+        elif word in BLOCK_RECIPES or word == "hif8":
+            fields["block"] = word
+        elif _PROMOTE.match(word):
+            n = int(_PROMOTE.match(word).group(1))
+            if n < 1:
+                raise ValueError("promote-N needs N >= 1")
+            fields["promote"] = n
         elif word == "ftz":
             fields["ftz"] = True
         elif word in ("toward-zero", "rz"):
@@ -211,7 +278,8 @@ def parse_profile(text: str, named: dict[str, str] | None = None, _seen: tuple =
         else:
             raise ValueError(f"unknown profile {word!r}: use exact, fp16/bf16/fp32/fp8-e4m3/fp8-e5m2, "
                              "fp16-acc/bf16-acc/fp32-acc, trunc-mantissa-N, ftz, toward-zero, "
-                             "nearest-even or a name from the config file's [profiles]")
+                             "nearest-even, mxfp8-e4m3/mxfp8-e5m2/mxfp4/nvfp4/hif8, promote-N "
+                             "or a name from the config file's [profiles]")
     return Profile(text.strip(), **fields)
 
 
@@ -242,6 +310,8 @@ class Arith:
         x = np.asarray(x, dtype=np.float64)
         if self.p.storage is not None and not (fmt is not None and holds(self.p.storage, fmt)):
             x = quantize(x, self.p.storage, toward_zero=self.p.toward_zero)
+        if self.p.block == "hif8":
+            x = hifloat8_round(x)
         return self._flush(x)
 
     def r(self, x) -> np.ndarray:
@@ -282,6 +352,10 @@ class Arith:
 
     def dot(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``a @ b`` (batched, numpy broadcasting), products and sums rounded under the profile."""
+        if self.p.block in BLOCK_RECIPES:   # block-scaled operands, blocks along the reduced axis
+            a, b = block_quantize(a, self.p.block, -1), block_quantize(b, self.p.block, -2)
+        if self.p.promote is not None:
+            return self._promoted_dot(a, b, self.p.promote)
         if not self.sequential:
             return self.r(np.matmul(a, b))
         k_len = a.shape[-1]
@@ -291,6 +365,23 @@ class Arith:
         for k in range(1, k_len):
             acc = self.r(acc + self.r(at[k][..., :, None] * bt[k][..., None, :]))
         return acc
+
+
+    def _partial_dot(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if not self.sequential:
+            return np.matmul(a, b)
+        acc = self.r(a[..., :, 0:1] * b[..., 0:1, :])
+        for k in range(1, a.shape[-1]):
+            acc = self.r(acc + self.r(a[..., :, k:k + 1] * b[..., k:k + 1, :]))
+        return acc
+
+    def _promoted_dot(self, a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+        """Partial sums of ``n`` products (the profile's accumulator), each added to a float32 one."""
+        total = None
+        for start in range(0, max(1, a.shape[-1]), n):
+            part = quantize(self._partial_dot(a[..., start:start + n], b[..., start:start + n, :]), "float32")
+            total = part if total is None else quantize(total + part, "float32")
+        return total
 
 
 def apply(kernel, profile: Profile, inputs: list, attrs: dict, out_shapes: list, out_fmts: list,
