@@ -287,3 +287,20 @@ def expect_prompt(child, pexpect) -> None:
 
     while child.expect([re.escape("\x1b[6n"), "pshell>"]) == 0:
         child.send("\x1b[1;1R")
+
+
+def test_runner_caps_output_and_names_the_signal(tmp_path, monkeypatch):
+    from precision_shell.commands import process_runner as pr
+
+    monkeypatch.setattr(pr, "OUTPUT_CAP", 1 << 20)
+    specs = [pr.ProcessSpec("head -c 5000000 /dev/zero; echo done >&2", tmp_path / "big", dict(os.environ)),
+             pr.ProcessSpec("kill -SEGV $$", tmp_path / "segv", dict(os.environ)),
+             pr.ProcessSpec("exit 7", tmp_path / "seven", dict(os.environ))]
+    done: dict[int, pr.ProcessOutcome] = {}
+    pr.run_processes(len(specs), specs.__getitem__, 2, lambda i, o: done.__setitem__(i, o) or False)
+    big = (tmp_path / "big/stdout.txt").read_bytes()
+    assert done[0].exit_code == 0 and done[0].cut == ["stdout"]
+    assert big.startswith(b"\0" * (1 << 20)) and b"output cut at 1 MiB" in big[1 << 20:]
+    assert (tmp_path / "big/stderr.txt").read_text() == "done\n"
+    assert done[1].exit_code is None and done[1].signal == "SIGSEGV" and done[1].reason() == "killed by SIGSEGV"
+    assert done[2].exit_code == 7 and not done[2].ok

@@ -18,7 +18,6 @@ from typing import Any
 
 from precision_shell.analysis.bisect import Candidate, Trial, config_name, config_text, fewest_trials, trial_bound
 from precision_shell.atomic_write import write_atomic
-from precision_shell.commands.bisect_candidates import candidates_for
 from precision_shell.commands.bisect_search import (ENV_NAMES, PLACEHOLDERS, Search, SearchSettings,
                                                     TrialBudgetSpent, check_command)
 from precision_shell.commands.finding_list import follow
@@ -103,6 +102,8 @@ def bisect(session: Any, args: Any) -> Any:
                          f"{PLACEHOLDERS[args.knob]} (and {{trial}})")
     if not args.check.strip():
         raise UsageError("bisect: --check needs a command")
+    from precision_shell.commands.bisect_candidates import candidates_for   # numpy: not at start-up
+
     candidates = candidates_for(session, args.knob, args.candidates)
     n = len(candidates)
     if args.max_trials is not None and args.max_trials < fewest_trials(n):

@@ -19,7 +19,7 @@ from typing import Callable
 
 from precision_shell.analysis.bisect import (Candidate, JournalContents, SearchKey, Trial, config_name,
                                              config_text, ddmin, parse_journal, trial_key, trial_line)
-from precision_shell.commands.process_runner import ProcessOutcome, ProcessSpec, run_processes
+from precision_shell.commands.process_runner import OUTPUT_CAP, ProcessOutcome, ProcessSpec, run_processes
 from precision_shell.errors import CommandError
 
 JOURNAL = "bisect.jsonl"
@@ -135,7 +135,7 @@ class Search:
             else:
                 trial.passed = re.search(self.s.fail_regex, text, re.MULTILINE) is None
         if outcome.cut:
-            trial.reason = "; ".join(filter(None, [trial.reason, f"{' and '.join(outcome.cut)} cut at 16 MiB"]))
+            trial.reason = "; ".join(filter(None, [trial.reason, f"{' and '.join(outcome.cut)} cut at {OUTPUT_CAP >> 20} MiB"]))
         record = {**trial.to_json(), "command": spec.command, "cut": outcome.cut, "signal": outcome.signal,
                   "timed_out": outcome.timed_out}
         (spec.folder / "trial.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
