@@ -304,3 +304,27 @@ def test_runner_caps_output_and_names_the_signal(tmp_path, monkeypatch):
     assert (tmp_path / "big/stderr.txt").read_text() == "done\n"
     assert done[1].exit_code is None and done[1].signal == "SIGSEGV" and done[1].reason() == "killed by SIGSEGV"
     assert done[2].exit_code == 7 and not done[2].ok
+
+
+def test_a_fusion_report_without_effective_passes_is_one_line(tmp_path, capsys):
+    write_workspace(tmp_path, SampleOptions(fusion_off=("ALL:graph", "ALL:ub")))
+    doc = json.loads((tmp_path / "precision_data/fusion/fusion_result.json").read_text(encoding="utf-8"))
+    assert not any(int(c["effect_times"]) for kind in ("graph_fusion", "ub_fusion") for c in doc[kind].values())
+    rc, _, err = run_cli(capsys, tmp_path, "-c", "bisect fusion --check true")
+    assert rc == 1 and err.count("\n") == 1 and "no fusion pass to switch off" in err
+
+
+def test_max_trials_stops_and_resume_goes_on(sample_ws, tmp_path, capsys):
+    ws, _ = sample_ws
+    names = list("ABCDEFGH")
+    listed = tmp_path / "names.txt"
+    listed.write_text("\n".join(names) + "\n", encoding="utf-8")
+    out = tmp_path / "s"
+    line = f"bisect keep-fp32 --candidates {listed} --out {out} --check 'grep -q E {{keep_fp32}}'"
+    rc, _, err = run_cli(capsys, ws, "-c", line + " --max-trials 6")
+    assert rc == 1 and "--max-trials 6 reached" in err and len(journal(out)[1]) == 6
+    rc, stdout, err = run_cli(capsys, ws, "--format", "json", "-c", line + " --resume")
+    assert rc == 0, err
+    result = json_docs(stdout)[0]
+    assert result["culprits"] == ["E"] and result["verified"] and result["new_trials"] == result["trials"] - 6
+    assert result["trials"] <= worst_case(len(names))

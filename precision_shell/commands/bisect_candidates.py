@@ -130,12 +130,22 @@ def file_candidates(session: Any, knob: str, path: str) -> list[Candidate]:
         raise FormatError(path, "candidates file names nothing")
     if knob == "fusion":
         kinds = pass_kind_map(session.fusion)
-        return [Candidate(n, (n,), "ub" if guess_pass_kind(n, kinds) == "ub" else "graph", f"{path} line")
+        return [Candidate(n, (n,), "ub" if guess_pass_kind(n, kinds) == "ub" else "graph", f"listed in {path}")
                 for n in names]
     return [Candidate(n, (n,), "", f"listed in {path}") for n in names]
+
+
+def _writable(c: Candidate) -> bool:
+    """A name a config file can hold on one line (names from data may carry anything)."""
+    return all(e and not any(ord(ch) < 32 or ch == "\x7f" for ch in e) for e in (c.name, *c.entries))
 
 
 def candidates_for(session: Any, knob: str, which: str) -> list[Candidate]:
     if which not in ("suspects", "all"):
         return file_candidates(session, knob, which)
-    return fusion_candidates(session, which) if knob == "fusion" else keep_fp32_candidates(session, which)
+    found = fusion_candidates(session, which) if knob == "fusion" else keep_fp32_candidates(session, which)
+    kept = [c for c in found if _writable(c)]
+    if not kept:
+        raise CommandError(f"bisect {knob}: no candidate whose name a config file can hold "
+                           f"({len(found)} with control characters)")
+    return kept

@@ -90,6 +90,9 @@ class Search:
                 self.done[trial_key(t.phase, t.set)] = t
                 self.history.append(t)
             self.resumed = len(old.trials)
+            if not path.read_bytes().endswith(b"\n"):     # a line torn by a crash: start a new one
+                with open(path, "a", encoding="utf-8") as fh:
+                    fh.write("\n")
             if old.trials:
                 self.progress(f"bisect: resuming: {len(old.trials)} trial(s) from {path}")
             return
@@ -140,13 +143,15 @@ class Search:
                   "timed_out": outcome.timed_out}
         (spec.folder / "trial.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
-    def run_round(self, phase: str, sets: list[list[str]], stop_at_pass: bool) -> list[bool]:
+    def run_round(self, phase: str | list[str], sets: list[list[str]], stop_at_pass: bool) -> list[bool]:
         """``passed`` for a prefix of ``sets`` (through the first fixing set when ``stop_at_pass``):
-        journaled trials answer from the journal, the others run, ``jobs`` at a time."""
+        journaled trials answer from the journal, the others run, ``jobs`` at a time. ``phase``:
+        one for the whole round or one per set."""
+        phases = [phase] * len(sets) if isinstance(phase, str) else list(phase)
         results: dict[int, bool] = {}
         todo: list[int] = []
         for i, names in enumerate(sets):
-            known = self.done.get(trial_key(phase, names))
+            known = self.done.get(trial_key(phases[i], names))
             if known is not None:
                 results[i] = known.passed
                 if known.passed and stop_at_pass:
@@ -163,19 +168,19 @@ class Search:
         prepared: dict[int, tuple[Trial, ProcessSpec]] = {}
 
         def start(k: int) -> ProcessSpec:
-            prepared[k] = self._prepare(phase, sets[todo[k]])
+            prepared[k] = self._prepare(phases[todo[k]], sets[todo[k]])
             return prepared[k][1]
 
         def finished(k: int, outcome: ProcessOutcome) -> bool:
             trial, spec = prepared[k]
             self._verdict(trial, spec, outcome)
             self._append(trial)
-            self.done[trial_key(phase, trial.set)] = trial
+            self.done[trial_key(trial.phase, trial.set)] = trial
             self.history.append(trial)
             self.new_trials += 1
             results[todo[k]] = trial.passed
             why = f" ({trial.reason})" if trial.reason else (f" (exit {trial.exit_code})" if not trial.passed else "")
-            self.progress(f"bisect: trial {trial.trial} [{phase}] {self.describe(trial.set)}: "
+            self.progress(f"bisect: trial {trial.trial} [{trial.phase}] {self.describe(trial.set)}: "
                           f"{'pass' if trial.passed else 'fail'}{why}, {trial.seconds:.1f} s")
             return stop_at_pass and trial.passed
 
@@ -195,8 +200,7 @@ class Search:
     # ---- the search --------------------------------------------------------------------------------
     def sanity(self) -> tuple[Trial, Trial]:
         every = [c.name for c in self.s.candidates]
-        self.run_round("all", [every], False)
-        self.run_round("none", [[]], False)
+        self.run_round(["all", "none"], [every, []], False)     # independent: both at once with -j 2
         return self.trial_of("all", every), self.trial_of("none", [])
 
     def minimise(self) -> list[str]:
