@@ -106,9 +106,6 @@ def bisect(session: Any, args: Any) -> Any:
 
     candidates = candidates_for(session, args.knob, args.candidates)
     n = len(candidates)
-    if args.candidates == "suspects" and session.results.get("vcs") is None:
-        _progress(f"bisect {args.knob}: no `vcs` in this session, so candidates are not ranked by blame "
-                  f"(run `vcs` first: ddmin finds a top-ranked culprit in fewer trials)")
     if args.max_trials is not None and args.max_trials < fewest_trials(n):
         raise CommandError(f"bisect: {n} candidates need at least {fewest_trials(n)} trials (both sanity "
                            f"trials, ~log2 {n} halvings, verification); --max-trials is {args.max_trials}")
@@ -121,6 +118,9 @@ def bisect(session: Any, args: Any) -> Any:
     search = Search(settings, args.resume, _progress)
     _progress(f"bisect {args.knob}: {n} candidates, at most {trial_bound(n)} trials (ddmin); "
               f"trials in {out}")
+    if args.candidates == "suspects" and session.results.get("vcs") is None:
+        _progress(f"bisect {args.knob}: no `vcs` in this session, so the candidates are not ranked by blame "
+                  f"(after `vcs` a top-ranked culprit takes fewer trials)")
     try:
         return _search(session, search, args)
     except KeyboardInterrupt:
