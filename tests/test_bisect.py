@@ -232,6 +232,10 @@ def test_a_script_may_not_start_processes(sample_ws, tmp_path, capsys):
     assert rc == 1 and "starts processes" in err and "--allow-shell" in err
     assert "graph" in stdout                   # the rest of the script still ran
     assert not (tmp_path / "x").exists()
+    rc, _, err = run_cli(capsys, ws, "-c", f"source {script}")         # `source` from a typed line
+    assert rc == 1 and "starts processes" in err and not (tmp_path / "x").exists()
+    rc, _, err = run_cli(capsys, ws, "-c", f"bisect fusion --out {tmp_path / 'x'} --check true")
+    assert rc == 1 and "not reproducible" in err                       # typed: it runs
 
 
 def test_dry_run_ranks_suspect_ops_roots_first(sample_ws, capsys):

@@ -169,8 +169,7 @@ def _search(session: Any, search: Search, args: Any) -> Sections:
 def _evidence(search: Search, culprits: list[str], name: str) -> list[Trial]:
     """The trial of the set without ``name`` (it failed: ``name`` is needed) and the verification."""
     without = [n for n in culprits if n != name]
-    found = [search.trial_of("ddmin", without) or search.trial_of("none", without)]
-    found.append(search.trial_of("verify", culprits))
+    found = [search.trial_of("ddmin", without), search.trial_of("verify", culprits)]
     return [t for t in found if t is not None]
 
 
