@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from precision_shell import __version__
+from precision_shell.commands.process_policy import running_script
 from precision_shell.config import parse_min_coverage
 from precision_shell.errors import PshellError, UsageError
 from precision_shell.frontend import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Frontend, terminal_width
@@ -165,11 +167,14 @@ def main(argv: list[str] | None = None) -> int:
         frontend.error(message)
     frontend.failed = bool(session.load_errors)
     frontend.show_warnings()
+    # a script (-f, or lines piped on stdin) may not start processes (commands/process_policy.py)
+    script = running_script() if not opts.command else contextlib.nullcontext()
     try:
-        for line in lines:
-            frontend.run_line(line)
-            if frontend.quit or frontend.interrupted:   # Ctrl-C stops the whole script
-                break
+        with script:
+            for line in lines:
+                frontend.run_line(line)
+                if frontend.quit or frontend.interrupted:   # Ctrl-C stops the whole script
+                    break
     except KeyboardInterrupt:
         frontend.error("interrupted")
         return EXIT_INTERRUPTED

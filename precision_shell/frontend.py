@@ -18,6 +18,7 @@ from typing import Any, Callable, TextIO
 
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands import REGISTRY
+from precision_shell.commands.process_policy import running_script
 from precision_shell.commands.runner import (Outcome, SourceRequest, Statement, execute,
                                              split_statements)
 from precision_shell.errors import FormatError, PshellError, UsageError
@@ -171,10 +172,11 @@ class Frontend:
             self.session.add_input_file(path, "a script run with `source`")   # never written over
         self.sourcing += 1
         try:
-            for line in lines:
-                outcomes = self.run_line(line)
-                if self.quit or any(stopped_by_ctrl_c(o) for o in outcomes):
-                    break
+            with running_script():
+                for line in lines:
+                    outcomes = self.run_line(line)
+                    if self.quit or any(stopped_by_ctrl_c(o) for o in outcomes):
+                        break
         finally:
             self.sourcing -= 1
 

@@ -7,6 +7,8 @@ TransData; no planted finding), the vendor-fidelity workspace of ``bench/vendor_
 ``--variant replay``: one op for each verdict of ``replay`` (manifest key ``replay``).
 ``--ranks N --steps M``: one dump set per device and step, with an odd rank and an overflow that
 starts at a later step on one rank (``multi_rank.py``; truth in the manifest's ``scale_out``).
+``--fusion-switch FILE`` / ``--keep-fp32 FILE``: the compiler knobs ``bisect`` turns, honoured as
+GE would (``compiler_knobs.py``), so a regeneration plus ``pshell --fail-on-findings`` is a real check.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import sys
 import time
 
+from .compiler_knobs import read_fusion_switch, read_keep_fp32
 from .writer import VARIANTS, SampleOptions, write_workspace
 
 
@@ -41,15 +44,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ranks", type=int, metavar="N",
                    help="multi-device: N device folders (odd rank and late overflow, see multi_rank.py)")
     p.add_argument("--steps", type=int, metavar="M", help="multi-step: M step folders per device")
+    p.add_argument("--fusion-switch", metavar="FILE",
+                   help="a fusion switch config ({\"Switch\": {\"GraphFusion\": {PASS: \"off\"}, "
+                        "\"UBFusion\": {...}}}): the passes it turns off leave their ops unfused in the "
+                        "graph, the dumps and the fusion report")
+    p.add_argument("--keep-fp32", metavar="FILE",
+                   help="framework op names, one per line: those ops compute and dump in fp32 "
+                        "(GE-inserted Casts around them)")
     p.add_argument("--force", action="store_true", help="replace an existing workspace in OUT_DIR")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        fusion_off = sorted(read_fusion_switch(args.fusion_switch)) if args.fusion_switch else []
+        keep_fp32 = sorted(read_keep_fp32(args.keep_fp32)) if args.keep_fp32 else []
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     options = SampleOptions(seed=args.seed, name_fields=args.name_fields, opdebug_layout=args.opdebug_layout,
                             fusion_shape=args.fusion_shape, scale_mb=args.scale, files=args.files,
-                            variant=args.variant)
+                            variant=args.variant, fusion_off=tuple(fusion_off), keep_fp32=tuple(keep_fp32))
     start = time.perf_counter()
     multi = None if args.ranks is None and args.steps is None else (args.ranks or 1, args.steps or 1)
     try:
@@ -57,11 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     except (FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    for warning in manifest.get("compiler_knobs", {}).get("warnings", ()):
+        print(f"warning: {warning}", file=sys.stderr)
     t = manifest["totals"]
     print(f"wrote {args.out_dir}/precision_data: graph {manifest['graph_name']}, "
           f"{t['npu_dump_files']} NPU dumps ({t['npu_dump_bytes'] / 1e6:.1f} MB), "
           f"{t['golden_files']} golden files ({t['golden_bytes'] / 1e6:.1f} MB) "
           f"in {time.perf_counter() - start:.1f} s")
+    knobs = manifest.get("compiler_knobs")
+    if knobs:
+        print(f"compiler knobs: {len(knobs['fusion_off'])} fusion pass(es) off, "
+              f"{len(knobs['keep_fp32'])} op name(s) kept in fp32")
     if manifest["lossy"] and manifest["overflow"]:
         print(f"lossy root: {manifest['lossy']['op']} (cosine {manifest['lossy']['cosine']}); "
               f"fp16 overflow: {manifest['overflow']['op']}")

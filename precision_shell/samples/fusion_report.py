@@ -31,12 +31,15 @@ def passes_of(ops: Iterable[NpuOp]) -> dict[str, list[str]]:
     return used
 
 
-def graph_stats(used: dict[str, list[str]], trans_casts: int) -> dict:
-    """The per-graph object body: graph_fusion / ub_fusion with match/effect counts."""
+def graph_stats(used: dict[str, list[str]], trans_casts: int, switched_off: frozenset[str] = frozenset()) -> dict:
+    """The per-graph object body: graph_fusion / ub_fusion with match/effect counts. A pass
+    switched off (``--fusion-switch``) does not run, so it is not listed."""
     counts = {name: (len(ops), len(ops)) for name, ops in used.items()}
     for name, matched in _MATCHED_ONLY.items():
-        counts.setdefault(name, (matched, 0))
-    if trans_casts:
+        section = "ub" if name in UB_PASSES else "graph"
+        if name not in switched_off and f"ALL:{section}" not in switched_off:
+            counts.setdefault(name, (matched, 0))
+    if trans_casts and not switched_off & {"TransdataCastFusionPass", "ALL:graph"}:
         counts.setdefault("TransdataCastFusionPass", (trans_casts, 0))
     body: dict[str, dict] = {"graph_fusion": {}, "ub_fusion": {}}
     for name, (match, effect) in counts.items():
@@ -45,9 +48,10 @@ def graph_stats(used: dict[str, list[str]], trans_casts: int) -> dict:
     return body
 
 
-def fusion_result_text(shape: int, used: dict[str, list[str]], session_graph_id: str, trans_casts: int = 0) -> str:
+def fusion_result_text(shape: int, used: dict[str, list[str]], session_graph_id: str, trans_casts: int = 0,
+                       switched_off: frozenset[str] = frozenset()) -> str:
     """The file content in shape 1 (one object), 2 (objects back to back), 3 (array) or 4 (keyed)."""
-    main = graph_stats(used, trans_casts)
+    main = graph_stats(used, trans_casts, switched_off)
     if shape == 1:
         return _dump({**main, "session_and_graph_id": session_graph_id})
     objects = [{**_INIT_GRAPH_PASSES, "session_and_graph_id": INIT_GRAPH_ID},

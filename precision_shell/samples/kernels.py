@@ -114,28 +114,34 @@ def npu_binary(op: str, a, b) -> np.ndarray:
         return fn(a, b)
 
 
-def npu_layernorm_fp16_lossy(x16, gamma16, beta16, eps: float):
+def npu_layernorm_fp16_lossy(x16, gamma16, beta16, eps: float, dtype=F16):
     """The precision root cause: a LayerNorm kernel that never leaves fp16.
 
     It accumulates sum(x) and sum(x*x) in fp16 and takes var = E[x^2] - E[x]^2. On rows with a
     large mean and a small spread the two terms are nearly equal, so the subtraction cancels most
     significant bits (and can go negative, which the kernel clamps to 0). The golden computes
     var = E[(x - mean)^2] in fp32. Returns (y, mean, variance), the three outputs of LayerNorm.
+    ``dtype=F32``: the same kernel kept in fp32 (``--keep-fp32``), where the cancellation is harmless.
     """
-    x16 = np.asarray(x16, dtype=F16)
+    x16 = np.asarray(x16, dtype=dtype)
     n = x16.shape[-1]
-    acc = np.zeros(x16.shape[:-1] + (1,), F16)
+    acc = np.zeros(x16.shape[:-1] + (1,), dtype)
     acc_sq = np.zeros_like(acc)
-    for k in range(n):  # sequential fp16 accumulation, one rounding per step
+    for k in range(n):  # sequential accumulation in the kernel's dtype, one rounding per step
         col = x16[..., k:k + 1]
         acc = acc + col
         acc_sq = acc_sq + col * col
-    inv_n = F16(1.0 / n)
+    inv_n = dtype(1.0 / n)
     mean = acc * inv_n
-    var = np.maximum(acc_sq * inv_n - mean * mean, F16(0))
-    rstd = f16(1.0 / np.sqrt(_d(var + F16(eps))))
-    y = (x16 - mean) * rstd * gamma16 + beta16
-    return y.astype(F16), mean.astype(F16), var.astype(F16)
+    var = np.maximum(acc_sq * inv_n - mean * mean, dtype(0))
+    rstd = rounding(dtype)(1.0 / np.sqrt(_d(var + dtype(eps))))
+    y = (x16 - mean) * rstd * gamma16.astype(dtype) + beta16.astype(dtype)
+    return y.astype(dtype), mean.astype(dtype), var.astype(dtype)
+
+
+def rounding(dtype):
+    """The function rounding a wide result to ``dtype`` (f16, f32 or bf16)."""
+    return {np.dtype(F16): f16, np.dtype(F32): f32, np.dtype(BF16): bf16}[np.dtype(dtype)]
 
 
 def npu_leaky_relu_bf16(x, alpha: float) -> np.ndarray:

@@ -19,6 +19,10 @@ Planted findings:
 * overflow: the side branch multiplies row sums (~70..180) by a loss scale of 512 in fp16, so
   the rows above 127.9 become +inf in numpy's own fp16 multiply; RealDiv/Mean/Sub propagate
   inf and nan. The branch runs last and on its own stream so the main chain stays clean.
+
+Compiler knobs (``--fusion-switch`` / ``--keep-fp32``, built by ``compiled_ops``): switching
+LayerNormFusionPass off (alone) fixes the root; keeping the overflow in fp32 takes both
+``KEEP_FP32_OVERFLOW_FIX`` ops. Without knobs the graph is the one above, byte for byte.
 """
 
 from __future__ import annotations
@@ -28,23 +32,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import kernels as K
+from .compiled_ops import (LAYERNORM_PARTS, LN_EPS, PASS_CONV_BIAS, PASS_LAYERNORM,  # noqa: F401
+                           PASS_MATMUL_BIAS, PASS_UB_COMMON, cast_to, conv_block, elementwise,
+                           layernorm_block, matmul_block)
+from .compiler_knobs import CompilerKnobs
 from .records import FrameworkOp, NpuInput, NpuOp, NpuTensor
 
 BATCH, IN_C, HW, CONV_C, FC1_N, FC2_N = 2, 3, 16, 8, 24, 10
-LN_EPS = 1e-3
 LEAKY_ALPHA = 0.2
 LOSS_SCALE = 512.0
 FC1_BIAS_MEAN = 24.0       # large row mean: what makes E[x^2] - E[x]^2 cancel in fp16
 OVERFLOW_STATUS = 0x20     # AI Core status bit: floating-point computation overflow
 
-PASS_CONV_BIAS = "AABiasaddConvFusion"
-PASS_UB_COMMON = "TbeCommonRules0FusionPass"
-PASS_MATMUL_BIAS = "MatMulBiasAddFusionPass"
-PASS_LAYERNORM = "LayerNormFusionPass"
 GRAPH_OUTPUTS = ("probs/Softmax:0", "aux/Sub:0")
-LAYERNORM_PARTS = ["ln1/moments/mean", "ln1/moments/SquaredDifference", "ln1/sub",
-                   "ln1/moments/variance", "ln1/add", "ln1/Rsqrt", "ln1/mul", "ln1/mul_1",
-                   "ln1/add_1"]
+# keep-fp32 finds this pair for the overflow, both needed: the Mul kept alone still overflows in
+# the Cast back to fp16 that feeds RealDiv (bisect's designed two-op culprit set)
+KEEP_FP32_OVERFLOW_FIX = ("loss_scale/Mul", "loss_scale/RealDiv")
 
 
 @dataclass
@@ -82,6 +85,7 @@ class NetBuilder:
         self.ops: list[NpuOp] = []
         self.by_name: dict[str, NpuOp] = {}
         self.trans_count = 0
+        self.knobs = CompilerKnobs()
 
     # -- framework side --
     def fw(self, name: str, type_: str, inputs: list[str], value: np.ndarray) -> np.ndarray:
@@ -156,9 +160,11 @@ class NetBuilder:
         return ordered
 
 
-def run_network(seed: int = 0, *, net_output: bool = True, loss_scale: float = LOSS_SCALE) -> NetworkRun:
+def run_network(seed: int = 0, *, net_output: bool = True, loss_scale: float = LOSS_SCALE,
+                knobs: CompilerKnobs | None = None) -> NetworkRun:
     """Compute the sample network (golden and NPU) for ``seed``; deterministic. A ``loss_scale``
-    below 512 keeps the side branch finite (no planted overflow: ``overflow_op`` is None)."""
+    below 512 keeps the side branch finite (no planted overflow: ``overflow_op`` is None).
+    ``knobs``: fusion passes switched off and ops kept in fp32, honoured as GE would."""
     rng = np.random.default_rng(seed)
     n = lambda *shape: rng.standard_normal(shape)  # noqa: E731
     x = n(BATCH, IN_C, HW, HW).astype(K.F32)
@@ -170,13 +176,24 @@ def run_network(seed: int = 0, *, net_output: bool = True, loss_scale: float = L
     wf2, bf2 = (0.4 * n(FC1_N, FC2_N)).astype(K.F32), (0.1 * n(FC2_N)).astype(K.F32)
 
     b = NetBuilder()
+    b.knobs = knobs or CompilerKnobs()
     _golden(b, x, w1, b1, wf1, bf1, gamma, beta, wf2, bf2, rows, feats, loss_scale)
     _npu(b, rows, feats, net_output)
-    overflowed = bool(np.isinf(b.by_name["loss_scale/Mul"].outputs[0].npu).any())
-    if not overflowed and loss_scale == LOSS_SCALE:
+    overflowed = _first_overflow(b.ops)
+    if overflowed is None and loss_scale == LOSS_SCALE and not b.knobs.any:
         raise RuntimeError(f"seed {seed}: the loss-scale Mul did not overflow fp16; pick another seed")
-    return NetworkRun(seed, b.framework, b.finish(), list(GRAPH_OUTPUTS), "ln1/add_1/LayerNorm",
-                      "loss_scale/Mul" if overflowed else None)
+    lossy = "ln1/add_1/LayerNorm" if "ln1/add_1/LayerNorm" in b.by_name else None
+    return NetworkRun(seed, b.framework, b.finish(), list(GRAPH_OUTPUTS), lossy, overflowed)
+
+
+def _first_overflow(ops: list[NpuOp]) -> str | None:
+    """The first executed op whose finite inputs give a non-finite output (the overflow)."""
+    finite = lambda a: bool(np.isfinite(a.astype(np.float32)).all())  # noqa: E731
+    for op in ops:
+        if op.executed and all(finite(i.tensor.npu) for i in op.inputs) and \
+                not all(finite(o.npu) for o in op.outputs):
+            return op.name
+    return None
 
 
 def _golden(b: NetBuilder, x, w1, b1, wf1, bf1, gamma, beta, wf2, bf2, rows, feats, loss_scale) -> None:
@@ -236,66 +253,40 @@ def _npu(b: NetBuilder, rows: int, feats: int, net_output: bool) -> None:
     b.const("fc2/bias", f16("fc2/bias:0"), "ND")
     b.const("loss_scale/scale", f16("loss_scale/scale:0"), "ND")
     val = lambda ref: b.input(ref).tensor.npu  # noqa: E731
+    keep = b.knobs.dtype_for
 
-    x = b.trans("TransData", b.trans("Cast", "input/Data:0", dtype=K.F16), fmt="NC1HWC0")
-    conv = K.npu_conv_bias_relu(val(x), val("conv1/kernel:0"), val("conv1/bias:0"), 1)
-    b.npu("conv1/Conv2D", "Conv2D", [x, "conv1/kernel:0", "conv1/bias:0"],
-          [b.tensor(conv, "NC1HWC0", "NCHW", "conv1/Relu:0")],
-          original_ops=["conv1/Conv2D", "conv1/BiasAdd", "conv1/Relu"],
-          passes=[PASS_CONV_BIAS, PASS_UB_COMMON],
-          attrs={"strides": [1, 1, 1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1, 1, 1],
-                 "groups": 1, "data_format": "NCHW"})
-    pool = K.maxpool2x2(conv)
-    b.npu("pool1/MaxPool", "MaxPool", ["conv1/Conv2D:0"], [b.tensor(pool, "NC1HWC0", "NCHW", "pool1/MaxPool:0")],
+    conv = conv_block(b, "input/Data:0")
+    pool_in = cast_to(b, conv, keep(["pool1/MaxPool"], K.F16))
+    b.npu("pool1/MaxPool", "MaxPool", [pool_in], [b.tensor(K.maxpool2x2(val(pool_in)), "NC1HWC0", "NCHW", "pool1/MaxPool:0")],
           original_ops=["pool1/MaxPool"],
           attrs={"ksize": [1, 1, 2, 2], "strides": [1, 1, 2, 2], "padding": "VALID", "data_format": "NCHW"})
-    nchw = b.trans("TransData", "pool1/MaxPool:0", fmt="NCHW")
+    nchw = cast_to(b, b.trans("TransData", "pool1/MaxPool:0", fmt="NCHW"), keep(["flatten/Reshape"], K.F16))
     b.npu("flatten/Reshape", "Reshape", [nchw, "flatten/Reshape/shape:0"],
           [b.tensor(val(nchw).reshape(rows, feats), "ND", "ND", "flatten/Reshape:0")],
           original_ops=["flatten/Reshape"])
-    nz = b.trans("TransData", "flatten/Reshape:0", fmt="FRACTAL_NZ")
-    h = K.npu_matmul_bias(val(nz), val("fc1/kernel:0"), val("fc1/bias:0"))
-    b.npu("fc1/MatMul", "MatMulV2", [nz, "fc1/kernel:0", "fc1/bias:0"],
-          [b.tensor(h, "FRACTAL_NZ", "ND", "fc1/BiasAdd:0")],
-          original_ops=["fc1/MatMul", "fc1/BiasAdd"], passes=[PASS_MATMUL_BIAS],
-          attrs={"transpose_x1": False, "transpose_x2": False})
-    hnd = b.trans("TransData", "fc1/MatMul:0", fmt="ND")
-    y, mean, var = K.npu_layernorm_fp16_lossy(val(hnd), val("ln1/gamma:0"), val("ln1/beta:0"), LN_EPS)
-    b.npu("ln1/add_1/LayerNorm", "LayerNorm", [hnd, "ln1/gamma:0", "ln1/beta:0"],
-          [b.tensor(y, "ND", "ND", "ln1/add_1:0"), b.tensor(mean, "ND", "ND", "ln1/moments/mean:0"),
-           b.tensor(var, "ND", "ND", "ln1/moments/variance:0")],
-          original_ops=list(LAYERNORM_PARTS), passes=[PASS_LAYERNORM],
-          attrs={"begin_norm_axis": 1, "begin_params_axis": -1, "epsilon": LN_EPS})
-    xb = b.trans("Cast", "ln1/add_1/LayerNorm:0", dtype=K.BF16)
-    act = K.npu_leaky_relu_bf16(val(xb), LEAKY_ALPHA)
-    b.npu("act1/LeakyRelu", "LeakyRelu", [xb], [b.tensor(act, "ND", "ND", "act1/LeakyRelu:0")],
-          original_ops=["act1/LeakyRelu"], attrs={"negative_slope": LEAKY_ALPHA})
-    nz2 = b.trans("TransData", b.trans("Cast", "act1/LeakyRelu:0", dtype=K.F16), fmt="FRACTAL_NZ")
-    logits = K.npu_matmul_bias(val(nz2), val("fc2/kernel:0"), val("fc2/bias:0"))
-    b.npu("fc2/MatMul", "MatMulV2", [nz2, "fc2/kernel:0", "fc2/bias:0"],
-          [b.tensor(logits, "FRACTAL_NZ", "ND", "fc2/BiasAdd:0")],
-          original_ops=["fc2/MatMul", "fc2/BiasAdd"], passes=[PASS_MATMUL_BIAS],
-          attrs={"transpose_x1": False, "transpose_x2": False})
-    l32 = b.trans("Cast", b.trans("TransData", "fc2/MatMul:0", fmt="ND"), dtype=K.F32)
+    h = matmul_block(b, "flatten/Reshape:0", "fc1")
+    ln = layernorm_block(b, b.trans("TransData", h, fmt="ND"))
+    act = elementwise(b, "act1/LeakyRelu", "LeakyRelu", [ln], K.BF16,
+                      lambda x, out: out(np.where(K._d(x) > 0, K._d(x), LEAKY_ALPHA * K._d(x))),
+                      attrs={"negative_slope": LEAKY_ALPHA})
+    logits = matmul_block(b, act, "fc2")
+    l32 = cast_to(b, b.trans("TransData", logits, fmt="ND"), K.F32)
     b.npu("probs/Softmax", "SoftmaxV2", [l32], [b.tensor(K.npu_softmax_fp32(val(l32)), "ND", "ND", "probs/Softmax:0")],
           original_ops=["probs/Softmax"], attrs={"axes": [-1]})
 
     # side branch, last on its own stream: the overflow must not hide the LayerNorm root cause
     aux = {"stream_id": 1}
-    s = K.npu_reduce_sum(val("flatten/Reshape:0"), 1)
-    b.npu("aux/Sum", "ReduceSumD", ["flatten/Reshape:0"], [b.tensor(s, "ND", "ND", "aux/Sum:0")],
-          original_ops=["aux/Sum"], attrs={"axes": [1], "keep_dims": False}, **aux)
-    scaled = K.npu_binary("mul", s, val("loss_scale/scale:0"))
-    b.npu("loss_scale/Mul", "Mul", ["aux/Sum:0", "loss_scale/scale:0"],
-          [b.tensor(scaled, "ND", "ND", "loss_scale/Mul:0")], original_ops=["loss_scale/Mul"], **aux)
-    back = K.npu_binary("div", scaled, val("loss_scale/scale:0"))
-    b.npu("loss_scale/RealDiv", "RealDiv", ["loss_scale/Mul:0", "loss_scale/scale:0"],
-          [b.tensor(back, "ND", "ND", "loss_scale/RealDiv:0")], original_ops=["loss_scale/RealDiv"], **aux)
-    m = K.npu_reduce_mean(back, 0, True)
-    b.npu("aux/Mean", "ReduceMeanD", ["loss_scale/RealDiv:0"], [b.tensor(m, "ND", "ND", "aux/Mean:0")],
-          original_ops=["aux/Mean"], attrs={"axes": [0], "keep_dims": True}, **aux)
-    b.npu("aux/Sub", "Sub", ["loss_scale/RealDiv:0", "aux/Mean:0"],
-          [b.tensor(K.npu_binary("sub", back, m), "ND", "ND", "aux/Sub:0")], original_ops=["aux/Sub"], **aux)
+    scale = "loss_scale/scale:0"
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        s = elementwise(b, "aux/Sum", "ReduceSumD", ["flatten/Reshape:0"], K.F16,
+                        lambda x, out: out(K._d(x).sum(axis=1)), attrs={"axes": [1], "keep_dims": False}, **aux)
+        scaled = elementwise(b, "loss_scale/Mul", "Mul", [s, scale], K.F16, lambda a, c, out: np.multiply(a, c), **aux)
+        back = elementwise(b, "loss_scale/RealDiv", "RealDiv", [scaled, scale], K.F16,
+                           lambda a, c, out: np.divide(a, c), **aux)
+        m = elementwise(b, "aux/Mean", "ReduceMeanD", [back], K.F16,
+                        lambda x, out: out(K._d(x).mean(axis=0, keepdims=True)), attrs={"axes": [0], "keep_dims": True},
+                        **aux)
+        elementwise(b, "aux/Sub", "Sub", [back, m], K.F16, lambda a, c, out: np.subtract(a, c), **aux)
     if net_output:
         b.npu("Node_Output", "NetOutput", list(GRAPH_OUTPUTS), [], executed=False,
               engine="DNN_VM_GE_LOCAL_OP_STORE")

@@ -32,6 +32,7 @@ from .naming import TASK_TYPE_DEBUG, Timeline, dump_file_name, golden_file_name,
 from .amp_network import run_bf16_amp
 from .replay_network import run_replay_sample
 from .lowprec_network import run_lowprec_sample, write_quantized_dumps
+from .compiler_knobs import CompilerKnobs
 from .network import NetworkRun, run_network
 from .records import FrameworkOp, NpuInput, NpuOp, NpuTensor
 
@@ -52,8 +53,28 @@ class SampleOptions:
     scale_mb: float | None = None        # large mode: ~this many MB of NPU dumps
     files: int | None = None             # large mode: ~this many NPU dump files
     variant: str = "convnet"             # a key of VARIANTS
+    # compiler knobs (--fusion-switch / --keep-fp32, compiler_knobs.py); convnet only
+    fusion_off: tuple[str, ...] = ()     # passes switched off ("ALL:graph" / "ALL:ub": a section)
+    keep_fp32: tuple[str, ...] = ()      # framework op names kept in fp32
+
+    def knobs(self) -> CompilerKnobs:
+        return CompilerKnobs(frozenset(self.fusion_off), frozenset(self.keep_fp32))
+
+    def manifest_options(self) -> dict:
+        """The options as the manifest records them; the knobs only when given (the default
+        sample's manifest is what it always was)."""
+        entry = asdict(self)
+        for name in ("fusion_off", "keep_fp32"):
+            if entry[name]:
+                entry[name] = sorted(entry[name])
+            else:
+                del entry[name]
+        return entry
 
     def validate(self) -> None:
+        if (self.fusion_off or self.keep_fp32) and (self.variant != "convnet" or self.scale_mb is not None
+                                                    or self.files is not None):
+            raise ValueError("--fusion-switch and --keep-fp32 apply to the small convnet workspace only")
         if self.variant not in VARIANTS:
             raise ValueError(f"--variant must be one of {', '.join(VARIANTS)}")
         if self.variant != "convnet" and (self.scale_mb is not None or self.files is not None):
@@ -104,6 +125,7 @@ class WorkspaceWriter:
         self._golden_ts = self.time.golden_start_us
         self._dump_paths: dict[str, Path] = {}          # network ops only (not tower blocks)
         self._block_text: tw.BlockText | None = None
+        self.warnings: list[str] = []
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.out).as_posix()
@@ -189,6 +211,11 @@ class WorkspaceWriter:
         for d in (self.dump_dir, self.graph_dir, self.golden_dir, self.fusion_file.parent):
             d.mkdir(parents=True, exist_ok=True)
         large = opt.scale_mb is not None or opt.files is not None
+        if run is None and self.opt.knobs().any:
+            knobs = opt.knobs()
+            run = run_network(opt.seed, knobs=knobs)
+            for name in knobs.unused_keep():
+                self.warnings.append(f"--keep-fp32: no op named {name} in the graph (ignored)")
         run = run or VARIANTS[opt.variant](opt.seed, net_output=not large)
         tower = self._make_tower(run) if large else None
 
@@ -228,7 +255,8 @@ class WorkspaceWriter:
         stage = framework_model_def(self.time.graph_name, run.framework.values(), SESSION_GRAPH_ID)
         (self.graph_dir / "ge_proto_00000000_PreRunBegin.txt").write_text(text_format.MessageToString(stage))
         trans_casts = sum(1 for op in executed if op.type == "Cast") + (1 if tower else 0)
-        self.fusion_file.write_text(fusion_report.fusion_result_text(opt.fusion_shape, used, SESSION_GRAPH_ID, trans_casts))
+        self.fusion_file.write_text(fusion_report.fusion_result_text(opt.fusion_shape, used, SESSION_GRAPH_ID, trans_casts,
+                                                                       switched_off=opt.knobs().fusion_off))
         overflow = None
         if run.overflow_op is not None:
             overflow = {**mf.overflow_finding(run),
@@ -251,7 +279,7 @@ class WorkspaceWriter:
         extra = {"replay": run.replay_truth} if run.replay_truth is not None else {}
         return {
             "generator": "precision_shell.samples", "manifest_version": mf.MANIFEST_VERSION,
-            "options": asdict(self.opt), "graph_name": self.time.graph_name,
+            "options": self.opt.manifest_options(), "graph_name": self.time.graph_name,
             "session_graph_id": SESSION_GRAPH_ID, "device_id": DEVICE_ID, "model_id": MODEL_ID, "step": STEP,
             "paths": {"workspace": self.rel(self.root), "npu_dump_dir": self.rel(self.dump_dir),
                       "golden_dir": self.rel(self.golden_dir), "graph_file": self.rel(build),
@@ -261,6 +289,8 @@ class WorkspaceWriter:
             "overflow": overflow,
             "passes": mf.passes_entry(used), "ops": self.ops_manifest, "graph_only_ops": self.graph_only,
             "golden_files": self.golden_files, **extra,
+            **({"compiler_knobs": {**self.opt.knobs().manifest_entry(), "warnings": self.warnings}}
+               if self.opt.knobs().any else {}),
         }
 
 
