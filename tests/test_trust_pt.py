@@ -6,7 +6,9 @@ storage is read; the child-process runs show no crash (a segfault is exit -11 / 
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +26,7 @@ import precision_shell
 from precision_shell.errors import FormatError
 from precision_shell.formats import torch_pt
 from precision_shell.formats.torch_pt import PtTensor, load_pt_tensor, open_pt
+from tests.conftest import run_cli
 
 DATA = Path(__file__).parent / "data" / "torch_pt"
 FRAMEWORK_SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "framework"
@@ -263,3 +266,47 @@ def test_any_build_state_is_refused_or_harmless(tmp_path, where, state, slot):
     else:   # only the hooks' dict takes state (and drops it): the values are the storage's
         assert where == "hooks" and not slot and values.tolist() == [0.0, 1.0, 2.0, 3.0]
     assert torch_pt._rebuild_tensor_v2.__defaults__ == defaults
+
+
+# --- NaN/Inf statistics in dump.json are values --------------------------------------------------
+
+def _int_leaves(node, found):
+    """The tensor leaves of an integer dtype in a dump.json ``data`` tree, in document order."""
+    if isinstance(node, dict):
+        if str(node.get("dtype", "")).startswith("torch.int"):
+            found.append(node)
+        else:
+            for v in node.values():
+                _int_leaves(v, found)
+    elif isinstance(node, list):
+        for v in node:
+            _int_leaves(v, found)
+    return found
+
+
+@pytest.mark.skipif(not (FRAMEWORK_SAMPLE / "target_bf16").is_dir(), reason="framework sample not present")
+@pytest.mark.parametrize("target,golden,key", [("stats_target_bf16", "stats_golden_fp32", "NPU max"),
+                                               ("target_bf16", "golden_fp32", "NPU max")])
+def test_nan_and_inf_statistics_on_integer_leaves_compare(tmp_path, capsys, target, golden, key):
+    """NaN/-Infinity/Infinity and a 400-digit integer as Max/Min/Mean/Norm of integer leaves
+    (json's NaN literals): framework vc (and vcs on tensors) compare the pair; the cells say so."""
+    work = tmp_path / target
+    shutil.copytree(FRAMEWORK_SAMPLE / target, work)
+    dump = next(work.glob("step0/*/dump.json"))
+    doc = json.loads(dump.read_text())
+    leaves = _int_leaves(doc["data"], [])
+    assert len(leaves) >= 2
+    leaves[0].update(Max=float("nan"), Min=float("-inf"), Mean=float("inf"), Norm=float("nan"))
+    leaves[1].update(Max=10**400, Min=-10**400)
+    dump.write_text(json.dumps(doc))       # writes the NaN / Infinity literals msprobe writes
+    assert "NaN" in dump.read_text() and "-Infinity" in dump.read_text()
+    out_dir = tmp_path / "out"
+    rc, out, err = run_cli(capsys, work, "--golden", FRAMEWORK_SAMPLE / golden, "-o", out_dir,
+                           "-c", "vc" if target.startswith("stats") else "vc; vcs")
+    assert "internal error" not in out + err and "Traceback" not in out + err
+    rows = list(csv.DictReader(next(out_dir.glob("compare_result_*.csv")).open()))
+    assert len(rows) > 200      # every other row still there
+    # the cells as msprobe writes them (its CSV pads some with a space)
+    cells = [(r[key].strip().lower(), r["NPU min"].strip()) for r in rows]
+    assert cells.count(("nan", "-inf")) == 1
+    assert cells.count(("inf", "-inf")) >= 1      # the 400-digit integers
