@@ -272,6 +272,41 @@ def test_any_build_state_is_refused_or_harmless(tmp_path, where, state, slot):
     assert torch_pt._rebuild_tensor_v2.__defaults__ == defaults
 
 
+
+def _tricks() -> list[bytes]:
+    """The pickles of the tricks above, for the byte-flipping property below."""
+    return [_tensor_pickle((4,), (1,), numel=4, after_storage=_build({"path": "/etc/passwd"})),
+            _tensor_pickle((4,), (1,), numel=4, after_tensor=_build({"stride": (-700,)})),
+            _tensor_pickle((4,), (1,), numel=4, after_tensor=_build({"shape": (1_500_000_000,), "stride": (0,)})),
+            _tensor_pickle((4,), (1,), numel=4, after_tensor=_build({"dtype": b"ctorch\nfloat16\n"})),
+            _tensor_pickle((4,), (1,), numel=4, function=b"ctorch._utils\n_rebuild_tensor_v2\nN"
+                           + _dict({"__defaults__": (True,)}) + b"\x86b"),
+            _tensor_pickle((4,), (-7 * 2**26,), numel=4)]
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(trick=st.integers(0, 5), edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
+                                              min_size=0, max_size=4))
+def test_flipped_bytes_of_the_tricks_give_storage_values_or_one_line(tmp_path, trick, edits):
+    data = bytearray(_tricks()[trick])
+    for pos, value in edits:
+        data[pos % len(data)] = value
+    path = _archive(tmp_path / "f.pt", bytes(data), {"0": np.arange(4, dtype="<f4").tobytes(),
+                                                     "1": np.full(4, 9.0, "<f4").tobytes()})
+    defaults = torch_pt._rebuild_tensor_v2.__defaults__
+    try:
+        obj = open_pt(path)
+        tensors = [t for t in (obj.values() if isinstance(obj, dict) else [obj]) if isinstance(t, PtTensor)]
+        values = [t.load() for t in tensors]
+    except FormatError as e:
+        assert str(e).startswith(f"{path}: ") and "\n" not in str(e)
+    else:   # whatever loaded came from the archive's own storages
+        for v in values:
+            assert set(np.unique(v.astype(np.float64)).tolist()) <= {0.0, 1.0, 2.0, 3.0, 9.0} or v.size == 0 \
+                or v.dtype != np.float32
+    assert torch_pt._rebuild_tensor_v2.__defaults__ == defaults
+
 # --- NaN/Inf statistics in dump.json are values --------------------------------------------------
 
 def _tensor_leaves(node, found):
