@@ -126,6 +126,30 @@ def test_bad_dump_json_entries_are_skipped_one_line_each_and_the_rest_loads(tmp_
     assert len(lines) == 5
 
 
+@pytest.mark.skipif(not (FRAMEWORK_SAMPLE / "target_bf16").is_dir(), reason="framework sample not present")
+@pytest.mark.parametrize("layout", ["msprobe", "compact"])
+def test_a_duplicate_entry_in_an_otherwise_valid_dump_json_is_said(tmp_path, layout):
+    """A whole, valid file is one json.loads (which keeps the last of a repeated name silently):
+    the repeat is still counted, in msprobe's indented layout and in a compact one."""
+    rank_dir = tmp_path / "step0" / "rank0"
+    shutil.copytree(FRAMEWORK_SAMPLE / "target_bf16" / "step0" / "rank0", rank_dir)
+    doc = json.loads((rank_dir / "dump.json").read_text())
+    names = list(doc["data"])
+    early = json.dumps({names[1]: {"output": []}}, indent=1 if layout == "msprobe" else None)
+    text = json.dumps(doc, indent=1) if layout == "msprobe" else json.dumps(doc)
+    opening = '"data": {\n' if layout == "msprobe" else '"data": {'
+    inserted = early[1:-1].strip("\n") + ","
+    text = text.replace(opening, opening + (inserted.replace("\n", "\n ") + "\n" if layout == "msprobe" else inserted), 1)
+    assert json.loads(text)["data"].keys() == doc["data"].keys()     # valid JSON, same names
+    (rank_dir / "dump.json").write_text(text)
+    rank = read_rank_dump(find_rank_dirs(rank_dir)[0])
+    # the name keeps its first place (dict order), the value of its last copy (the original)
+    assert [e.name for e in rank.entries] == [names[1], names[0]] + names[2:]
+    assert len(rank.entries[0].leaves) > 0
+    json_path = rank_dir / "dump.json"
+    assert rank.warnings == [f"{json_path}: 1 duplicate entries (the last of each kept, as json.load "
+                             f"keeps it): {names[1]}"]
+
 def test_unparseable_dump_names_are_said_once_with_a_count(ws_copy, capsys):
     folder = next(p.parent for p in (ws_copy / "precision_data" / "npu").rglob("*.*.*.*") if p.is_file()
                   and p.parent.name == "0")

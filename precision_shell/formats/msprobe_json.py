@@ -1,9 +1,10 @@
 """msprobe's JSON files read with a size bound, and a ``dump.json`` read entry by entry.
 
 msprobe rewrites ``dump.json`` whole at every flush (framework-dumps.md A1), so a run killed while
-writing, or a full disk, leaves a file that ends mid-entry. :func:`salvage_object` parses the top
-level and the ``data`` object member by member (the C scanner on each value: no slower than one
-``json.loads``, measured), so that:
+writing, or a full disk, leaves a file that ends mid-entry. :func:`salvage_object` reads a whole,
+valid file with one ``json.loads``; otherwise it parses the top level and the ``data`` object
+member by member (the C scanner on each value; ~25% slower and, with keys not shared between
+entries, ~50% more memory than one ``json.loads``, so only when needed), so that:
 
 - a cut keeps every entry before it;
 - one bad entry (nested deeper than Python's recursion limit, a number of more than 4300 digits,
@@ -134,6 +135,10 @@ def _value_end(text: str, pos: int) -> int | None:
     return end if end < len(text) else None
 
 
+_COLON = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
+_NEXT = re.compile(r"[ \t\n\r]*(?:(,)[ \t\n\r]*|\})")     # group 1 set: another member follows
+
+
 def _members(text: str, pos: int, into: Salvaged, out: dict, scan, descend: str | None,
              surrogates: bool) -> int:
     """Parse ``"key": value`` members of the object whose ``{`` precedes ``pos`` into ``out``;
@@ -149,40 +154,38 @@ def _members(text: str, pos: int, into: Salvaged, out: dict, scan, descend: str 
             key, pos = scan(text, pos)
         except (ValueError, RecursionError, StopIteration):  # incl. JSONDecodeError
             raise _Cut(pos, "a member name") from None
-        if not isinstance(key, str):
+        if type(key) is not str:
             raise _Cut(start, "a member name")
-        pos = _skip_ws(text, pos)
-        if not text.startswith(":", pos):
-            raise _Cut(pos, "':'")
-        pos = _skip_ws(text, pos + 1)
+        colon = _COLON.match(text, pos)
+        if colon is None:
+            raise _Cut(_skip_ws(text, pos), "':'")
+        pos = colon.end()
         if key == descend and text.startswith("{", pos):
             inner: dict = {}
             out[key] = inner
             pos = _members(text, pos + 1, into, inner, scan, None, surrogates)
         else:
             try:
-                value, end = scan(text, pos)
-                problem = None
+                value, pos = scan(text, pos)
             except (ValueError, RecursionError, StopIteration) as e:  # incl. JSONDecodeError
-                value, end, problem = None, _value_end(text, pos), _why(e)
+                end = _value_end(text, pos)
                 if end is None:
                     raise _Cut(pos, f"the value of {key!r:.80}") from None
-            if problem is None and surrogates and _SURROGATE.search(text, start, end):
-                problem = "not UTF-8 text"
-            if problem is not None:
-                into.skipped.append((_shown(key), problem))
+                into.skipped.append((_shown(key), _why(e)))
+                pos = end
             else:
-                if key in out:
-                    into.duplicates.append(key)
-                out[key] = value
-            pos = end
-        pos = _skip_ws(text, pos)
-        if text.startswith(",", pos):
-            pos = _skip_ws(text, pos + 1)
-        elif text.startswith("}", pos):
-            return pos + 1
-        else:
-            raise _Cut(pos, "',' or '}'")
+                if surrogates and _SURROGATE.search(text, start, pos):
+                    into.skipped.append((_shown(key), "not UTF-8 text"))
+                else:
+                    if key in out:
+                        into.duplicates.append(key)
+                    out[key] = value
+        after = _NEXT.match(text, pos)
+        if after is None:
+            raise _Cut(_skip_ws(text, pos), "',' or '}'")
+        pos = after.end()
+        if after.group(1) is None:
+            return pos
 
 
 def _shown(key: str) -> str:
@@ -190,12 +193,34 @@ def _shown(key: str) -> str:
     return key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+def _may_repeat(text: str, data, descend: str) -> bool:
+    """Whether the ``descend`` object of a whole text may name an entry twice (json.loads keeps
+    the last without a word). msprobe writes dump.json indented, each entry name at the start of
+    a line at one depth: counting that line start (one C-speed pass) equals ``len(data)`` unless
+    a name repeats. Another layout counts differently and goes to the exact member-by-member
+    read, as a repeat does."""
+    if not isinstance(data, dict) or not data:
+        return False
+    first = re.search(r'"%s"[ \t\n\r]*:[ \t\n\r]*\{([ \t\n\r]*)"' % re.escape(descend), text)
+    if first is None or "\n" not in first.group(1):
+        return True
+    return text.count("\n" + first.group(1).rpartition("\n")[2] + '"', first.start(1)) != len(data)
+
+
 def salvage_object(text: str, descend: str = "data", surrogates: bool = False) -> Salvaged:
     """The members of a top-level JSON object that parse, in order, with what was skipped and
-    where it stopped (``"cut at char 1234 of 5678 (expected the value of 'x')"``). The member
-    ``descend`` is read entry by entry. ``surrogates``: the text was decoded with
-    ``surrogateescape`` (:func:`read_json_text_lenient`); a member holding such a byte
-    is skipped."""
+    where it stopped (``"cut at char 1234 of 5678 (expected the value of 'x')"``). A whole,
+    valid text is one ``json.loads`` (keys shared, the fastest); a text that is not, or whose
+    ``descend`` object may repeat a name, is read member by member, ``descend`` entry by entry.
+    ``surrogates``: the text was decoded with ``surrogateescape``
+    (:func:`read_json_text_lenient`); a member holding such a byte is skipped."""
+    if not surrogates:
+        try:
+            whole = json.loads(text)
+        except (ValueError, RecursionError):   # ValueError: JSONDecodeError, or a 4300+ digit number
+            whole = None
+        if isinstance(whole, dict) and not _may_repeat(text, whole.get(descend), descend):
+            return Salvaged(whole)
     into = Salvaged({})
     pos = _skip_ws(text, 0)
     if not text.startswith("{", pos):
