@@ -156,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_FAILED
         use_config(config)
+        if config.path is not None and config.path.exists():   # (a new file is no problem)
+            for line in config.warnings:   # a skipped setting is never silent
+                print(f"warning: {line}", file=sys.stderr)
         config.apply_to(session, output_overridden=opts.output is not None)
     if opts.min_coverage is not None:
         session.settings.min_coverage = opts.min_coverage

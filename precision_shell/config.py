@@ -224,15 +224,26 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
             # An explicit --config FILE that does not exist yet is created by the first `config set`.
             config.warnings.append(f"{target}: no such config file yet (config set creates it)")
         return config
-    parser = configparser.ConfigParser(interpolation=None)
+    # strict=False: a duplicate key or section is a warning (_duplicates), the last one kept
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
     try:
         with open(target, encoding="utf-8") as fh:
-            parser.read_file(fh)
+            text = fh.read()
+        parser.read_string(text, source=str(target))
     except OSError as exc:
         raise FormatError(target, f"cannot read config file ({exc.strerror or exc})") from None
+    except configparser.MissingSectionHeaderError:
+        raise FormatError(target, "not an INI config file: no [section] header before the first setting") from None
+    except configparser.ParsingError as exc:   # raised after the whole file is read: the rest counts
+        lines = text.splitlines()
+        config.warnings += [f"{target}: line {lineno}: not 'key = value' ({lines[lineno - 1].strip()!r:.60}), skipped"
+                            for lineno, _ in exc.errors]
     except (configparser.Error, UnicodeDecodeError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise FormatError(target, f"not an INI config file: {first_line}") from None
+    config.warnings += _duplicates(target, text)
+    config.warnings += [f"{target}: section [{name}] is not read (sections: [{SECTION}], [{PROFILES_SECTION}])"
+                        for name in parser.sections() if name not in (SECTION, PROFILES_SECTION)]
     if parser.has_section(PROFILES_SECTION):
         config.profiles = {name.lower(): text for name, text in parser.items(PROFILES_SECTION)}
     if not parser.has_section(SECTION):
@@ -245,6 +256,28 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
         except UsageError as exc:
             config.warnings.append(f"{target}: {exc} (setting skipped)")
     return config
+
+
+def _duplicates(target: Path, text: str) -> list[str]:
+    """A line for each key or section given again (configparser keeps the last, as pshell does)."""
+    found, section, seen = [], None, {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;" or line[0] in " \t":   # comments, continuations
+            continue
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1]
+            key = ("[section]", section)
+        else:
+            name = stripped.split("=", 1)[0].split(":", 1)[0].strip().lower()
+            key = (section, name)
+        if key in seen:
+            found.append(f"{target}: line {lineno}: section [{section}] given again (line {seen[key]}); "
+                         f"read as one section" if key[0] == "[section]" else
+                         f"{target}: line {lineno}: [{section}] {key[1]} given again (line {seen[key]}); "
+                         f"the last one counts")
+        seen.setdefault(key, lineno)
+    return found
 
 
 def save_config(config: Config, path: str | os.PathLike | None = None) -> Path:

@@ -79,6 +79,19 @@ def dump_names_in(names: Iterable[str]) -> list[str]:
     return list(filter(_DUMP_NAME.match, names))
 
 
+# what a dump folder holds beside dumps: decoded siblings, stats, mapping.csv, notes
+_NOT_DUMP_SUFFIXES = (".npy", ".json", ".csv", ".txt", ".log", ".md", ".pb", ".pbtxt", ".png", ".svg",
+                      ".html", ".gz", ".tar", ".zip", ".ini", ".yaml", ".yml", ".sh", ".py")
+
+
+def unparseable_dump_names(names: Iterable[str]) -> list[str]:
+    """Names that look like dump names (``type.name.fields...``, no other file's suffix) but do
+    not parse (a field that is not all digits, too few fields): a renamed or damaged dump, said
+    with a count rather than skipped without a word."""
+    return [n for n in names if n.count(".") >= 2 and not n.isdigit() and _DUMP_NAME.match(n) is None
+            and not n.lower().endswith(_NOT_DUMP_SUFFIXES) and not n.startswith(".")]
+
+
 _dump_name = DumpName._make  # tuple.__new__ directly: a third of the cost of DumpName(...)
 _golden_name = GoldenName._make
 
