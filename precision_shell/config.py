@@ -32,11 +32,13 @@ from typing import Any, Callable
 
 from precision_shell.atomic_write import write_atomic
 from precision_shell.errors import FormatError, PshellError, UsageError
+from precision_shell.formats.input_files import read_text_input
 
 SECTION = "pshell"
 PROFILES_SECTION = "profiles"
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
+CONFIG_CAP = 1 << 20
 
 
 def default_config_path() -> Path:
@@ -225,11 +227,8 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
             config.warnings.append(f"{target}: no such config file yet (config set creates it)")
         return config
     parser = configparser.ConfigParser(interpolation=None)
-    try:
-        with open(target, encoding="utf-8") as fh:
-            parser.read_file(fh)
-    except OSError as exc:
-        raise FormatError(target, f"cannot read config file ({exc.strerror or exc})") from None
+    try:   # a regular file of bounded size only: a FIFO or /dev/zero as config is one line
+        parser.read_string(read_text_input(target, "config file", CONFIG_CAP), str(target))
     except (configparser.Error, UnicodeDecodeError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise FormatError(target, f"not an INI config file: {first_line}") from None

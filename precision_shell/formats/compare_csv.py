@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..atomic_write import write_atomic
 from ..errors import FormatError
+from .input_files import open_regular
 
 __all__ = ["DEFAULT_METRICS", "CompareRow", "read_compare_csv", "rows_equal", "write_compare_csv"]
 
@@ -103,7 +104,7 @@ def _tensor(text: str) -> tuple[str, int]:
 def read_compare_csv(path: str | os.PathLike) -> list[CompareRow]:
     """Rows of a vendor compare result CSV (new or old layout); FormatError if it is not one."""
     try:
-        with Path(path).open(newline="", encoding="utf-8-sig") as handle:
+        with os.fdopen(open_regular(path), newline="", encoding="utf-8-sig") as handle:   # no FIFO hang
             table = list(csv.reader(handle))
     except OSError as exc:
         raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
