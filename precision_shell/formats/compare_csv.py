@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic_write import write_atomic
+from ..safe_text import csv_row, csv_uncell
 from ..errors import FormatError
 from .input_files import open_regular
 
@@ -133,7 +134,7 @@ def read_compare_csv(path: str | os.PathLike) -> list[CompareRow]:
         kind, tensor_index = _tensor(tensor)
         rows.append(CompareRow(
             index=index, op_type=cells[col["OpType"]].strip() if "OpType" in col else "",
-            npu_op=cells[npu_col].strip() if npu_col is not None else "",
+            npu_op=csv_uncell(cells[npu_col].strip()) if npu_col is not None else "",   # pshell's own CSV
             golden_ops=[g.strip() for g in golden.split(",") if g.strip()] if golden not in ("", "*") else [],
             tensor=tensor, kind=kind, tensor_index=tensor_index,
             shape=_shape(cells[col["Shape"]]) if "Shape" in col else None,
@@ -190,7 +191,7 @@ def write_compare_csv(path: str | os.PathLike, rows: list[CompareRow], *,
     def write(handle) -> None:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow([name for name, _ in columns])
-        writer.writerows([cell(row) for _, cell in columns] for row in rows)
+        writer.writerows(csv_row([cell(row) for _, cell in columns]) for row in rows)   # no formulas
 
     write_atomic(path, write)
 

@@ -13,7 +13,7 @@ from precision_shell.commands.results import Chart, Marked, Message, Sections, T
 from precision_shell.jsonable import to_json_text
 from precision_shell.render.layout import expanded_records, fit_table, wrap, wrap_lines
 from precision_shell.render.style import PLAIN, Style
-from precision_shell.safe_text import csv_cell, escape_controls, escape_styled
+from precision_shell.safe_text import csv_row, escape_controls, escape_styled
 
 
 def _cell(value: Any) -> str:
@@ -150,12 +150,12 @@ def render_csv(result: Any) -> str:
         cells: list[str] = []
         for i, value in enumerate(row):
             if i not in marked:
-                cells.append(csv_cell(_cell(value)))
+                cells.append(_cell(value))
             elif isinstance(value, Marked):
                 cells += [_cell(value.value), "true" if value.mark else "false"]
             else:
                 cells += [_cell(value), "false"]
-        writer.writerow(cells)
+        writer.writerow(csv_row(cells))    # a cell from data is never a spreadsheet formula
     return buf.getvalue().rstrip("\n")
 
 
