@@ -89,10 +89,13 @@ class Frontend:
         return UsageError(f"{self.script_line}: refusing to run {what} from a script; scripts "
                           f"never start processes unless pshell is started with --allow-shell")
 
-    def error(self, message: str) -> None:
+    def error(self, message: str, lines: bool = False) -> None:
         # one line; red on a colour terminal (the style is plain in batch, pipes and NO_COLOR);
-        # names from data in it are escaped, so it stays one line and drives nothing
-        print(self.style(f"error: {escape_controls(message)}", "red"), file=self.err, flush=True)
+        # names from data in it are escaped, so it stays one line and drives nothing. ``lines``:
+        # an error laid out on lines of its own (eval's caret under the expression)
+        shown = ("\n".join(map(escape_controls, str(message).split("\n"))) if lines
+                 else escape_controls(message))
+        print(self.style(f"error: {shown}", "red"), file=self.err, flush=True)
 
     def warn(self, message: str) -> None:
         print(f"warning: {escape_controls(message)}", file=self.err, flush=True)
@@ -239,7 +242,7 @@ class Frontend:
             self.failed = True
 
     def _record_error(self, exc: PshellError) -> None:
-        self.error(str(exc))
+        self.error(str(exc), lines=getattr(exc, "laid_out", False))
         if isinstance(exc, UsageError):
             self.usage_failed = True
         else:

@@ -334,3 +334,73 @@ def test_rendered_tables_and_errors_carry_no_raw_control(names):
     err = io.StringIO()
     Frontend(None, err=err).error(" ".join(names))
     assert not RAW_CONTROL.search(err.getvalue()) and err.getvalue().count("\n") == 1
+
+
+# -- 4. eval cannot take the machine --------------------------------------------------------
+
+@pytest.mark.parametrize("expression, reason", [
+    ("np.array([10], dtype='O') ** 300000000", "arrays of Python objects are not allowed"),
+    ("np.power(np.array([10], dtype='object'), 300000000)", "arrays of Python objects"),
+    ("np.ones(3).astype('|O')", "arrays of Python objects"),
+    ("np.frompyfunc(np.add, 2, 1).reduce(np.ones(2))", "'frompyfunc' is not allowed"),
+    ("np.ones(3, dtype=np.object_)", "'object_' is not allowed"),
+])
+def test_eval_refuses_object_dtypes_before_running(sample_ws, capsys, tmp_path, expression, reason):
+    root, _ = sample_ws
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path / "out", "-c", f'eval "{expression}"')
+    assert rc == 1 and out == "" and reason in err.splitlines()[0], err
+
+
+def test_eval_allocation_beyond_the_cap_is_refused_before_it_is_made(sample_ws, tmp_path):
+    import resource
+
+    root, _ = sample_ws
+    done = pshell_child(tmp_path, root, "-o", tmp_path / "out",
+                        "-c", 'eval "np.ones(1200000000).sum()"', timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "error: eval: needs more than the 1 GB memory cap (the eval_memory setting; "
+        "`config set eval_memory 4G`)"]
+    # neither pshell nor its worker came near the 9.6 GB the expression asks for
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 2 << 20   # KB
+    # the cap is a setting: under 64 MB even a small array is refused; the default takes it
+    done = pshell_child(tmp_path, root, "-o", tmp_path / "out", "-c",
+                        'config set eval_memory 64M; eval "np.ones(20000000).sum()"; '
+                        'config set eval_memory 1G; eval "np.ones(20000000).sum()"', timeout=120)
+    assert "needs more than the 0.0625 GB memory cap" in done.stderr
+    assert done.stdout.strip().splitlines()[-1] == str(float(20000000))
+
+
+def test_eval_timeout_stops_a_computation_that_never_checks_signals(sample_ws, tmp_path):
+    root, _ = sample_ws
+    # a Python big int power: minutes of C code holding the GIL, no signal check
+    done = pshell_child(tmp_path, root, "-o", tmp_path / "out", "-c",
+                        'config set eval_timeout 1; eval "np.arange(5)[3].item() ** 300000000"; '
+                        'eval "np.arange(5)[3].item() ** 3"', timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert [line for line in done.stderr.splitlines() if line.startswith("error:")] == [
+        "error: eval: stopped after 1 s (the eval_timeout setting; `config set eval_timeout SECONDS`)"]
+    assert done.stdout.strip().splitlines()[-1] == str(3 ** 3)      # the next line still ran
+
+
+def test_eval_results_come_back_whole_from_the_worker(sample_ws, capsys, tmp_path):
+    from precision_shell.analysis.eval_worker import EvalLimits, ForeignValue, run_limited
+
+    import ml_dtypes
+
+    limits = EvalLimits()
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7
+    got = run_limited(lambda: x * 2, limits)
+    assert got.dtype == x.dtype and np.array_equal(got, x * 2)
+    b = x.astype(ml_dtypes.bfloat16)
+    assert run_limited(lambda: b, limits).dtype == b.dtype
+    assert run_limited(lambda: np.float16(1.5), limits) == np.float16(1.5)
+    assert isinstance(run_limited(lambda: 7, limits), int)
+    assert run_limited(lambda: 3 ** 70, limits).text == str(3 ** 70)   # beyond int64: its text
+    svd = run_limited(lambda: np.linalg.svd(np.eye(2)), limits)
+    assert isinstance(svd, ForeignValue) and svd.text.startswith("SVDResult(")
+    assert run_limited(lambda: np.empty((0, 3)), limits).shape == (0, 3)
+    from precision_shell.errors import CommandError
+
+    with pytest.raises(CommandError, match="memory cap"):
+        run_limited(lambda: np.ones(1 << 28), EvalLimits(memory=64 << 20))
