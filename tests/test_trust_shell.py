@@ -404,3 +404,96 @@ def test_eval_results_come_back_whole_from_the_worker(sample_ws, capsys, tmp_pat
 
     with pytest.raises(CommandError, match="memory cap"):
         run_limited(lambda: np.ones(1 << 28), EvalLimits(memory=64 << 20))
+
+
+# -- in a terminal (pty): the REPL ---------------------------------------------------------
+
+SAMPLE = REPO / "sample_data" / "convnet"
+
+
+def _spawn_repl(tmp_path: Path, ws: Path, *args: str):
+    pexpect = pytest.importorskip("pexpect")
+    env = child_env(tmp_path)
+    env["TERM"] = "xterm-256color"
+    return pexpect.spawn(sys.executable, ["-m", "precision_shell", str(ws), "-o", str(tmp_path / "out"),
+                                          *args], cwd=str(tmp_path), env=env, encoding="utf-8",
+                         dimensions=(50, 160), timeout=30)
+
+
+def _expect_prompt(child) -> None:
+    while child.expect([re.escape("\x1b[6n"), "pshell>"]) == 0:
+        child.send("\x1b[1;1R")
+
+
+@pytest.mark.terminal
+@pytest.mark.skipif(not (SAMPLE / "precision_data").is_dir(), reason="sample_data/convnet not generated")
+def test_repl_source_starts_no_process_and_history_never_lands_in_inputs(tmp_path):
+    import shutil
+
+    pexpect = pytest.importorskip("pexpect")
+    ws = tmp_path / "ws"
+    shutil.copytree(SAMPLE, ws)
+    fusion = ws / "precision_data" / "fusion" / "fusion_result.json"
+    before = fusion.read_bytes()
+    bang, piped, typed = tmp_path / "bang", tmp_path / "piped", tmp_path / "typed"
+    script = tmp_path / "evil.pshell"
+    script.write_text(HOSTILE_SCRIPT.format(bang=bang, piped=piped))
+    child = _spawn_repl(tmp_path, ws, "--no-color", "--history-file", str(fusion))
+    try:
+        child.expect("--history-file: .*refusing to write over the input file")
+        _expect_prompt(child)
+        child.send(f"source {script}\r")
+        child.expect("evil.pshell:2: refusing")
+        child.expect("evil.pshell:3: refusing")
+        _expect_prompt(child)
+        child.send(f"!touch {typed}\r")       # typed: the user's own shell command runs
+        _expect_prompt(child)
+        child.send("quit\r")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert not bang.exists() and not piped.exists() and typed.exists()
+    assert fusion.read_bytes() == before
+    history = (tmp_path / "data" / "pshell" / "history").read_text(encoding="utf-8")
+    assert f"+source {script}" in history         # the default (XDG) history took it
+
+
+@pytest.mark.terminal
+@pytest.mark.skipif(not (SAMPLE / "precision_data").is_dir(), reason="sample_data/convnet not generated")
+def test_ctrl_c_stops_a_long_eval_and_gives_the_prompt_back_at_once(tmp_path):
+    import time
+
+    child = _spawn_repl(tmp_path, SAMPLE, "--no-color")
+    try:
+        _expect_prompt(child)
+        # room for the SVD's 1.4 GB so it runs (it is killed a second in)
+        child.send("config set eval_memory 4G\r")
+        _expect_prompt(child)
+        child.send('eval "np.linalg.svd(np.ones((6000, 6000)))"\r')
+        worker = _wait_for_child_process(child.pid)     # the SVD is running in the worker
+        time.sleep(0.5)
+        start = time.monotonic()
+        child.sendcontrol("c")
+        child.expect("interrupted")
+        _expect_prompt(child)
+        waited = time.monotonic() - start
+        child.send("eval \"np.ones(3).sum()\"\r")     # the shell goes on
+        child.expect(r"3\.0")
+        _expect_prompt(child)
+        child.send("quit\r")
+        child.expect(pytest.importorskip("pexpect").EOF)
+    finally:
+        child.close()
+    assert waited < 0.5, f"{waited:.2f} s from Ctrl-C to the prompt"
+    assert not Path(f"/proc/{worker}").exists()     # killed and reaped, not left computing
+
+
+def _wait_for_child_process(pid: int) -> int:
+    import time
+
+    for _ in range(600):
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if children:
+            return int(children[0])
+        time.sleep(0.05)
+    raise AssertionError("the eval worker never started")
