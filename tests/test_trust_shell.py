@@ -497,3 +497,12 @@ def _wait_for_child_process(pid: int) -> int:
             return int(children[0])
         time.sleep(0.05)
     raise AssertionError("the eval worker never started")
+
+
+def test_report_html_carries_no_terminal_control_from_names(evil_graph_ws, capsys, tmp_path):
+    pytest.importorskip("jinja2")
+    rc, out, err = run_cli(capsys, evil_graph_ws, "-o", tmp_path / "out", "-c", "report")
+    assert rc == 0, err
+    html = next((tmp_path / "out").rglob("*.html")).read_text(encoding="utf-8")
+    assert "pwned" in html and not RAW_CONTROL.search(html)
+    assert "\\x1b]0;pwned\\x07" in html
