@@ -177,6 +177,9 @@ def _text_proto_string(text: str) -> bytes:
     return text.replace("\n", "\\n").replace("\r", "\\r").encode("utf-8")
 
 
+WORD_EVIL = "fc2/ke" + OSC_TITLE + OSC_CLIPBOARD + "\u009b2Jrnel"
+
+
 @pytest.fixture(scope="module")
 def evil_graph_ws(tmp_path_factory):
     import json
@@ -189,6 +192,8 @@ def evil_graph_ws(tmp_path_factory):
     op, fused_pass = "conv1/kernel", "AABiasaddConvFusion"
     for graph in (pd / "npu" / "debug_0" / "graph").iterdir():
         data = graph.read_bytes().replace(op.encode(), _text_proto_string(_evil(op)))
+        # one name a shell word can hold (no space, no newline): offered by completion
+        data = data.replace(b"fc2/kernel", _text_proto_string(WORD_EVIL))
         graph.write_bytes(data.replace(fused_pass.encode(), _text_proto_string(_evil(fused_pass))))
     fusion = pd / "fusion" / "fusion_result.json"
     report = fusion.read_text(encoding="utf-8")
@@ -196,17 +201,17 @@ def evil_graph_ws(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("line", ["ls -n conv1", "ls -t Const", "ls -f AABias", "ni pwned",
-                                  "lo pwned", "li conv1/Conv2D", "fusion", "info", "vcs -l 0",
+@pytest.mark.parametrize("line", ["ls -n conv1", "ls -t Const", "ls -f AABias", "ni FAKE",
+                                  "lo FAKE", "li conv1/Conv2D", "fusion", "info", "vcs -l 0",
                                   "ac -l 0", "ls -n conv1 --format csv", "ls -n conv1 --format json",
-                                  "pt pwned:0", "ni nothing\x1b]0;x\x07"])
+                                  "pt FAKE:0", "ni nothing\x1b]0;x\x07"])
 def test_graph_names_with_escapes_are_printed_escaped(evil_graph_ws, capsys, tmp_path, line):
     rc, out, err = run_cli(capsys, evil_graph_ws, "-o", tmp_path / "out", "-c", line)
     assert "internal error" not in err and "Traceback" not in err
     raw = RAW_CONTROL.findall(out + err)
     assert not raw, f"`{line}`: raw {sorted(set(raw))!r}"
     assert not any(x.startswith("error: FAKE") for x in (out + err).splitlines())
-    if line.startswith(("ls -n", "ni pwned", "lo", "li", "fusion", "ls -f")):
+    if line.startswith(("ls -n", "ni FAKE", "lo", "li", "fusion", "ls -f")):
         assert "pwned" in out     # the name is shown ...
         if "--format json" not in line:
             assert "\\x1b]0;pwned\\x07" in out     # ... escaped, not dropped
@@ -506,3 +511,28 @@ def test_report_html_carries_no_terminal_control_from_names(evil_graph_ws, capsy
     html = next((tmp_path / "out").rglob("*.html")).read_text(encoding="utf-8")
     assert "pwned" in html and not RAW_CONTROL.search(html)
     assert "\\x1b]0;pwned\\x07" in html
+
+
+def test_completion_menu_and_toolbar_show_names_escaped(evil_graph_ws, tmp_path):
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from precision_shell.model.session import Session
+    from precision_shell.shell.completer import ShellCompleter
+    from precision_shell.shell.toolbar import toolbar_text
+
+    link = tmp_path / "ws\x1b]0;title\x07"
+    link.symlink_to(evil_graph_ws)
+    session = Session.open(str(link), output=str(tmp_path / "out"))
+    completer = ShellCompleter(session)
+    completer.warm_up()
+    shown = [(c.text, c.display_text, c.display_meta_text)
+             for c in completer.get_completions(Document("ni fc2/"), CompleteEvent(completion_requested=True))]
+    evil = [s for s in shown if "pwned" in s[0]]
+    assert evil, shown
+    for text, display, meta in shown:
+        assert not RAW_CONTROL.search(display + meta)
+    assert evil[0][0] == WORD_EVIL                       # inserted as it is (it names the op)
+    assert evil[0][1] == "fc2/ke\\x1b]0;pwned\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07\\x9b2Jrnel"   # shown escaped
+    bar = toolbar_text(session)
+    assert not RAW_CONTROL.search(bar)
