@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from conftest import run_cli
 
@@ -294,9 +295,6 @@ def test_csv_format_on_stdout_neutralises_formulas_too(evil_graph_ws, capsys, tm
 
 
 # -- the escaping, as a property ----------------------------------------------------------
-
-from hypothesis import given, settings, strategies as st   # noqa: E402
-
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.characters(max_codepoint=0x1ff), max_size=40))

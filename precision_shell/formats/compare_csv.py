@@ -15,7 +15,6 @@ import csv
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..atomic_write import write_atomic
 from ..safe_text import csv_row, csv_uncell
