@@ -147,7 +147,7 @@ class OpTextReader:
             return self.data()[start:end]
         self._reads += 1
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_regular(self.path)    # swapped for a FIFO since the scan: no hang
             try:
                 self._check_stamp(fd)
                 return os.pread(fd, end - start, start)
