@@ -216,11 +216,11 @@ class Frontend:
             self.script_line = outer
 
     def _run_shell(self, command: str, text: str | None) -> None:
+        """``!COMMAND`` (no input) or ``CMD | PIPELINE`` (``text`` on its stdin) through
+        ``/bin/sh``; its output goes where pshell's own output goes."""
         if self.script_line is not None and not self.allow_shell:   # the last guard (see above)
             raise UsageError(f"{self.script_line}: refusing to start `{command}` from a script "
                              f"(--allow-shell)")
-        """``!COMMAND`` (no input) or ``CMD | PIPELINE`` (``text`` on its stdin) through
-        ``/bin/sh``; its output goes where pshell's own output goes."""
         try:
             done = subprocess.run(command, shell=True, input=text, capture_output=True,
                                   text=True, errors="replace")
