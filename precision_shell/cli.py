@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
+from typing import Any
 
 from precision_shell import __version__
-from precision_shell.commands.process_policy import running_script
+from precision_shell.commands.process_policy import allow_processes_in_scripts
 from precision_shell.config import parse_min_coverage
 from precision_shell.errors import PshellError, UsageError
-from precision_shell.frontend import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Frontend, terminal_width
+from precision_shell.frontend import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Frontend, read_script,
+                                      terminal_width)
+from precision_shell.safe_text import escape_controls
 from precision_shell.logfile import setup_logging
 
 
@@ -56,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history-file", metavar="FILE", help="REPL history file")
     p.add_argument("--config", metavar="FILE", help="config file (INI)")
     p.add_argument("--log-file", metavar="FILE", help="log file for warnings and internal errors")
+    p.add_argument("--allow-shell", action="store_true",
+                   help="let scripts (-f FILE, `source FILE`) run `!CMD` and `| PIPELINE`; "
+                        "without it a script never starts a process")
     p.add_argument("--version", action="version", version=f"precision-shell {__version__}")
     return p
 
@@ -70,12 +75,8 @@ def _percent(text: str) -> float:
 def _batch_lines(opts: argparse.Namespace) -> list[str] | None:
     if opts.command:
         return list(opts.command)
-    if opts.file:
-        try:
-            with open(opts.file, encoding="utf-8") as fh:
-                return fh.read().splitlines()
-        except OSError as exc:
-            raise PshellError(f"{opts.file}: cannot read script ({exc.strerror})") from None
+    if opts.file:   # a regular file of bounded size: a FIFO or /dev/zero is one line
+        return read_script(opts.file)
     if not sys.stdin.isatty():
         return sys.stdin.read().splitlines()
     return None
@@ -116,22 +117,43 @@ def _open_session(opts: argparse.Namespace):
                         overflow=opts.overflow, fusion=opts.fusion, output=opts.output)
 
 
+def _say_error(message: Any) -> None:
+    print(f"error: {escape_controls(message)}", file=sys.stderr, flush=True)
+
+
+def _guarded_files(session, opts: argparse.Namespace) -> list[str]:
+    """--log-file and --history-file go through the output guard like every file pshell writes:
+    never an input file, never inside an input tree. A refused one is a line, and the default
+    (XDG) place is used instead."""
+    problems = []
+    for flag, attr in (("--log-file", "log_file"), ("--history-file", "history_file")):
+        given = getattr(opts, attr)
+        if not given:
+            continue
+        try:
+            session.check_writable_location(given)
+        except PshellError as exc:
+            problems.append(f"{flag}: {exc} (using the default place)")
+            setattr(opts, attr, None)
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
-    log_path = setup_logging(opts.log_file)
+    log_path = setup_logging(None)    # the default place until --log-file passes the guard
     try:
         lines = _batch_lines(opts)
     except PshellError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say_error(exc)
         return EXIT_USAGE
 
     try:
         session = _open_session(opts)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say_error(exc)
         return EXIT_USAGE
     except PshellError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say_error(exc)
         return EXIT_FAILED
     from precision_shell.config import default_config_path
 
@@ -139,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     if opts.file:
         session.add_input_file(opts.file, "the script given with -f")
     session.add_input_file(opts.config or default_config_path(), "the config file")
+    refused_files = _guarded_files(session, opts)
+    if opts.log_file:
+        log_path = setup_logging(opts.log_file)
+    for problem in refused_files:
+        _say_error(problem)
 
     if opts.scheduler:
         session.settings.scheduler = opts.scheduler
@@ -153,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             config = load_config(opts.config)
         except PshellError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            _say_error(exc)
             return EXIT_FAILED
         use_config(config)
         if config.path is not None and config.path.exists():   # (a new file is no problem)
@@ -165,15 +192,17 @@ def main(argv: list[str] | None = None) -> int:
     # Batch mode: no prompt, no colour, no pager (product.md §6).
     frontend = Frontend(session, fmt=opts.format, log_path=log_path,
                         fail_on_findings=opts.fail_on_findings, hints=False,
-                        width=lambda: terminal_width(sys.stdout))
+                        width=lambda: terminal_width(sys.stdout), allow_shell=opts.allow_shell)
     for message in session.load_errors:
         frontend.error(message)
-    frontend.failed = bool(session.load_errors)
+    frontend.failed = bool(session.load_errors or refused_files)
     frontend.show_warnings()
-    # a script (-f, or lines piped on stdin) may not start processes (commands/process_policy.py)
-    script = running_script() if not opts.command else contextlib.nullcontext()
+    # a script's commands start no process (`!`, pipes, bisect) unless --allow-shell was given
+    allow_processes_in_scripts(opts.allow_shell)
     try:
-        with script:
+        if opts.file and not opts.command:   # -f: a script, whose lines never start a process
+            frontend.run_script_lines(opts.file, lines)
+        else:
             for line in lines:
                 frontend.run_line(line)
                 if frontend.quit or frontend.interrupted:   # Ctrl-C stops the whole script

@@ -22,6 +22,7 @@ import re
 from typing import Iterable, NamedTuple
 
 from ..errors import FormatError
+from .input_files import open_regular
 from .quoting import clipped
 
 _ESCAPED_CHARS = str.maketrans({".": "_", "/": "_", "\\": "_", " ": "_"})
@@ -168,7 +169,7 @@ def read_mapping_csv(path: str | os.PathLike) -> dict[str, str]:
     Two columns, no header. Blank lines are skipped; any other row shape is a FormatError.
     """
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with os.fdopen(open_regular(path), newline="", encoding="utf-8") as f:   # no FIFO hang
             rows = list(csv.reader(f))
     except UnicodeDecodeError:
         raise FormatError(path, "mapping file is not UTF-8 text") from None

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 from ..errors import FormatError
-from .input_files import cannot_list, read_regular
+from .input_files import cannot_list, open_regular, read_regular
 from .quoting import clipped
 
 __all__ = ["find_graph_files", "load_graph_file"]
@@ -58,7 +58,7 @@ def _counter_key(path: Path, counter: str | None) -> tuple:
 
 def _looks_like_graph_json(path: Path, warnings: list[str]) -> bool:
     try:
-        with path.open("rb") as handle:
+        with os.fdopen(open_regular(path), "rb") as handle:   # a FIFO named *.json: no hang
             head = handle.read(8192)
     except OSError as exc:
         warnings.append(f"{path}: cannot read ({exc.strerror or exc})")

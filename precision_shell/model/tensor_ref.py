@@ -96,7 +96,9 @@ class TensorRef:
 
 def pointed(text: str, column: int, reason: str) -> CommandError:
     """One error whose lines show ``text`` with a caret under ``column``."""
-    return CommandError(f"{reason} (column {column + 1})\n  {text}\n  {' ' * column}^")
+    error = CommandError(f"{reason} (column {column + 1})\n  {text}\n  {' ' * column}^")
+    error.laid_out = True   # its lines are its own: the front end escapes each, keeps the breaks
+    return error
 
 
 def split_slice(text: str) -> tuple[str, str]:

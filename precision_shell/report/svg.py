@@ -8,10 +8,16 @@ point. Every text is escaped; numbers are rounded to what a picture can show.
 from __future__ import annotations
 
 import math
-from html import escape
+from html import escape as _html_escape
 
 from precision_shell.analysis.neighbourhood import _LOW_COSINE_FILL, _ROLE_FILL
 from precision_shell.report.layout import NODE_H, NODE_W, GraphPicture
+from precision_shell.safe_text import escape_lines
+
+
+def escape(text) -> str:
+    """HTML-escaped, terminal controls but line breaks too (op names from data label the pictures)."""
+    return _html_escape(escape_lines(str(text)))
 
 CHART_W = 1100
 PAD_L, PAD_R, PAD_T = 64, 16, 24

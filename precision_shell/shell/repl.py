@@ -37,6 +37,7 @@ from precision_shell.frontend import Frontend, terminal_width
 from precision_shell.logfile import log_internal_error
 from precision_shell.render.style import Style, color_wanted
 from precision_shell.render.text import render
+from precision_shell.safe_text import escape_controls
 from precision_shell.shell.completer import ShellCompleter
 from precision_shell.shell.lexer import STYLE_RULES, ShellLexer
 from precision_shell.shell.pager import PagingWriter, pager_wanted
@@ -93,12 +94,12 @@ def banner_text(session: Any, style: Style) -> str:
     try:
         outcome = execute(session, Statement(["info"], text="info"), REGISTRY)
         if outcome.error is not None:
-            body = f"{title}\nerror: {outcome.error}"
+            body = f"{title}\nerror: {escape_controls(outcome.error)}"
         else:
             body = render(outcome.result, "table", style)
     except Exception as exc:  # the banner must never stop the shell from starting
         log_internal_error("banner (info)")
-        body = f"{title}\nerror: info failed: {type(exc).__name__}: {exc}"
+        body = f"{title}\nerror: info failed: {type(exc).__name__}: {escape_controls(exc)}"
     return f"{body}\n{style(HINT, 'dim')}"
 
 
@@ -219,7 +220,8 @@ def run_repl(session: Any, opts: Any, log_path: Path | None, *, input: Any = Non
 
     frontend = Frontend(session, fmt=getattr(opts, "format", None) or "table",
                         style=Style(color_now()), err=err, log_path=log_path,
-                        width=lambda: terminal_width(out))
+                        width=lambda: terminal_width(out),
+                        allow_shell=bool(getattr(opts, "allow_shell", False)))
     frontend.follow_config()
     pager = PagingWriter(out, enabled=lambda: pager_wanted(no_pager, session.settings.pager, out))
     frontend.out = pager
@@ -228,7 +230,7 @@ def run_repl(session: Any, opts: Any, log_path: Path | None, *, input: Any = Non
 
     print(banner_text(session, frontend.style), file=out, flush=True)
     for warning in warnings:
-        print(f"warning: {warning}", file=err, flush=True)
+        frontend.warn(warning)
     frontend.show_warnings()
 
     prompt = make_prompt_session(session, config, history, color_now(), input, output)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from precision_shell.safe_text import escape_controls
+
 
 def describe_cursor(cursor: Any) -> str:
     """The position in the current finding list, whatever shape ``results["cursor"]`` has.
@@ -65,7 +67,7 @@ def toolbar_items(session: Any) -> list[tuple[str, str]]:
     cursor = results.get("cursor") if hasattr(results, "get") else None
     if cursor is not None:
         items.append(("finding", describe_cursor(cursor)))
-    return items
+    return [(label, escape_controls(value)) for label, value in items]   # paths, runs from data
 
 
 # When the toolbar is too wide, items go in this order of importance (the rest are dropped): where
