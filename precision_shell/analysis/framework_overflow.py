@@ -2,7 +2,9 @@
 them on.
 
 Each tensor leaf is judged from its values when its file was dumped (task tensor), else from its
-dumped statistics (Max/Min/Mean/Norm NaN or +-Inf: task statistics). An entry *overflows* when an
+dumped statistics as msprobe's own check does: Max or Min NaN or +-Inf (task statistics). Norm
+and Mean are not read: an fp16 Norm overflows on finite values (Max 8200 over 64 elements: the
+sum of squares passes 65504), and NaN/Inf anywhere shows in Max or Min. An entry *overflows* when an
 output does; it is a ``producer`` when every data input is finite and ``propagated`` when one
 is not. An input that has neither file nor statistics is judged through the dataflow graph (the
 output that produced it). A ``parameters_grad`` entry has no inputs: its gradients are
@@ -12,11 +14,9 @@ output that produced it). A ``parameters_grad`` entry has no inputs: its gradien
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from ..errors import PshellError
-from ..formats.msprobe_dump import Leaf
 from ..model.framework_run import FrameworkRun, FrameworkTensor
 from ..model.progress import silent_progress
 from .tensor_compare import tensor_stats
@@ -66,11 +66,9 @@ class FrameworkOverflowScan:
         return next((f for f in self.findings if f.first), None)
 
 
-def _from_stats(leaf: Leaf) -> bool | None:
-    stats = [s for s in (leaf.max, leaf.min, leaf.mean, leaf.norm) if s is not None]
-    if not stats:
-        return None
-    return any(not math.isfinite(s) for s in stats)
+def _from_stats(t: FrameworkTensor) -> bool | None:
+    stats = t.stats
+    return None if stats is None else stats.overflows()
 
 
 def scan_framework_overflow(run: FrameworkRun, progress=None) -> FrameworkOverflowScan:
@@ -93,7 +91,7 @@ def scan_framework_overflow(run: FrameworkRun, progress=None) -> FrameworkOverfl
             except PshellError as exc:
                 problems.append(str(exc))
         if check is None:
-            bad = _from_stats(leaf)
+            bad = _from_stats(t)
             check = LeafCheck(t.name, None, None, None, bool(bad), "unknown" if bad is None else "statistics")
         checks[t.name] = check
         return check

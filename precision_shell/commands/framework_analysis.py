@@ -108,7 +108,8 @@ def _sort_keys(found: FrameworkCompare, run) -> dict[str, Callable[[Any], Any]]:
                 cache[s.op] = _metrics_of(found, run, s.failed_outputs)
             return getattr(cache[s.op], field_name, None)
         return value
-    return {"order": lambda s: s.index, "cosine": lambda s: s.cosine, "euc_dist": metric("euc_dist"),
+    return {"order": lambda s: s.index, "cosine": lambda s: s.cosine, "stat_error": lambda s: s.stat_error,
+            "euc_dist": metric("euc_dist"),
             "max_abs_err": metric("max_abs_err"), "max_relative_err": metric("max_relative_err"),
             "one_thousandth": metric("one_thousandth"), "five_thousandths": metric("five_thousandths")}
 
@@ -118,17 +119,36 @@ def _api_type(name: str) -> str:
     return f"{e.prefix}.{e.op}"
 
 
+def _rel(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def stat_tolerance(args) -> float:
+    from precision_shell.analysis.stat_verdict import DEFAULT_TOLERANCE
+
+    value = getattr(args, "stat_tolerance", None)
+    if value is None:
+        return DEFAULT_TOLERANCE
+    if not value >= 0:
+        raise UsageError(f"--stat-tolerance is a relative error >= 0, got {value}")
+    return value
+
+
 def _printed(run, names: list[str]) -> str:
     return ", ".join(run.tensor(n).printed() for n in names)
 
 
 @variant(FRAMEWORK, "vcs", summary="Failing entries of the compare (output cosine <= COS, NaN fails "
-                                   "too) in execution order, each root or propagated over the dataflow "
-                                   "graph; the first root is the first divergence.",
+                                   "too; on statistics dumps: Max, Min or Norm off by more than the "
+                                   "--stat-tolerance) in execution order, each root or propagated over the "
+                                   "dataflow graph; the first root is the first divergence.",
          example="vcs\nvcs -c 0.99 -l 0\nvcs --backward\nvcs --sort cosine --role root\nvcs --type linear\n"
-                 "vcs --plot max_abs_error\nvcs --ranks all --steps all",
+                 "vcs --stat-tolerance 0.05\nvcs --plot max_abs_error\nvcs --ranks all --steps all",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
+               arg("--stat-tolerance", type=float, default=None, metavar="REL",
+                   help="statistics dumps: an output fails when |t-g|/max(|g|,1e-12) of its Max, Min or "
+                        "Norm exceeds REL, or it is non-finite where golden is finite (default 0.1)"),
                arg("-l", "--limit", type=int, default=None, metavar="N",
                    help="rows to show (0 = all); roots are never cut, the footer counts the hidden rows by role"),
                arg("--backward", action="store_true",
@@ -136,31 +156,37 @@ def _printed(run, names: list[str]) -> str:
                arg("--plot", nargs="?", const="cosine", default=None, metavar="METRIC", complete="metric",
                    help="instead of the table, a chart of METRIC (default cosine) of each forward "
                         "entry along execution order, roots and the first divergence marked")] + SET_ARGS
-         + list_args("order, or a metric of the row's failing output: cosine, euc_dist, max_abs_err, "
-                     "max_relative_err, one_thousandth, five_thousandths"))
+         + list_args("order, stat_error (statistics dumps), or a metric of the row's failing output: cosine, "
+                     "euc_dist, max_abs_err, max_relative_err, one_thousandth, five_thousandths"))
 def vcs(session, args) -> Table:
     from precision_shell.analysis.framework_root_cause import find_framework_suspects
 
     threshold = session.settings.threshold if args.cosine is None else args.cosine
     if not -1.0 <= threshold <= 1.0:
         raise UsageError(f"-c is a cosine in [-1, 1], got {threshold}")
+    tolerance = stat_tolerance(args)
     if wants_sets(args):
         if args.plot is not None:
             raise UsageError("vcs --plot draws one dump.json: drop --ranks/--steps (see `use`)")
-        return suspects_table(session, args, threshold)
+        return suspects_table(session, args, threshold, tolerance)
     limit = check_limit(args.limit, session)
     found = session.results.get("compare")
     ran_vc = found is None
     if found is None:
         found = run_compare(session)
-    if found.mode != "tensor":
-        raise CommandError(f"vcs needs tensor-mode dumps on both sides (cosine); this pair compares in "
-                           f"{found.mode} mode: `vc` writes msprobe's {found.mode} CSV")
+    if found.mode == "md5":
+        raise CommandError("vcs needs values or statistics on both sides; this pair dumped md5 only: "
+                           "`vc` lists the rows whose CRC differs")
+    if found.mode == "statistics" and args.plot is not None:
+        raise UsageError("vcs --plot draws a tensor metric; this pair compares statistics (see the table)")
     run = session.run
-    suspects = find_framework_suspects(run, found.rows, threshold, args.backward)
+    unjudged: list[str] = []
+    suspects = find_framework_suspects(run, found.rows, threshold, args.backward, mode=found.mode,
+                                       tolerance=tolerance, unjudged=unjudged)
     view = arrange(suspects, args, keys=_sort_keys(found, run), type_of=lambda s: _api_type(s.op), limit=limit)
     session.results["vcs"] = suspects
     session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)
+    stats_mode = found.mode == "statistics"
     replaced = follow(session, COMPARE_CURSOR, view.items, "this list")
     if args.plot is not None:
         from precision_shell.commands.plot_cmd import framework_chart, plot_metric_key
@@ -169,12 +195,22 @@ def vcs(session, args) -> Table:
     rows, highlight = [], set()
     for pos in view.shown:
         s = view.items[pos]
+        judged = [s.statistic, _rel(s.stat_error)] if stats_mode else [_cos(s.cosine)]
         rows.append([pos + 1, s.index, s.op, s.kind, Marked(s.role, "◀ first divergence" if s.first else ""),
-                     _cos(s.cosine), _printed(run, s.failed_outputs), _printed(run, s.failed_inputs) or "-"])
+                     *judged, _printed(run, s.failed_outputs), _printed(run, s.failed_inputs) or "-"])
         if s.first:
             highlight.add(len(rows) - 1)
     roots = [s for s in suspects if s.role == "root"]
-    notes = [f"failing = an output with cosine <= {threshold:g} or NaN/Inf; root = every input still passes"]
+    if stats_mode:
+        notes = [f"statistics mode: failing = an output whose Max, Min or Norm is off by more than "
+                 f"{tolerance:g} (|t-g|/max(|g|,1e-12)) or non-finite where golden is finite; "
+                 f"root = every input still passes"]
+        if unjudged:
+            shown = ", ".join(run.tensor(n).printed() for n in unjudged[:3])
+            notes.append(f"{_count(len(unjudged), 'output')} not comparable (no golden row, or Max/Min/Norm "
+                         f"null on a side), judged by their producer: {shown}{' ...' if len(unjudged) > 3 else ''}")
+    else:
+        notes = [f"failing = an output with cosine <= {threshold:g} or NaN/Inf; root = every input still passes"]
     if any(s.role == "param_grad" for s in suspects):
         notes.append("param_grad = a failing parameter gradient: it has no recorded inputs, so it is never "
                      "a root; the module's backward entries say where its error came from")
@@ -183,7 +219,8 @@ def vcs(session, args) -> Table:
     if replaced:
         notes.append(replaced)
     hints = ["`next`/`goto #` step through the list with each entry's metric panel"] if view.items else []
-    return Table(["#", "order", "entry", "kind", "role", "cosine", "failing outputs", "failing inputs"], rows,
+    judged_headers = ["failed statistic", "rel. error"] if stats_mode else ["cosine"]
+    return Table(["#", "order", "entry", "kind", "role", *judged_headers, "failing outputs", "failing inputs"], rows,
                  title=f"{_count(len(suspects), 'failing entry')} "
                        f"({_count(len(roots), 'root')}), {view.what}",
                  json_rows=[s.to_json() for s in view.items], notes=notes, total=len(view.items),

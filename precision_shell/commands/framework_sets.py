@@ -109,21 +109,22 @@ def compare_table(session, args) -> Message:
     return Message(lines, data=data, warnings=warnings)
 
 
-def suspects_table(session, args, threshold: float) -> Table:
+def suspects_table(session, args, threshold: float, tolerance: float) -> Table:
     from precision_shell.analysis.framework_root_cause import find_framework_suspects
 
     done, merged, warnings = compare_ranks(session, select_ranks(session, args.ranks, args.steps))
     lines = []
     for rank, found in done:
-        if found.mode != "tensor":
-            warnings.append(f"{_where(rank)}: {found.mode} mode: no cosine to find roots with")
+        if found.mode == "md5":
+            warnings.append(f"{_where(rank)}: md5 mode: no values or statistics to find roots with")
             continue
-        suspects = find_framework_suspects(session.run_of(rank), found.rows, threshold, args.backward)
+        suspects = find_framework_suspects(session.run_of(rank), found.rows, threshold, args.backward,
+                                           mode=found.mode, tolerance=tolerance)
         lines.append(RankLine(rank.location.rank, "-" if rank.location.step is None else str(rank.location.step),
                               next((s.op for s in suspects if s.first), None),
-                              sum(1 for s in suspects if s.role == "root"), len(suspects), found.compared,
+                              [s.op for s in suspects if s.role == "root"], len(suspects), found.compared,
                               str(found.csv_path)))
     if not lines:
-        raise CommandError("vcs needs tensor-mode dumps on both sides: " + "; ".join(warnings))
+        raise CommandError("vcs needs tensor or statistics dumps on both sides: " + "; ".join(warnings))
     return sets_table(lines, threshold, merged, warnings, False,
                       "`use --rank R` then `vcs` steps through one rank's failing entries")

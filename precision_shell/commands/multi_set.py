@@ -261,7 +261,7 @@ class RankLine:
     rank: str
     step: str
     first: str | None
-    roots: int
+    roots: list[str]            # the root ops' names, in execution order
     failing: int
     compared: int
     csv: str
@@ -284,7 +284,7 @@ def rank_table(session: Session, done: list[SetResult], criteria, merged: Path,
     for item in done:
         suspects = find_suspects(item.result, criteria, session.fusion)
         first = next((s.op for s in suspects if s.first), None)
-        roots = sum(1 for s in suspects if s.role == "root")
+        roots = [s.op for s in suspects if s.role == "root"]
         lines.append(RankLine(item.dump_set.device, item.dump_set.step, first, roots, len(suspects),
                               item.result.count_done()[1], str(item.result.csv_path)))
         merged_list += [(item.dump_set, s) for s in suspects]
@@ -308,7 +308,7 @@ def sets_table(lines: list[RankLine], threshold: float, merged: Path, warnings: 
                 if line.odd:
                     odd_names.append(f"rank {line.rank} (step {line.step}: first divergence "
                                      f"{line.first or 'none'}, the others {majority})")
-    rows = [[line.rank, line.step, line.first or "-", line.roots, line.failing, line.compared,
+    rows = [[line.rank, line.step, line.first or "-", len(line.roots), line.failing, line.compared,
              "◀ odd rank out" if line.odd else ""] for line in lines]
     notes = [f"odd rank out: {', '.join(odd_names)}" if odd_names else "every rank diverges first at the same op",
              f"merged CSV: {merged}", stepping]
