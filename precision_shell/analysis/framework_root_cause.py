@@ -60,6 +60,14 @@ class FrameworkSuspect:
     type: str = ""                # the API or module type (Functional.linear)
     metrics: object = None        # tensor mode: the worst output's TensorMetrics
 
+    @property
+    def order(self) -> int:
+        return self.index
+
+    @property
+    def fusion_blame(self) -> None:
+        return None           # no fusion in eager runs
+
     def to_json(self) -> dict:
         from .suspect_schema import framework_row
 

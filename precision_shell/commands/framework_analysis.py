@@ -186,6 +186,7 @@ def vcs(session, args) -> Table:
     view = arrange(suspects, args, keys=_sort_keys(found, run), type_of=lambda s: _api_type(s.op), limit=limit)
     session.results["vcs"] = suspects
     session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)
+    session.results["vcs_tolerance"] = tolerance
     stats_mode = found.mode == "statistics"
     replaced = follow(session, COMPARE_CURSOR, view.items, "this list")
     if args.plot is not None:

@@ -41,7 +41,7 @@ def info(session, args) -> Sections:
     total = summarize(target.ranks)
     golden_rank = session.golden_rank
     data: dict[str, Any] = {
-        "target": str(target.root), "golden": str(session.golden_dump.root) if session.golden_dump else None,
+        "workspace": str(target.root), "target": str(target.root), "golden": str(session.golden_dump.root) if session.golden_dump else None,
         "framework": target.framework, "task": target.task, "level": target.level,
         "steps": total.steps, "ranks": total.ranks,
         "active": {"step": session.selected.location.step, "rank": session.selected.location.rank,
