@@ -129,3 +129,34 @@ def test_ac_on_statistics_reads_max_and_min_only(capsys, tmp_path):
     (rows,) = json_docs(out)
     assert [(r["op"], r["role"]) for r in rows] == [("Mint.add.0.forward", "producer")]
     assert leaf(x)["Max"] == 1.0
+
+
+def test_ac_ranks_all_steps_all_on_msprobe_folders(capsys, tmp_path):
+    """Two steps x two ranks: rank0 a copy of the fp16 overflow run, rank1 of the bf16 run (no
+    overflow). Every folder is scanned as `ac` scans one; rows carry their rank and step."""
+    import shutil
+
+    truth = json.loads((sample() / "truth.json").read_text())
+    root = tmp_path / "dump"
+    for step in ("step0", "step1"):
+        for rank, run in (("rank0", "overflow_fp16"), ("rank1", "target_bf16")):
+            shutil.copytree(sample() / truth["runs"][run]["rank_dir"], root / step / rank)
+    rc, out, err = run_cli(capsys, sample() / "overflow_fp16", "-o", tmp_path / "one", "--format", "json",
+                           "-c", "ac -l 0")
+    assert rc == 0, err
+    (single,) = json_docs(out)
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path / "out", "--format", "json",
+                           "-c", "ac --ranks all --steps all -l 0", "-c", "ac --ranks 1 --steps 1")
+    assert rc == 0, err
+    rows, rank1 = json_docs(out)
+    assert rank1 == []
+    assert [(r["step"], r["rank"]) for r in rows] == [(s, "rank0") for s in (0, 1) for _ in single]
+    for step in (0, 1):
+        mine = [r for r in rows if r["step"] == step]
+        assert [(r["op"], r["role"]) for r in mine] == [(r["op"], r["role"]) for r in single]
+        assert [r["op"] for r in mine if r["first"]] == [truth["overflow"]["producer"]]
+    assert [r["order"] for r in rows] == list(range(1, len(rows) + 1))
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path / "out", "-c", "ac --ranks all --steps all")
+    grid = out[out.index("step x rank"):].splitlines()
+    assert grid[1].split() == ["step", "rank0", "rank1"]
+    assert grid[2].split() == ["0", str(len(single)), "0"] and grid[3].split() == ["1", str(len(single)), "0"]

@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 from precision_shell.commands.framework_compare_run import FrameworkCompare, run_compare
 from precision_shell.commands.framework_inspect import FRAMEWORK, variant
-from precision_shell.commands.framework_sets import SET_ARGS, compare_table, suspects_table, wants_sets
+from precision_shell.commands.framework_sets import (SET_ARGS, compare_table, overflow_table, suspects_table,
+                                                     wants_sets)
 from precision_shell.commands.inspect_cmd import check_limit
 from precision_shell.commands.registry import arg
 from precision_shell.commands.finding_list import arrange, follow, list_args
@@ -289,11 +290,11 @@ _OVERFLOW_KEYS = {"order": lambda f: f.index, "nan": _check_count("nan"), "inf":
 
 @variant(FRAMEWORK, "overflow", summary="NaN/Inf scan of the target's entries (values, or statistics "
                                         "when only statistics were dumped); producer or propagated.",
-         example="ac\nac -l 0\nac; next\nac --sort -nan --type linear",
+         example="ac\nac -l 0\nac; next\nac --sort -nan --type linear\nac --ranks all --steps all",
          args=[arg("-l", "--limit", type=int, default=3,
                    help="rows to show (0 = all; default 3); producers are never cut, the footer counts "
                         "the hidden rows by role"),
-               arg("--all", action="store_true", help="show every finding (same as -l 0)")]
+               arg("--all", action="store_true", help="show every finding (same as -l 0)")] + SET_ARGS
          + list_args("order, or a count over the bad outputs: nan, inf, pos_inf, neg_inf"))
 def overflow(session, args) -> Table:
     from precision_shell.analysis.framework_overflow import scan_framework_overflow
@@ -301,6 +302,8 @@ def overflow(session, args) -> Table:
     limit = 0 if args.all else args.limit
     if limit < 0:
         raise CommandError("-l must be 0 (all) or a positive number")
+    if wants_sets(args):
+        return overflow_table(session, args, limit)
     run = session.run
     scan = scan_framework_overflow(run, session.progress)
     view = arrange(scan.findings, args, keys=_OVERFLOW_KEYS, type_of=lambda f: _api_type(f.op), limit=limit)

@@ -128,3 +128,40 @@ def suspects_table(session, args, threshold: float, tolerance: float) -> Table:
         raise CommandError("vcs needs tensor or statistics dumps on both sides: " + "; ".join(warnings))
     return sets_table(lines, threshold, merged, warnings, False,
                       "`use --rank R` then `vcs` steps through one rank's failing entries")
+
+
+def overflow_table(session, args, limit: int) -> Table:
+    """``ac --ranks/--steps``: each selected folder scanned as ``ac`` scans one, the findings
+    in step, rank and dump order, each row with its rank and step; a step x rank grid of counts."""
+    from collections import Counter
+
+    from precision_shell.analysis.framework_overflow import scan_framework_overflow
+
+    ranks = select_ranks(session, args.ranks, args.steps)
+    rows, json_rows, warnings, firsts = [], [], [], []
+    counts: Counter = Counter()
+    for rank in ranks:
+        loc = rank.location
+        step = "-" if loc.step is None else str(loc.step)
+        run = session.run_of(rank)
+        scan = scan_framework_overflow(run, session.progress)
+        warnings += [f"{_where(rank)}: {p}" for p in scan.problems]
+        counts[(step, loc.rank)] = len(scan.findings)
+        if scan.first_producer is not None:
+            firsts.append(f"step {step} {loc.rank}: {scan.first_producer.op}")
+        for f in scan.findings:
+            row = f.to_json()
+            row.update(rank=loc.rank, step=loc.step, order=len(json_rows) + 1, entry_order=f.index)
+            json_rows.append(row)
+            rows.append([len(json_rows), step, loc.rank, f.op, f.kind, f.role + ("  ◀ first producer" if f.first else ""),
+                         ", ".join(run.tensor(c.tensor).printed() for c in f.outputs if c.bad)])
+    names = list(dict.fromkeys(r.location.rank for r in ranks))
+    steps = list(dict.fromkeys("-" if r.location.step is None else str(r.location.step) for r in ranks))
+    grid = ["overflowing entries, step x rank:", "step  " + " ".join(f"{n:>6}" for n in names)]
+    grid += [f"{s:<5} " + " ".join(f"{counts.get((s, n), 0):>6}" for n in names) for s in steps]
+    notes = [("first producer per folder: " + "; ".join(firsts)) if firsts else "no folder overflows", *grid]
+    shown = rows if limit == 0 else rows[:limit]
+    return Table(["#", "step", "rank", "entry", "kind", "role", "bad outputs"], shown,
+                 title=f"{len(json_rows)} overflowing entries in {len(ranks)} dump folders, in step, rank "
+                       f"and dump order", json_rows=json_rows, notes=notes, total=len(rows),
+                 findings=len(json_rows), warnings=warnings)
