@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 from precision_shell.commands.framework_compare_run import FrameworkCompare, run_compare
 from precision_shell.commands.framework_inspect import FRAMEWORK, variant
-from precision_shell.commands.framework_sets import (SET_ARGS, compare_table, overflow_table, suspects_table,
-                                                     wants_sets)
+from precision_shell.commands.framework_sets import (SET_ARGS, compare_table, overflow_row, overflow_table,
+                                                     suspects_table, wants_sets)
 from precision_shell.commands.inspect_cmd import check_limit
 from precision_shell.commands.registry import arg
 from precision_shell.commands.finding_list import arrange, follow, list_args
@@ -322,8 +322,9 @@ def overflow(session, args) -> Table:
              f"({scan.from_values:,} tensors judged from their values, "
              f"{scan.tensors - scan.from_values:,} from their statistics), {view.what}")
     return Table(["#", "order", "entry", "kind", "role", "outputs"], rows, title=title,
-                 json_rows=[f.to_json() for f in view.items], notes=notes, total=len(view.items),
-                 more=view.more, highlight=highlight, findings=len(scan.findings), warnings=scan.problems,
+                 json_rows=[overflow_row(f, session.selected, run) for f in view.items], notes=notes,
+                 total=len(view.items), more=view.more, highlight=highlight, findings=len(scan.findings),
+                 warnings=scan.problems,
                  hints=hints,
                  unjudged=f"{_count(len(scan.problems), 'file')} unreadable" if scan.problems else None)
 

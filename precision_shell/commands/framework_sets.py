@@ -12,10 +12,13 @@ compared (no golden rank) is one warning and the others go on.
 
 from __future__ import annotations
 
+import os
+
 from precision_shell.commands.framework_compare_run import run_compare
 from precision_shell.commands.multi_set import RankLine, merge_csvs, sets_table
 from precision_shell.commands.registry import arg
 from precision_shell.commands.results import Message, Table
+from precision_shell.commands.row_schema import conform
 from precision_shell.errors import CommandError, UsageError
 
 SET_ARGS = [arg("--ranks", metavar="all|R,R",
@@ -130,6 +133,16 @@ def suspects_table(session, args, threshold: float, tolerance: float) -> Table:
                       "`use --rank R` then `vcs` steps through one rank's failing entries")
 
 
+def overflow_row(f, rank, run) -> dict:
+    """An ``ac`` finding as the overflow row schema has it (commands/row_schema): with its
+    folder's rank and step, the API type and where its verdict came from."""
+    loc = rank.location
+    row = f.to_json()
+    row.update(rank=loc.rank, step=loc.step, type=run.op(f.op).type, dump=os.path.join(run.path, "dump.json"),
+               source=next((c.source for c in f.outputs if c.bad), None))
+    return conform([row], "overflow")[0]
+
+
 def overflow_table(session, args, limit: int) -> Table:
     """``ac --ranks/--steps``: each selected folder scanned as ``ac`` scans one, the findings
     in step, rank and dump order, each row with its rank and step; a step x rank grid of counts."""
@@ -150,8 +163,8 @@ def overflow_table(session, args, limit: int) -> Table:
         if scan.first_producer is not None:
             firsts.append(f"step {step} {loc.rank}: {scan.first_producer.op}")
         for f in scan.findings:
-            row = f.to_json()
-            row.update(rank=loc.rank, step=loc.step, order=len(json_rows) + 1, entry_order=f.index)
+            row = overflow_row(f, rank, run)
+            row["order"] = len(json_rows) + 1      # in the whole list; the entry's dump order is in `ni`
             json_rows.append(row)
             rows.append([len(json_rows), step, loc.rank, f.op, f.kind, f.role + ("  ◀ first producer" if f.first else ""),
                          ", ".join(run.tensor(c.tensor).printed() for c in f.outputs if c.bad)])

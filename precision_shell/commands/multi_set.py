@@ -19,6 +19,7 @@ from typing import Any
 
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.results import Table
+from precision_shell.commands.row_schema import conform
 from precision_shell.errors import CommandError, UsageError
 from precision_shell.formats.dump_names import escape_op_name
 from precision_shell.model.findings import FindingCursor
@@ -367,10 +368,12 @@ def timeline_table(session: Session, selection: Selection, findings: list, warni
     if cancelled:
         notes.append("interrupted: the timeline covers what was scanned")
     json_rows = []
+    first = next((f for f in findings if f.role == "producer"), None)
     for pos, f in enumerate(findings, 1):
-        row = f.to_json()
+        row = f.to_json(f is first)
         row["order"] = pos
         json_rows.append(row)
+    json_rows = conform(json_rows, "overflow")
     return Table(["#", "step", "rank", "op", "type", "source", "role", "timestamp"], rows,
                  title=f"{len(findings)} overflowing ops in {len(selection.sets)} dump sets, in time order",
                  json_rows=json_rows, notes=notes, total=len(findings), highlight={0} if rows else set(),
