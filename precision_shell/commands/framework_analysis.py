@@ -43,15 +43,18 @@ def compare(session, args) -> Message:
     found = run_compare(session)
     pairing = found.pairing
     paired = sum(1 for p in pairing.pairs if p.golden is not None)
+    from precision_shell.analysis.framework_coverage import framework_coverage
+
+    coverage = framework_coverage(found.rows, found.mode)
     lines = [f"{session.target.root} vs {session.golden_dump.root}: {found.mode} mode, "
              f"{_count(len(found.rows), 'row')} ({paired:,} paired, {found.compared:,} compared) "
-             f"in {found.seconds:.2f} s"]
+             f"in {found.seconds:.2f} s", coverage.summary_line()]
     problems = [f"{e.entry}: {'; '.join(e.problems)}" for e in pairing.entries if e.problems]
     data: dict[str, Any] = {"mode": found.mode, "pairing": pairing.mode, "ops": len(pairing.entries),
                             "tensors": len(found.rows), "paired": paired, "compared": found.compared,
                             "golden_only": len(pairing.golden_only), "csv": str(found.csv_path),
                             "seconds": round(found.seconds, 4), "problems": found.problems,
-                            "entry_problems": problems}
+                            "entry_problems": problems, "coverage": coverage.to_json()}
     if found.mode == "tensor":
         from precision_shell.analysis.framework_compare import is_failing
 

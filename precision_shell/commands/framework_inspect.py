@@ -32,6 +32,15 @@ def _location(rank) -> str:
     return f"step {'-' if loc.step is None else loc.step} {loc.rank}"
 
 
+def _steps_text(steps: list) -> str:
+    """``steps 0, 1``; a dump without ``step*`` folders (a rank folder or dump.json opened
+    directly) has none to name."""
+    named = [str(s) for s in steps if s is not None]
+    if not named:
+        return "no step folders"
+    return f"steps {', '.join(named)}" + (" and files outside step folders" if len(named) < len(steps) else "")
+
+
 @variant(FRAMEWORK, "info", summary="Dump summary: framework, task, level, steps, ranks, entry "
                                     "counts of target and golden, pairing, output folder.")
 def info(session, args) -> Sections:
@@ -59,7 +68,7 @@ def info(session, args) -> Sections:
     rows = [("framework", f"{target.framework or '?'}  task {target.task or '?'}  level {target.level or '?'}"),
             ("target", f"{target.root}: {total.entries:,} entries ({kinds}), {total.tensors:,} tensors, "
                        f"{total.tensor_files:,} tensor files"),
-            ("steps / ranks", f"steps {', '.join(map(str, total.steps))}; ranks {', '.join(total.ranks)}"),
+            ("steps / ranks", f"{_steps_text(total.steps)}; ranks {', '.join(total.ranks)}"),
             ("active", f"{_location(session.selected)}: {data['ops']:,} entries" + (
                 f"; {len(run.edges):,} dataflow edges ({data['exact_edges']:,} exact)" if run else ""))]
     if session.golden_dump is not None:
