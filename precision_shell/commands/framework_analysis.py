@@ -43,9 +43,7 @@ def compare(session, args) -> Message:
     found = run_compare(session)
     pairing = found.pairing
     paired = sum(1 for p in pairing.pairs if p.golden is not None)
-    from precision_shell.analysis.framework_coverage import framework_coverage
-
-    coverage = framework_coverage(found.rows, found.mode)
+    coverage = found.coverage
     lines = [f"{session.target.root} vs {session.golden_dump.root}: {found.mode} mode, "
              f"{_count(len(found.rows), 'row')} ({paired:,} paired, {found.compared:,} compared) "
              f"in {found.seconds:.2f} s", coverage.summary_line()]
