@@ -85,7 +85,7 @@ def judge_rows(run: FrameworkRun, results: Iterable[RowResult], mode: str, thres
         if r is None or r.pair.golden is None:
             return None
         if mode == "tensor":
-            if not t.leaf.file or r.metrics is None:
+            if not t.has_data or r.metrics is None:
                 return None
             return Judged(is_failing(r.metrics, threshold), r.metrics.cosine, metrics=r.metrics)
         golden = r.pair.golden.leaf
