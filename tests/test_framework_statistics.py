@@ -160,3 +160,19 @@ def test_ac_ranks_all_steps_all_on_msprobe_folders(capsys, tmp_path):
     grid = out[out.index("step x rank"):].splitlines()
     assert grid[1].split() == ["step", "rank0", "rank1"]
     assert grid[2].split() == ["0", str(len(single)), "0"] and grid[3].split() == ["1", str(len(single)), "0"]
+
+
+def test_next_on_a_statistics_list_shows_the_statistics_beside_the_golden(capsys, tmp_path):
+    roots, failing = expected_forward_roots(TOLERANCE)
+    root = roots[0]
+    t = _leaves(_entries("stats_target_bf16")[root]["output"])[0]
+    g = _leaves(_entries("stats_golden_fp32")[root]["output"])[0]
+    rel = max(abs(t[k] - g[k]) / max(abs(g[k]), 1e-12) for k in ("Max", "Min", "Norm"))
+    rc, out, err = run_cli(capsys, sample() / "stats_target_bf16", "--golden", sample() / "stats_golden_fp32",
+                           "-o", tmp_path / "out", "-c", "vcs", "-c", "next")
+    assert rc == 0, err
+    panel = out[out.index(f"[1/"):]
+    row = next(line for line in panel.splitlines() if line.startswith(f"{root}:0 "))
+    cells = row.split()
+    assert cells[1:7] == [f"{v:.6g}" for k in ("Max", "Min", "Norm") for v in (t[k], g[k])]
+    assert cells[7] == f"{rel:.4g}" and cells[8] == ",".join(failing[root]) and cells[9] == "FAIL"

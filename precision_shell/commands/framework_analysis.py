@@ -71,6 +71,9 @@ def compare(session, args) -> Message:
                           "the failing entries of this compare")
         if replaced:
             lines.append(replaced)
+    elif found.mode == "statistics":
+        lines.append("statistics mode: `vcs` judges each output's Max, Min and Norm against the golden's "
+                     "(--stat-tolerance, default 0.1) for roots and propagated")
     elif found.mode == "md5":
         different = sum(1 for r in found.rows if r.md5_equal is False and r.pair.golden is not None)
         lines.append(f"md5: {_count(different, 'row')} differ")
@@ -248,6 +251,9 @@ def _compare_panel(session, s, position: str) -> Sections:
             ("failing", _printed(session.run, s.failed_outputs)),
             ("failing inputs", _printed(session.run, s.failed_inputs) or "none: the error starts here"),
             ("downstream", ", ".join(s.downstream[:6]) + (" ..." if len(s.downstream) > 6 else "") or "-")]
+    if found.mode == "statistics":
+        return Sections(title=f"[{position}] {s.op} ({s.kind})",
+                        blocks=[("", info), ("statistics", _stats_table(session, s, op, by_name))], data=s.to_json())
     rows = []
     for t in op.tensors:
         r = by_name.get(t.compare_name)
@@ -261,6 +267,33 @@ def _compare_panel(session, s, position: str) -> Sections:
                     rows)
     return Sections(title=f"[{position}] {s.op} ({s.kind})", blocks=[("", info), ("metrics", metrics)],
                     data=s.to_json())
+
+
+def _stats_table(session, s, op, by_name) -> Table:
+    """Each tensor's Max, Min and Norm beside the golden's, and the largest relative error of
+    the three (what a statistics-mode verdict reads)."""
+    from precision_shell.analysis.stat_verdict import judge_stats
+    from precision_shell.model.runs.base import Stats
+
+    tolerance = session.results.get("vcs_tolerance", 0.1)
+    rows = []
+    for t in op.tensors:
+        r = by_name.get(t.compare_name)
+        g = r.pair.golden.leaf if r is not None and r.pair.golden is not None else None
+        golden = Stats(g.max, g.min, g.mean, g.norm) if g is not None else None
+        verdict = judge_stats(t.stats, golden, tolerance)
+        cells = []
+        for attr in ("max", "min", "norm"):
+            cells += [_stat(getattr(t.stats, attr, None)), _stat(getattr(golden, attr, None))]
+        bad = t.name in s.failed_outputs or t.name in s.failed_inputs
+        rows.append([t.printed(), *cells, _rel(verdict.rel_error), ",".join(verdict.failed) or
+                     ("not comparable" if verdict.fails is None else ""), "FAIL" if bad else ""])
+    return Table(["tensor", "max", "golden max", "min", "golden min", "norm", "golden norm", "rel. error",
+                  "failed", ""], rows)
+
+
+def _stat(value) -> str:
+    return "-" if value is None else f"{value:.6g}"
 
 
 PANELS[COMPARE_CURSOR] = _compare_panel
