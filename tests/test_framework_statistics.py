@@ -176,3 +176,37 @@ def test_next_on_a_statistics_list_shows_the_statistics_beside_the_golden(capsys
     cells = row.split()
     assert cells[1:7] == [f"{v:.6g}" for k in ("Max", "Min", "Norm") for v in (t[k], g[k])]
     assert cells[7] == f"{rel:.4g}" and cells[8] == ",".join(failing[root]) and cells[9] == "FAIL"
+
+
+def test_statistics_verdict_rules():
+    """The rule of §15 on hand-picked statistics (each expected value worked out here)."""
+    from precision_shell.analysis.stat_verdict import judge_stats
+    from precision_shell.model.runs import Stats
+
+    g = Stats(10.0, -10.0, 0.0, 100.0)
+    assert judge_stats(Stats(10.5, -10.5, 5.0, 104.0), g, 0.1).fails is False     # 5%, 5%, 4%; Mean unjudged
+    v = judge_stats(Stats(12.0, -10.0, 0.0, 100.0), g, 0.1)
+    assert v.fails and v.failed == ("Max",) and abs(v.rel_error - 0.2) < 1e-12
+    v = judge_stats(Stats(float("nan"), -10.0, 0.0, float("inf")), g, 0.1)
+    assert v.failed == ("Max", "Norm") and v.rel_error == math.inf          # non-finite where golden is finite
+    v = judge_stats(Stats(None, None, 0.0, 100.0), Stats(10.0, -10.0, 0.0, None), 0.1)
+    assert v.fails is None and v.failed == ()                                 # nothing comparable
+    v = judge_stats(Stats(1.0, 2.0, 0.0, 3.0), Stats(math.inf, -math.inf, 0.0, math.nan), 0.1)
+    assert v.fails is None                                                     # golden non-finite: not judged
+    assert judge_stats(Stats(2e-13, 0.0, 0.0, 0.0), Stats(0.0, 0.0, 0.0, 0.0), 0.1).fails is True  # 2e-13/1e-12
+
+
+def test_statistics_vcs_ranks_all(capsys, tmp_path):
+    import shutil
+
+    truth = json.loads((sample() / "truth.json").read_text())
+    roots, _ = expected_forward_roots(TOLERANCE)
+    for side, run in (("t", "stats_target_bf16"), ("g", "stats_golden_fp32")):
+        for rank in ("rank0", "rank1"):
+            shutil.copytree(sample() / truth["runs"][run]["rank_dir"], tmp_path / side / "step0" / rank)
+    rc, out, err = run_cli(capsys, tmp_path / "t", "--golden", tmp_path / "g", "-o", tmp_path / "out",
+                           "--format", "json", "-c", "vcs --ranks all")
+    assert rc == 0, err
+    (rows,) = json_docs(out)
+    assert [(r["rank"], r["first_divergence"], r["roots"]) for r in rows] == \
+        [("rank0", roots[0], roots), ("rank1", roots[0], roots)]

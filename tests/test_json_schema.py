@@ -73,3 +73,21 @@ def test_multi_set_summary_rows_list_roots_by_name(capsys, tmp_path):
                               ["vcs --ranks all", "vcs -l 0"])
     assert summary[0]["roots"] == [r["op"] for r in single if r["role"] == "root"]
     assert summary[0]["first_divergence"] == next(r["op"] for r in single if r["first"])
+
+
+def test_suspect_exports_have_one_set_of_columns(capsys, tmp_path):
+    import csv
+    from pathlib import Path
+
+    convnet = Path(__file__).resolve().parents[1] / "sample_data" / "convnet"
+    headers = []
+    for argv in ([convnet], [sample() / "target_bf16", "--golden", sample() / "golden_fp32"]):
+        out = tmp_path / str(len(headers))
+        rc, _, err = run_cli(capsys, *argv, "-o", out, "-c", "vcs", "-c", "export suspects")
+        assert rc == 0, err
+        with open(out / "suspects.csv", newline="") as f:
+            rows = list(csv.reader(f))
+        assert len(rows) > 1 and all(len(r) == len(rows[0]) for r in rows)
+        assert not any(cell.startswith(("[", "{")) for r in rows[1:] for cell in r)   # scalars, no JSON
+        headers.append(rows[0])
+    assert sorted(headers[0]) == sorted(headers[1])

@@ -122,3 +122,22 @@ def test_the_overflow_analysis_runs_on_either_adapter(ge_session):
     (bad,) = [c for c in scan.findings[0].outputs if c.bad]
     assert (bad.pos_inf, bad.neg_inf, bad.nan) == (manifest["pos_inf"], manifest["neg_inf"], manifest["nan"])
     assert bad.source == "values" and scan.problems == []
+
+
+def test_msprobe_pairing_follows_msprobes_joined_rows(fw_session):
+    from precision_shell.analysis.framework_pairing import pair_dumps
+    from precision_shell.model.runs.msprobe import MsprobePairing
+
+    target, golden = fw_session.run, fw_session.golden_run()
+    pairing = MsprobePairing.of(target, golden, pair_dumps(fw_session.selected, fw_session.require_golden()))
+    assert isinstance(pairing, Pairing)
+    checked = 0
+    for op in target.ops:
+        for t in op.tensors:
+            g = pairing.golden_for(t)
+            if g is None or not (t.has_data and g.has_data):
+                continue
+            # the sample's two runs share names: a tensor's golden is the same leaf of the golden dump
+            assert (g.op, g.io, g.index) == (t.op, t.io, t.index) and g.shape == t.shape
+            checked += 1
+    assert checked == sum(1 for o in target.ops for t in o.tensors if t.has_data)

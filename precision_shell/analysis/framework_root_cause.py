@@ -73,6 +73,11 @@ class FrameworkSuspect:
 
         return framework_row(self)
 
+    def to_flat_json(self) -> dict:
+        from .suspect_schema import framework_flat_row
+
+        return framework_flat_row(self)
+
 
 def judge_rows(run: FrameworkRun, results: Iterable[RowResult], mode: str, threshold: float,
                tolerance: float = DEFAULT_TOLERANCE) -> Callable[[FrameworkTensor], Judged | None]:

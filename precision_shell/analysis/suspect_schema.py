@@ -49,6 +49,22 @@ def framework_row(s) -> dict:
     return row
 
 
+def framework_flat_row(s) -> dict:
+    """:func:`framework_row` with every value a scalar (a CSV cell each), tensors by the names
+    tables print (``ENTRY:0``), lists joined by commas -- as graph mode's ``to_flat_json``."""
+    from precision_shell.model.tensor_ref import name_of
+
+    row = framework_row(s)
+    row["tensor"] = name_of(row["tensor"]) if row["tensor"] else None
+    for key in ("failed_outputs", "failed_inputs"):
+        row[key] = [name_of(t) for t in row[key]]
+    for key in ("golden", "failed_outputs", "failed_inputs", "passes", "modules", "downstream", "inputs", "outputs"):
+        row[key] = ",".join(row[key])
+    row["pass_kinds"] = ""
+    row.update(row.pop("standard_deviation"))
+    return row
+
+
 def with_shared(row: dict, kind: str) -> dict:
     """A graph-mode row completed with the keys only other kinds fill."""
     for key, value in SHARED_DEFAULTS.items():

@@ -61,15 +61,15 @@ def value_histograms(session: Any, found: Any, suspect: Any) -> ValueHistograms:
 
     from precision_shell.analysis.histogram import histogram
 
-    run = session.run
+    from precision_shell.model.runs.msprobe import MsprobePairing
+
+    run, golden_run = session.run, session.golden_run()
     tensor = run.tensor(suspect.tensor)
-    row = next((r for r in found.rows if r.name == tensor.compare_name), None)
-    if row is None or row.pair.golden is None:
+    golden = MsprobePairing.of(run, golden_run, found.pairing).golden_for(tensor)
+    if golden is None:
         raise CommandError(f"{tensor.printed()} has no golden tensor")
-    if not tensor.has_data:
+    if not tensor.has_data or not golden.has_data:
         raise CommandError(f"{tensor.printed()}: statistics only, no values dumped")
-    golden_run = session.golden_run()
-    golden = golden_run.tensor(row.pair.golden.name)
     npu, gold = run.load(tensor.name), golden_run.load(golden.name)
     error = None
     if npu.shape == gold.shape:
@@ -124,7 +124,7 @@ def gather_framework(session: Any, *, roots: int, notes: list[str]) -> ReportDat
     suspects = suspects or []
     exports = []
     if suspects:
-        exports = [ExportFile("suspects.csv", "text/csv", rows_text([s.to_json() for s in suspects], "csv"),
+        exports = [ExportFile("suspects.csv", "text/csv", rows_text([s.to_flat_json() for s in suspects], "csv"),
                               "failing entries, one row each (export suspects)"),
                    ExportFile("suspects.json", "application/json",
                               rows_text([s.to_json() for s in suspects], "json"),

@@ -22,6 +22,12 @@ class MsprobePairing:
     def __init__(self, target: FrameworkRun, golden: FrameworkRun, names: dict[str, str]):
         self.target, self.golden, self.names = target, golden, names
 
+    @classmethod
+    def of(cls, target: FrameworkRun, golden: FrameworkRun, pairing) -> "MsprobePairing":
+        """From ``analysis.framework_pairing.Pairing`` (its ``pairs``: target row, golden row or
+        None), the rows msprobe's rules joined."""
+        return cls(target, golden, {p.target.name: p.golden.name for p in pairing.pairs if p.golden is not None})
+
     def golden_for(self, tensor: FrameworkTensor) -> FrameworkTensor | None:
         name = self.names.get(tensor.compare_name)
         if name is None:
