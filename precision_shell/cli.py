@@ -92,9 +92,18 @@ def _read_mapping(path: str | None) -> tuple[dict[str, str] | None, list[str]]:
 
 
 def _open_session(opts: argparse.Namespace):
-    """A framework session when PATH is an msprobe dump, else the graph-mode workspace."""
+    """A framework session when PATH is an msprobe dump, a MindSpore graph-mode session when it
+    is MindSpore's own dump, else the graph-mode workspace."""
+    from precision_shell.formats.mindspore_graph.layout import is_mindspore_graph_dump
     from precision_shell.formats.msprobe_layout import is_msprobe_dump
 
+    if is_mindspore_graph_dump(opts.path):
+        from precision_shell.model.mindspore_graph_session import MindsporeGraphSession
+
+        unused = [f"--{k}" for k in ("npu", "graph", "overflow", "fusion", "mapping") if getattr(opts, k)]
+        if unused:
+            raise UsageError(f"{', '.join(unused)}: not used with a MindSpore graph-mode dump")
+        return MindsporeGraphSession.open(opts.path, golden=opts.golden, output=opts.output)
     if is_msprobe_dump(opts.path):
         from precision_shell.model.framework_session import FrameworkSession
 

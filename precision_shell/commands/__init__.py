@@ -10,6 +10,7 @@ from precision_shell.commands import (  # noqa: F401  (importing registers the c
 from precision_shell.commands import report_cmd  # noqa: F401  (report: one HTML file of the session)
 # framework variants of the commands above (msprobe dumps); after them: they extend them
 from precision_shell.commands import framework_analysis, framework_exports, framework_inspect  # noqa: F401
+from precision_shell.commands import mindspore_graph_cmd  # noqa: F401  (MindSpore graph-mode dumps)
 from precision_shell.commands.registry import REGISTRY
 
 __all__ = ["REGISTRY"]
