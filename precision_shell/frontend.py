@@ -18,6 +18,7 @@ from typing import Any, Callable, TextIO
 
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands import REGISTRY
+from precision_shell.report import command as _report_command  # noqa: F401  (registers `report`)
 from precision_shell.commands.runner import (Outcome, SourceRequest, Statement, execute,
                                              split_statements)
 from precision_shell.errors import FormatError, PshellError, UsageError

@@ -7,7 +7,6 @@ from precision_shell.commands import (  # noqa: F401  (importing registers the c
     basic, compare_cmd, config_cmd, decode, eval_cmd, export, fusion_cmd, info, inspect_cmd, overflow_cmd, plot_cmd, replay_cmd,
     stepping, tensor_cmd,
 )
-from precision_shell.commands import report_cmd  # noqa: F401  (report: one HTML file of the session)
 # framework variants of the commands above (msprobe dumps); after them: they extend them
 from precision_shell.commands import framework_analysis, framework_exports, framework_inspect  # noqa: F401
 from precision_shell.commands import mindspore_graph_cmd  # noqa: F401  (MindSpore graph-mode dumps)

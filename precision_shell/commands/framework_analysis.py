@@ -9,11 +9,9 @@ graph; ``ac`` scans for NaN/Inf. The work is in ``analysis/framework_*``.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from precision_shell.commands.framework_compare_run import FrameworkCompare, run_compare
 from precision_shell.commands.framework_inspect import FRAMEWORK, variant
 from precision_shell.commands.framework_sets import SET_ARGS, compare_table, suspects_table, wants_sets
 from precision_shell.commands.inspect_cmd import check_limit
@@ -22,73 +20,9 @@ from precision_shell.commands.finding_list import arrange, follow, list_args
 from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import PANELS
 from precision_shell.errors import CommandError, UsageError
-from precision_shell.gc_pause import gc_paused
 from precision_shell.formats.msprobe_layout import parse_entry_name
 
-if TYPE_CHECKING:      # numpy: imported by the first compare, not at start-up
-    from precision_shell.analysis.framework_compare import RowResult
-    from precision_shell.analysis.framework_pairing import Pairing
-
 COMPARE_CURSOR, OVERFLOW_CURSOR = "framework compare", "framework overflow"
-
-
-@dataclass
-class FrameworkCompare:
-    mode: str                     # tensor | statistics | md5
-    pairing: Pairing
-    rows: list[RowResult]
-    csv_path: Path
-    seconds: float
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def compared(self) -> int:
-        from precision_shell.analysis.framework_compare import UNSUPPORTED
-
-        if self.mode == "tensor":
-            return sum(1 for r in self.rows
-                       if r.metrics is not None and any(c != UNSUPPORTED for c in r.metrics.cells()))
-        if self.mode == "statistics":
-            return sum(1 for r in self.rows if r.stats is not None)
-        return sum(1 for r in self.rows if r.pair.golden is not None)
-
-
-def compare_mode(session, target=None) -> str:
-    """tensor when both sides dumped tensors, md5 when both dumped CRCs, else statistics."""
-    target = target or session.selected
-    tasks = {target.task, session.require_golden(target).task}
-    return tasks.pop() if len(tasks) == 1 and tasks <= {"tensor", "md5"} else "statistics"
-
-
-def run_compare(session, target=None) -> FrameworkCompare:
-    """``vc`` of the selection, or of another target rank (``--ranks``: then the session's
-    ``compare`` result, which ``vcs``/``next``/``export`` read, is left as it was)."""
-    from precision_shell.analysis.framework_compare import compare_pairs
-    from precision_shell.analysis.framework_csv import iter_table_rows, write_compare_csv
-    from precision_shell.analysis.framework_pairing import pair_dumps
-
-    selected = target is None or target is session.selected
-    target = target or session.selected
-    mode = compare_mode(session, target)
-    started = time.perf_counter()
-    rows: list[RowResult] = []
-    with gc_paused():     # ~10 objects per row, no cycles: collector passes would find nothing
-        pairing = pair_dumps(target, session.require_golden(target), fuzzy=session.fuzzy,
-                             mapping=session.mapping)
-        with session.progress("comparing", len(pairing.pairs)) as bar:
-            for result in compare_pairs(pairing, mode):
-                rows.append(result)
-                bar.advance()
-        loc = target.location
-        steps = session.target.steps
-        name = f"compare_result_{'' if len(steps) < 2 else f'step{loc.step}_'}{loc.rank}.csv"
-        path = session.output_path(None, name)
-        write_compare_csv(path, iter_table_rows(rows, mode, target.stack), mode)
-    problems = [e for r in rows for e in r.errors]
-    found = FrameworkCompare(mode, pairing, rows, path, time.perf_counter() - started, problems)
-    if selected:
-        session.results["compare"] = found
-    return found
 
 
 def _count(n: int, what: str) -> str:

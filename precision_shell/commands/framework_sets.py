@@ -12,6 +12,7 @@ compared (no golden rank) is one warning and the others go on.
 
 from __future__ import annotations
 
+from precision_shell.commands.framework_compare_run import run_compare
 from precision_shell.commands.multi_set import RankLine, merge_csvs, sets_table
 from precision_shell.commands.registry import arg
 from precision_shell.commands.results import Message, Table
@@ -76,8 +77,6 @@ def _where(rank) -> str:
 
 def compare_ranks(session, ranks: list) -> tuple[list, str, list[str]]:
     """``vc`` of each folder: [(rank dump, FrameworkCompare)], the merged CSV, warnings."""
-    from precision_shell.commands.framework_analysis import run_compare
-
     done, warnings = [], []
     with session.progress("comparing dump folders", len(ranks)) as bar:
         for rank in ranks:

@@ -73,6 +73,41 @@ def select_sets(session: Session, ranks: str | None, steps: str | None) -> Selec
     return Selection(chosen, missing)
 
 
+def selection_of(session: Session, args) -> Selection | None:
+    """The --ranks/--steps selection, or None for the active set alone."""
+    if getattr(args, "ranks", None) is None and getattr(args, "steps", None) is None:
+        return None
+    if getattr(args, "npu", None) or getattr(args, "against", None) or getattr(args, "golden", None) \
+            or getattr(args, "file", None):
+        raise UsageError("--ranks/--steps compare the workspace's dump tree with its golden run: "
+                         "not with --npu, --golden, --against or -f")
+    return select_sets(session, args.ranks, args.steps)
+
+
+def compare_sets_table(session: Session, args):
+    """``vc --ranks/--steps``: each set compared, one line each and the merged CSV."""
+    from precision_shell.analysis.root_cause import Criteria
+
+    return _sets_table(session, args, Criteria(session.settings.threshold))
+
+
+def vcs_sets_table(session: Session, args):
+    """``vcs --ranks/--steps``: per set the first divergence, roots and failing ops."""
+    from precision_shell.commands.compare_run import criteria_of
+
+    criteria = criteria_of(session, args)
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("-l must be 0 (all) or a positive number")
+    if getattr(args, "plot", None) is not None:
+        raise UsageError("vcs --plot draws one dump set: drop --ranks/--steps (see `use`)")
+    return _sets_table(session, args, criteria)
+
+
+def _sets_table(session: Session, args, criteria):
+    done, merged, warnings = compare_sets(session, selection_of(session, args), getattr(args, "jobs", None))
+    return rank_table(session, done, criteria, merged, warnings)
+
+
 def session_executor(session: Session):
     from precision_shell.analysis.executors import executor_for
 
