@@ -21,7 +21,7 @@ from ..formats.msprobe_dump import MsprobeDump, RankDump
 from ..gc_pause import gc_paused
 from ..model.output_guard import TREE, InputPlace
 from .framework_session import FrameworkPlace, FrameworkSession
-from .mindspore_graph_run import MsRankDump, MsRun, rank_dump_of
+from .runs.mindspore_graph import MsRankDump, MsRun, rank_dump_of
 
 __all__ = ["MindsporeGraphSession", "read_mindspore_graph_dump"]
 

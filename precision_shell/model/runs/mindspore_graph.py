@@ -23,14 +23,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..errors import FormatError
-from ..formats.golden_npy import read_npy_header
-from ..formats.mindspore_graph.anf_graph import AnfGraph, source_line
-from ..formats.mindspore_graph.dump import IterationDump, Kernel, ParameterFile
-from ..formats.mindspore_graph.names import KernelFile, numpy_dtype_name
-from ..formats.msprobe_dump import Entry, Leaf, RankDump
-from ..formats.msprobe_layout import RankDir
-from .framework_run import Edge, FrameworkRun
+from ...errors import FormatError
+from ...formats.golden_npy import read_npy_header
+from ...formats.mindspore_graph.anf_graph import AnfGraph, source_line
+from ...formats.mindspore_graph.dump import IterationDump, Kernel, ParameterFile
+from ...formats.mindspore_graph.names import KernelFile, numpy_dtype_name
+from ...formats.msprobe_dump import Entry, Leaf, RankDump
+from ...formats.msprobe_layout import RankDir
+from ..framework_run import Edge, FrameworkRun
 
 __all__ = ["MsRankDump", "MsRun", "PARAMETER_PREFIX", "rank_dump_of"]
 
@@ -97,7 +97,7 @@ def _source_shape(graph: AnfGraph, source) -> tuple[int, ...] | None:
 
 
 def _cann_leaves(f: KernelFile, path: str, warnings: list[str]) -> list[Leaf]:
-    from ..formats.dump_file import read_dump_header
+    from ...formats.dump_file import read_dump_header
 
     try:
         header = read_dump_header(path)
