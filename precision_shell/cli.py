@@ -97,13 +97,17 @@ def _open_session(opts: argparse.Namespace):
     from precision_shell.formats.mindspore_graph.layout import is_mindspore_graph_dump
     from precision_shell.formats.msprobe_layout import is_msprobe_dump
 
-    if is_mindspore_graph_dump(opts.path):
+    # `pshell --npu ITERATION --golden ITERATION` as a GE user would try it: the same session
+    ms_target = opts.path if is_mindspore_graph_dump(opts.path) else (
+        opts.npu if opts.path is None and is_mindspore_graph_dump(opts.npu) else None)
+    if ms_target is not None:
         from precision_shell.model.mindspore_graph_session import MindsporeGraphSession
 
-        unused = [f"--{k}" for k in ("npu", "graph", "overflow", "fusion", "mapping") if getattr(opts, k)]
+        unused = [f"--{k}" for k in ("npu", "graph", "overflow", "fusion", "mapping")
+                  if getattr(opts, k) and getattr(opts, k) != ms_target]
         if unused:
             raise UsageError(f"{', '.join(unused)}: not used with a MindSpore graph-mode dump")
-        return MindsporeGraphSession.open(opts.path, golden=opts.golden, output=opts.output)
+        return MindsporeGraphSession.open(ms_target, golden=opts.golden, output=opts.output)
     if is_msprobe_dump(opts.path):
         from precision_shell.model.framework_session import FrameworkSession
 

@@ -32,7 +32,7 @@ from ...formats.msprobe_dump import Entry, Leaf, RankDump
 from ...formats.msprobe_layout import RankDir
 from ..framework_run import Edge, FrameworkRun
 
-__all__ = ["MsRankDump", "MsRun", "PARAMETER_PREFIX", "rank_dump_of"]
+__all__ = ["MsPairing", "MsRankDump", "MsRun", "PARAMETER_PREFIX", "rank_dump_of"]
 
 PARAMETER_PREFIX = "Parameter/"
 _TENSOR_TYPE = "mindspore.Tensor"
@@ -154,6 +154,22 @@ class MsRun(FrameworkRun):
 
     rank: MsRankDump
 
+    @property
+    def kind(self) -> str:
+        return "mindspore-graph"
+
+    @property
+    def extras(self) -> dict:
+        """``modules`` (cell scopes), ``stack`` (source frames per kernel), ``source_lines``
+        (the user's line per kernel), ``renumbered`` (kernels whose files carry another -opN)."""
+        found = super().extras
+        if self.rank.stack:
+            found["source_lines"] = self.rank.sources
+        dump = self.rank.dump
+        if dump is not None and any(k.matched == "renumbered" for k in dump.kernels):
+            found["renumbered"] = {k.full_name: k.file_name for k in dump.kernels if k.matched == "renumbered"}
+        return found
+
     def _has_sidecar(self) -> bool:
         return False
 
@@ -195,3 +211,17 @@ class MsRun(FrameworkRun):
 
     def source_line(self, op: str) -> str | None:
         return source_line(list(self.rank.stack.get(self.op(op).name, ())))
+
+
+class MsPairing:
+    """``golden_for``: the golden tensor of the same (full name, input|output, slot), the
+    renumbered files having been given their graph names by the reader."""
+
+    def __init__(self, target: MsRun, golden: MsRun):
+        self.target, self.golden = target, golden
+
+    def golden_for(self, tensor) -> object | None:
+        try:
+            return self.golden.tensor(tensor.name)
+        except Exception:        # CommandError: a kernel or slot the golden does not have
+            return None
