@@ -106,10 +106,15 @@ class MindsporeGraphSession(FrameworkSession):
         return ranks[0] if len(ranks) == 1 and len(self.target.ranks) == 1 else None
 
     def run_of(self, rank: RankDump) -> MsRun:
+        """The run of an iteration, built on first use; what building its tensors found (a file
+        header that could not be read) is shown after the command, once."""
         with self._runs_lock:
             if id(rank) not in self._runs:
+                known = len(rank.warnings)
                 with gc_paused(freeze=True):
                     self._runs[id(rank)] = MsRun(rank)
+                side = "golden: " if self.golden_dump is not None and any(r is rank for r in self.golden_dump.ranks) else ""
+                self.load_warnings += [side + w for w in rank.warnings[known:]]
             return self._runs[id(rank)]
 
     def use(self, step=None, rank=None):

@@ -168,25 +168,39 @@ def read_iteration(it: MsIteration, cache: GraphCache | None = None) -> Iteratio
         else:
             left.setdefault(op_type, []).append(key)
     unmatched: list[Kernel] = []
+    free_by_type: dict[str, list[str]] = {}
+    if left:
+        for name in names:      # in execution order
+            if name not in taken and _type_of(name) in left:
+                free_by_type.setdefault(_type_of(name), []).append(name)
     for op_type, keys in left.items():
-        # the same scope first (``..._Block_Cast-op0`` -> ``.../Block/Cast-op2``), then any of the type
         kernels_left = [Kernel(key[1], op_type, -1, first_ts[key], sorted(groups[key], key=_slot_key))
                         for key in keys]
-        for same_scope in (True, False):
-            free = [n for n in names if n not in taken and _type_of(n) == op_type]
-            for kernel in kernels_left:
-                if kernel.matched == "renumbered":
-                    continue
-                fits = [n for n in free if not same_scope or _scope(mangled(n)) == _scope(kernel.full_name)]
-                if fits:
-                    name = fits[0]
-                    free.remove(name)
-                    kernel.full_name, kernel.order, kernel.matched = name, position[name], "renumbered"
-                    taken[name] = kernel
+        free = free_by_type.get(op_type, [])
+        # the same scope first (``..._Block_Cast-op0`` -> ``.../Block/Cast-op2``), then any of the type
+        by_scope: dict[str, list[str]] = {}
+        for name in reversed(free):
+            by_scope.setdefault(_scope(mangled(name)), []).append(name)    # pop() gives the earliest
+        used: set[str] = set()
+
+        def give(kernel: Kernel, name: str) -> None:
+            used.add(name)
+            kernel.full_name, kernel.order, kernel.matched = name, position[name], "renumbered"
+            taken[name] = kernel
+
+        for kernel in kernels_left:
+            same = by_scope.get(_scope(kernel.full_name))
+            if same:
+                give(kernel, same.pop())
+        rest = iter([n for n in free if n not in used])
         for kernel in kernels_left:
             if kernel.matched != "renumbered":
-                kernel.matched = "none"
-                unmatched.append(kernel)
+                name = next(rest, None)
+                if name is not None:
+                    give(kernel, name)
+                else:
+                    kernel.matched = "none"
+                    unmatched.append(kernel)
     kernels = sorted(taken.values(), key=lambda k: (k.order, k.timestamp))
     if unmatched:
         shown = ", ".join(k.file_name for k in unmatched[:_SHOWN])

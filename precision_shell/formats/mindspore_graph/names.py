@@ -14,20 +14,19 @@ parses. Weights and graph inputs are ``Parameter.{name, . -> _}.0.0.{ts}.output.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 from ..msprobe_layout import normalize_dtype
 
 __all__ = ["KernelFile", "mangled", "numpy_dtype_name", "parse_file_name", "PARAMETER"]
 
 PARAMETER = "Parameter"
-_NUMBER = re.compile(r"\d+\Z")
-_OP_TYPE = re.compile(r"[A-Za-z_][\w]*\Z")
+_OP_TYPE = re.compile(r"[A-Za-z_]\w*\Z", re.ASCII)
 
 
-@dataclass(frozen=True, slots=True)
-class KernelFile:
-    """One dump file, as its name describes it."""
+class KernelFile(NamedTuple):
+    """One dump file, as its name describes it (a tuple: a 50k-kernel iteration has 150k)."""
     name: str            # the file name
     op_type: str         # MatMul, Cast, ..., or Parameter
     op_name: str         # full name with / -> _ (a parameter: its name with . -> _)
@@ -46,24 +45,32 @@ class KernelFile:
 
 def parse_file_name(name: str) -> KernelFile | None:
     """The fields of a kernel or parameter file name; None when it is neither."""
-    parts = name.split(".")
     if name.endswith(".npy"):
         # type . op_name... . task . stream . ts . io . slot . format . dtype . npy
-        if len(parts) < 10:
+        parts = name.rsplit(".", 8)
+        if len(parts) < 9:
             return None
-        task, stream, ts, io, slot, fmt, dtype = parts[-8:-1]
-        if io not in ("input", "output") or not all(_NUMBER.match(p) for p in (task, stream, ts, slot)):
+        head, task, stream, ts, io, slot, fmt, dtype, _ = parts
+        if (io != "input" and io != "output") or not (task.isdecimal() and stream.isdecimal() and ts.isdecimal()
+                                                         and slot.isdecimal()):
             return None
-        op_name, io_, slot_ = ".".join(parts[1:-8]), io, int(slot)
-    else:
-        # a CANN binary dump: type . op_name... . task . stream . ts
-        if len(parts) < 5 or not all(_NUMBER.match(p) for p in parts[-3:]):
+        op_type, _, op_name = head.partition(".")
+        if not op_name or not _is_type(op_type):
             return None
-        task, stream, ts = parts[-3:]
-        op_name, io_, slot_, fmt, dtype = ".".join(parts[1:-3]), None, None, None, None
-    if not _OP_TYPE.match(parts[0]) or not op_name:
+        return KernelFile(name, op_type, op_name, int(task), int(stream), int(ts), io, int(slot), fmt, dtype)
+    # a CANN binary dump: type . op_name... . task . stream . ts
+    parts = name.rsplit(".", 3)
+    if len(parts) < 4 or not all(p.isdecimal() for p in parts[1:]):
         return None
-    return KernelFile(name, parts[0], op_name, int(task), int(stream), int(ts), io_, slot_, fmt, dtype)
+    op_type, _, op_name = parts[0].partition(".")
+    if not op_name or not _is_type(op_type):
+        return None
+    return KernelFile(name, op_type, op_name, int(parts[1]), int(parts[2]), int(parts[3]), None, None, None, None)
+
+
+@lru_cache(maxsize=4096)
+def _is_type(op_type: str) -> bool:
+    return _OP_TYPE.match(op_type) is not None
 
 
 def mangled(full_name: str) -> str:

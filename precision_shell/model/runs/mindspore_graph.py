@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import partial
 
 from ...errors import FormatError
 from ...formats.golden_npy import read_npy_header
@@ -63,7 +64,7 @@ def _kernel_leaves(k: Kernel, graph: AnfGraph | None, folder: str, warnings: lis
     inputs = graph.data_inputs(k.full_name) if node is not None else []
     leaves: list[Leaf] = []
     for f in k.files:
-        path = os.path.join(folder, f.name)
+        path = f"{folder}{os.sep}{f.name}"
         if not f.is_npy:       # a CANN binary dump: one file, its tensors in its header
             leaves.extend(_cann_leaves(f, path, warnings))
             continue
@@ -112,41 +113,64 @@ def _cann_leaves(f: KernelFile, path: str, warnings: list[str]) -> list[Leaf]:
     return leaves
 
 
-def _scopes(full_name: str) -> list[str]:
-    """Enclosing cell scopes of a full name, outermost first."""
-    parts = full_name.split("/")[:-1]
-    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+class MsEntry(Entry):
+    """An entry whose leaves are made when first read: opening a 50k-kernel iteration lists and
+    names its files, the leaves (graph lookups, Leaf objects) wait for the run model."""
+    __slots__ = ("_make", "_files")
+
+    def __init__(self, name: str, kind: str, scope: str, prefix: str, op: str, make, files: int):
+        super().__init__(name, kind, scope, prefix, op, None)
+        self._leaves, self._make, self._files = None, make, files
+
+    @property
+    def leaves(self) -> list[Leaf]:
+        if self._leaves is None:
+            self._leaves, self._make = self._make(), None
+        return self._leaves
+
+    @property
+    def tensor_count(self) -> int:
+        return self._files if self._leaves is None else super().tensor_count
+
+    @property
+    def file_count(self) -> int:
+        return self._files if self._leaves is None else super().file_count
 
 
 def rank_dump_of(dump: IterationDump) -> MsRankDump:
-    """One iteration folder as the rank-dump structure of framework sessions."""
+    """One iteration folder as the rank-dump structure of framework sessions (leaves made later)."""
     it = dump.iteration
+    folder = it.path
     warnings = list(dump.warnings)
-    rank = MsRankDump(RankDir(it.path, it.iteration, it.rank.name, it.rank.rank_id), framework="mindspore",
+    rank = MsRankDump(RankDir(folder, it.iteration, it.rank.name, it.rank.rank_id), framework="mindspore",
                       task="tensor", level="kernel", warnings=warnings, dump=dump)
     graph = dump.graph
+    construct = rank.construct
     for k in dump.kernels:
-        leaves = _kernel_leaves(k, graph, it.path, warnings)
-        rank.entries.append(Entry(k.full_name, k.kind, "kernel", "Kernel", k.op_type, None, leaves))
-        frames = graph.source(k.full_name) if graph is not None else []
-        if frames:
-            rank.stack[k.full_name] = tuple(frames)
-        scopes = _scopes(k.full_name)
-        for child, parent in zip([*scopes[1:], k.full_name], scopes):
-            rank.construct.setdefault(child, parent)
+        rank.entries.append(MsEntry(k.full_name, k.kind, "kernel", "Kernel", k.op_type,
+                                    partial(_kernel_leaves, k, graph, folder, warnings), len(k.files)))
+        if graph is not None:
+            node = graph.by_full_name.get(k.full_name)
+            frames = graph.source(k.full_name) if node is not None else []
+            if frames:
+                rank.stack[k.full_name] = tuple(frames)
+        child, _, scope = k.full_name, None, k.full_name.rpartition("/")[0]
+        while scope and child not in construct:
+            construct[child] = scope
+            child, scope = scope, scope.rpartition("/")[0]
     for p in dump.parameters:
-        rank.entries.append(_parameter_entry(p, graph, it.path, warnings))
+        rank.entries.append(MsEntry(PARAMETER_PREFIX + p.name, "parameter", "parameter", "Graph", "Parameter",
+                                    partial(_parameter_leaves, p, graph, folder, warnings), 1))
     return rank
 
 
-def _parameter_entry(p: ParameterFile, graph: AnfGraph | None, folder: str, warnings: list[str]) -> Entry:
+def _parameter_leaves(p: ParameterFile, graph: AnfGraph | None, folder: str, warnings: list[str]) -> list[Leaf]:
     f = p.file
     shape = graph.parameters.get(p.name, (None, None))[1] if graph is not None else None
     if shape is None:
         shape = _shape_of_file(f, folder, warnings)
-    leaves = [] if shape is None else [Leaf("output.0", _TENSOR_TYPE, numpy_dtype_name(f.dtype), f.dtype,
-                                            tuple(shape), file=os.path.join(folder, f.name))]
-    return Entry(PARAMETER_PREFIX + p.name, "parameter", "parameter", "Graph", "Parameter", None, leaves)
+    return [] if shape is None else [Leaf("output.0", _TENSOR_TYPE, numpy_dtype_name(f.dtype), f.dtype,
+                                          tuple(shape), file=f"{folder}{os.sep}{f.name}")]
 
 
 class MsRun(FrameworkRun):
