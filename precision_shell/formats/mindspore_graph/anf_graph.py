@@ -70,14 +70,16 @@ class AnfGraph:
     parameters: dict[str, tuple[str | None, tuple[int, ...] | None]] = field(default_factory=dict)
     consts: dict[str, Const] = field(default_factory=dict)
     sources: dict[str, list[str]] = field(default_factory=dict)   # full name -> frames, outermost first
+    _inputs: dict[str, list[AnfInput]] = field(default_factory=dict, repr=False)
 
     def data_inputs(self, full_name: str) -> list[AnfInput]:
-        """A kernel's data inputs in file-slot order (monads dropped)."""
-        node = self.by_full_name.get(full_name)
-        if node is None:
-            return []
-        found = [self._resolve(name, 0) for name in node.inputs]
-        return [i for i in found if i.kind != "monad"]
+        """A kernel's data inputs in file-slot order (monads dropped); worked out once."""
+        found = self._inputs.get(full_name)
+        if found is None:
+            node = self.by_full_name.get(full_name)
+            resolved = [self._resolve(name, 0) for name in node.inputs] if node is not None else []
+            found = self._inputs[full_name] = [i for i in resolved if i.kind != "monad"]
+        return found
 
     def _resolve(self, name: str, depth: int) -> AnfInput:
         if name in self.parameters:
