@@ -142,3 +142,30 @@ def test_the_sample_is_untouched_by_a_session(capsys, tmp_path):
     pshell(capsys, tmp_path, SAMPLE / "target_fp16", SAMPLE / "golden_fp32", "vc", "vcs", "export vcs")
     assert {p: p.stat().st_mtime_ns for p in SAMPLE.rglob("*") if p.is_file()} == before
     assert np.load(next((SAMPLE / "target_fp16/rank_0/Block/0/0").glob("Softmax.*output.0*"))).dtype == np.float16
+
+
+def test_cann_binary_kernel_dumps_in_the_same_folders_are_read(capsys, tmp_path):
+    """On Ascend without ``file_format: npy`` a kernel is one CANN binary dump holding all its
+    tensors: the Softmax's three .npy files rewritten as one such file give the same verdict."""
+    from precision_shell.formats.dtypes import DT_FLOAT16, DT_INT64, FORMAT_ND
+    from precision_shell.formats.dump_file import DumpTensor, write_dump
+
+    target = copy(tmp_path, "target_fp16")
+    folder = target / "rank_0" / "Block" / "0" / "0"
+    files = sorted(folder.glob("Softmax.*.npy"))
+    arrays = {p.name.split(".")[5] + "." + p.name.split(".")[6]: np.load(p) for p in files}
+    head = files[0].name.split(".")
+    for p in files:
+        p.unlink()
+    write_dump(folder / ".".join(head[:5]), SOFTMAX,
+               [DumpTensor(arrays["input.0"], DT_FLOAT16, FORMAT_ND), DumpTensor(arrays["input.1"], DT_INT64, FORMAT_ND)],
+               [DumpTensor(arrays["output.0"], DT_FLOAT16, FORMAT_ND)])
+    rc, out, err = pshell(capsys, tmp_path, target, SAMPLE / "golden_fp32", "vcs -l 0", "pt Softmax-op0:0",
+                          "ni Softmax-op0")
+    assert rc == 0, err
+    vcs, pt, ni = json_docs(out)
+    first = next(r for r in vcs if r["first"])
+    assert first["op"] == SOFTMAX
+    assert abs(first["cosine"] - TRUTH["precision"]["cosines"][f"{SOFTMAX}:output.0"]) < 1e-6
+    assert pt["stats"]["max"] == float(arrays["output.0"].max())
+    assert [s["value"] for s in ni["scalar_inputs"]] == [[-1]]       # the axis: still a graph constant

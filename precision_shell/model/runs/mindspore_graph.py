@@ -27,6 +27,7 @@ from functools import partial
 from ...errors import FormatError
 from ...formats.golden_npy import read_npy_header
 from ...formats.mindspore_graph.anf_graph import AnfGraph, source_line
+from ...formats.mindspore_graph.cann import cann_tensors
 from ...formats.mindspore_graph.dump import IterationDump, Kernel, ParameterFile
 from ...formats.mindspore_graph.names import KernelFile, numpy_dtype_name
 from ...formats.msprobe_dump import Entry, Leaf, RankDump
@@ -65,27 +66,30 @@ def _kernel_leaves(k: Kernel, graph: AnfGraph | None, folder: str, warnings: lis
     leaves: list[Leaf] = []
     for f in k.files:
         path = f"{folder}{os.sep}{f.name}"
-        if not f.is_npy:       # a CANN binary dump: one file, its tensors in its header
-            leaves.extend(_cann_leaves(f, path, warnings))
-            continue
-        leaf_path = f"{f.io}.{f.slot}"
-        source = inputs[f.slot] if f.io == "input" and f.slot < len(inputs) else None
-        const = graph.consts.get(source.ref) if source is not None and source.kind == "const" else None
-        if const is not None and const.kind == "scalar":
-            value = const.value
-            leaves.append(Leaf(leaf_path, _PY_TYPES.get(type(value), "scalar"), value=value,
-                               dtype_raw=f.dtype, file=path))
-            continue
-        shape = None
-        if f.io == "output" and node is not None and f.slot == 0:
-            shape = node.shape
-        elif source is not None:
-            shape = _source_shape(graph, source)
-        if shape is None:
-            shape = _shape_of_file(f, folder, warnings)
-            if shape is None:
+        if f.is_npy:      # io, slot and dtype from the name; the shape from the graph (else the header)
+            tensors = [(f.io, f.slot, numpy_dtype_name(f.dtype), f.dtype, None)]
+        else:             # a CANN binary dump: one file, its tensors (and shapes) in its header
+            try:
+                tensors = cann_tensors(path)
+            except FormatError as exc:
+                warnings.append(str(exc))
                 continue
-        leaves.append(Leaf(leaf_path, _TENSOR_TYPE, numpy_dtype_name(f.dtype), f.dtype, tuple(shape), file=path))
+        for io, slot, dtype, raw, shape in tensors:
+            source = inputs[slot] if io == "input" and slot < len(inputs) else None
+            const = graph.consts.get(source.ref) if source is not None and source.kind == "const" else None
+            if const is not None and const.kind == "scalar":     # an attribute dumped as an input
+                leaves.append(Leaf(f"{io}.{slot}", _PY_TYPES.get(type(const.value), "scalar"), value=const.value,
+                                   dtype_raw=raw, file=path))
+                continue
+            if shape is None and io == "output" and node is not None and slot == 0:
+                shape = node.shape
+            elif shape is None and source is not None:
+                shape = _source_shape(graph, source)
+            if shape is None:
+                shape = _shape_of_file(f, folder, warnings)
+                if shape is None:
+                    continue
+            leaves.append(Leaf(f"{io}.{slot}", _TENSOR_TYPE, dtype, raw, tuple(shape), file=path))
     return leaves
 
 
@@ -95,22 +99,6 @@ def _source_shape(graph: AnfGraph, source) -> tuple[int, ...] | None:
     if source.kind == "node" and source.slot == 0:
         return graph.nodes[source.ref].shape
     return None
-
-
-def _cann_leaves(f: KernelFile, path: str, warnings: list[str]) -> list[Leaf]:
-    from ...formats.dump_file import read_dump_header
-
-    try:
-        header = read_dump_header(path)
-    except FormatError as exc:
-        warnings.append(str(exc))
-        return []
-    leaves = []
-    for io, entries in (("input", header.inputs), ("output", header.outputs)):
-        for i, entry in enumerate(entries):
-            leaves.append(Leaf(f"{io}.{i}", _TENSOR_TYPE, entry.dtype_name.lower(), entry.dtype_name,
-                               tuple(entry.shape), data_name=f"{f.name}#{io}.{i}", file=path))
-    return leaves
 
 
 class MsEntry(Entry):
