@@ -202,3 +202,11 @@ def test_a_mindspore_pb_given_as_a_ge_graph_is_one_line_never_a_graph_of_0_ops(c
     lines = [line for line in err.splitlines() if "ms_output_trace_code_graph_0.pb" in line]
     assert len(lines) == 1 and "not a GE ModelDef" in lines[0]
     assert not re.search(r"\b0 ops of 0 types", out)
+
+
+def test_export_keep_fp32_names_the_root_kernels_types(capsys, tmp_path):
+    rc, out, err = run(capsys, tmp_path, "target_fp16", "golden_fp32", "vcs", "export suspects --format keep-fp32")
+    assert rc == 0, err
+    _, doc = json_docs(out)
+    types = {name.rsplit("/", 1)[-1].split("-op")[0] for name in TRUTH["precision"]["roots"]}
+    assert Path(doc["file"]).read_text().split() == [f"ops.{t}" for t in sorted(types)] == ["ops.Softmax"]

@@ -21,7 +21,7 @@ from ..formats.msprobe_dump import MsprobeDump, RankDump
 from ..gc_pause import gc_paused
 from ..model.output_guard import TREE, InputPlace
 from .framework_session import FrameworkPlace, FrameworkSession
-from .runs.mindspore_graph import MsRankDump, MsRun, rank_dump_of
+from .runs.mindspore_graph import MsRun, rank_dump_of
 
 __all__ = ["MindsporeGraphSession", "read_mindspore_graph_dump"]
 
@@ -131,6 +131,7 @@ class MindsporeGraphSession(FrameworkSession):
                        for r in self.golden_dump.ranks]
         return places + self.extra_inputs
 
-    @property
-    def selected_dump(self) -> MsRankDump:
-        return self.selected
+    def keep_fp32_name(self, op: str) -> str:
+        """A root kernel as MindSpore's mixed-precision lists take it (``amp.custom_mixed_precision``
+        black_list, ``ops.Softmax``): its kernel type."""
+        return f"ops.{self.run.op(op).entry.op}"
