@@ -210,3 +210,16 @@ def test_export_keep_fp32_names_the_root_kernels_types(capsys, tmp_path):
     _, doc = json_docs(out)
     types = {name.rsplit("/", 1)[-1].split("-op")[0] for name in TRUTH["precision"]["roots"]}
     assert Path(doc["file"]).read_text().split() == [f"ops.{t}" for t in sorted(types)] == ["ops.Softmax"]
+
+
+def test_vcs_over_every_iteration_matches_each_iterations_truth(capsys, tmp_path):
+    rc, out, err = run(capsys, tmp_path, "target_fp16", "golden_fp32", "vcs --steps all")
+    assert rc == 0, err
+    (rows,) = json_docs(out)
+    by_step = {r["step"]: r for r in rows}
+    assert sorted(by_step) == sorted(int(i) for i in MANIFEST["iterations"])
+    for step, row in by_step.items():
+        truth = MANIFEST["iterations"][str(step)]["precision"]
+        assert row["first_divergence"] == truth["first_root"]
+        roots = row["roots"] if isinstance(row["roots"], int) else len(row["roots"])
+        assert (roots, row["failing_ops"]) == (len(truth["roots"]), len(truth["roots"]) + len(truth["propagated"]))
