@@ -26,7 +26,6 @@ __all__ = ["MsIteration", "MsRank", "find_iterations", "is_mindspore_graph_dump"
 _RANK = re.compile(r"rank_(\d+)\Z")
 _NUMBER = re.compile(r"\d+\Z")
 _SPECIAL = {".dump_metadata", "graphs", "execution_order"}
-_MAX_ENTRIES = 100_000
 
 
 @dataclass
@@ -95,10 +94,6 @@ def is_mindspore_graph_dump(path: str | os.PathLike | None) -> bool:
 
 def _ranks_under(path: str) -> list[str]:
     return [os.path.join(path, n) for n in _dirs(path) if _looks_like_rank(os.path.join(path, n))]
-
-
-def is_dump_root(path: str | os.PathLike | None) -> bool:
-    return path is not None and os.path.isdir(path) and bool(_ranks_under(os.fspath(path)))
 
 
 def _read_metadata(rank_path: str, warnings: list[str]) -> dict:
