@@ -169,3 +169,14 @@ def test_cann_binary_kernel_dumps_in_the_same_folders_are_read(capsys, tmp_path)
     assert abs(first["cosine"] - TRUTH["precision"]["cosines"][f"{SOFTMAX}:output.0"]) < 1e-6
     assert pt["stats"]["max"] == float(arrays["output.0"].max())
     assert [s["value"] for s in ni["scalar_inputs"]] == [[-1]]       # the axis: still a graph constant
+
+
+def test_an_execution_order_naming_none_of_the_files_is_ignored_in_one_line(capsys, tmp_path):
+    target = copy(tmp_path, "overflow_fp16")
+    csv_path = target / "rank_0" / "execution_order" / "ms_execution_order_graph_0.csv"
+    csv_path.write_bytes(b'NodeExecutionOrder-FullNameWithScope\nDefault/Other-op0\n\xff\x00,"open\n')
+    rc, out, err = pshell(capsys, tmp_path, target, None, "ac -l 0")
+    said = lines_naming(err, csv_path.name)
+    assert len(said) == 1 and "names none of" in said[0]
+    (rows,) = json_docs(out)        # named from the graph, ordered by the files' timestamps
+    assert [r["op"] for r in rows if r["first"]] == [TRUTH["overflow"]["first_producer"]]

@@ -152,6 +152,12 @@ def read_iteration(it: MsIteration, cache: GraphCache | None = None) -> Iteratio
             groups.setdefault((f.op_type, f.op_name), []).append(f)
     params.sort(key=lambda p: p.file.timestamp)
 
+    on_disk = {op for _, op in groups}
+    if order is not None and groups and not any(mangled(n) in on_disk for n in order):
+        # a CSV of another graph or run (or no CSV at all, in content): worse than none
+        warnings.append(f"{it.rank.order_file(it.graph_id)}: names none of this iteration's kernel files; "
+                        f"kernels ordered by their files' timestamps")
+        order = None
     names = order if order is not None else list(graph.by_full_name) if graph is not None else []
     by_mangled: dict[str, str] = {}
     for name in names:
@@ -213,7 +219,7 @@ def read_iteration(it: MsIteration, cache: GraphCache | None = None) -> Iteratio
         k.order = i
     backward = False
     for k in kernels:
-        backward = backward or k.full_name.startswith("Gradients/")
+        backward = backward or k.full_name.startswith(("Gradients/", "Gradients_"))   # _: a file name kept
         k.kind = "backward" if backward else "forward"
     not_run = [n for n in (order or ()) if n not in taken]
     return IterationDump(it, kernels, params, graph, "execution_order" if order is not None else "timestamps",
