@@ -107,3 +107,18 @@ def test_stats_overflow_reads_max_and_min_only():
     assert Stats(8200.0, 8180.0, 8190.0, float("inf")).overflows() is False
     assert Stats(float("inf"), 1.0, None, None).overflows() is True
     assert Stats(None, None, 1.0, 2.0).overflows() is None
+
+
+def test_the_overflow_analysis_runs_on_either_adapter(ge_session):
+    """analysis/framework_overflow is written against the Run interface: on the GE adapter it
+    names the sample's designed overflow producer and its downstream (the generator's manifest),
+    judging each tensor from the dump files' values."""
+    from precision_shell.analysis.framework_overflow import scan_framework_overflow
+
+    manifest = json.loads((ROOT / "convnet" / "pshell_sample_manifest.json").read_text())["overflow"]
+    scan = scan_framework_overflow(ge_session.run)
+    assert [(f.op, f.role) for f in scan.findings] == \
+        [(manifest["op"], "producer")] + [(op, "propagated") for op in manifest["downstream_non_finite"]]
+    (bad,) = [c for c in scan.findings[0].outputs if c.bad]
+    assert (bad.pos_inf, bad.neg_inf, bad.nan) == (manifest["pos_inf"], manifest["neg_inf"], manifest["nan"])
+    assert bad.source == "values" and scan.problems == []

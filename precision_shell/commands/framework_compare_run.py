@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,16 +26,16 @@ class FrameworkCompare:
     seconds: float
     problems: list[str] = field(default_factory=list)
 
+    @cached_property
+    def coverage(self):
+        """Compared and skipped rows by reason (``analysis/framework_coverage``), counted once."""
+        from precision_shell.analysis.framework_coverage import framework_coverage
+
+        return framework_coverage(self.rows, self.mode)
+
     @property
     def compared(self) -> int:
-        from precision_shell.analysis.framework_compare import UNSUPPORTED
-
-        if self.mode == "tensor":
-            return sum(1 for r in self.rows
-                       if r.metrics is not None and any(c != UNSUPPORTED for c in r.metrics.cells()))
-        if self.mode == "statistics":
-            return sum(1 for r in self.rows if r.stats is not None)
-        return sum(1 for r in self.rows if r.pair.golden is not None)
+        return self.coverage.compared
 
 
 def compare_mode(session, target=None) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.results import Table
+from precision_shell.commands.row_schema import conform
 from precision_shell.errors import CommandError, UsageError
 from precision_shell.formats.dump_names import escape_op_name
 from precision_shell.model.findings import FindingCursor
@@ -261,7 +262,7 @@ class RankLine:
     rank: str
     step: str
     first: str | None
-    roots: int
+    roots: list[str]            # the root ops' names, in execution order
     failing: int
     compared: int
     csv: str
@@ -284,7 +285,7 @@ def rank_table(session: Session, done: list[SetResult], criteria, merged: Path,
     for item in done:
         suspects = find_suspects(item.result, criteria, session.fusion)
         first = next((s.op for s in suspects if s.first), None)
-        roots = sum(1 for s in suspects if s.role == "root")
+        roots = [s.op for s in suspects if s.role == "root"]
         lines.append(RankLine(item.dump_set.device, item.dump_set.step, first, roots, len(suspects),
                               item.result.count_done()[1], str(item.result.csv_path)))
         merged_list += [(item.dump_set, s) for s in suspects]
@@ -308,7 +309,7 @@ def sets_table(lines: list[RankLine], threshold: float, merged: Path, warnings: 
                 if line.odd:
                     odd_names.append(f"rank {line.rank} (step {line.step}: first divergence "
                                      f"{line.first or 'none'}, the others {majority})")
-    rows = [[line.rank, line.step, line.first or "-", line.roots, line.failing, line.compared,
+    rows = [[line.rank, line.step, line.first or "-", len(line.roots), line.failing, line.compared,
              "◀ odd rank out" if line.odd else ""] for line in lines]
     notes = [f"odd rank out: {', '.join(odd_names)}" if odd_names else "every rank diverges first at the same op",
              f"merged CSV: {merged}", stepping]
@@ -367,10 +368,12 @@ def timeline_table(session: Session, selection: Selection, findings: list, warni
     if cancelled:
         notes.append("interrupted: the timeline covers what was scanned")
     json_rows = []
+    first = next((f for f in findings if f.role == "producer"), None)
     for pos, f in enumerate(findings, 1):
-        row = f.to_json()
+        row = f.to_json(f is first)
         row["order"] = pos
         json_rows.append(row)
+    json_rows = conform(json_rows, "overflow")
     return Table(["#", "step", "rank", "op", "type", "source", "role", "timestamp"], rows,
                  title=f"{len(findings)} overflowing ops in {len(selection.sets)} dump sets, in time order",
                  json_rows=json_rows, notes=notes, total=len(findings), highlight={0} if rows else set(),
