@@ -223,3 +223,10 @@ def test_vcs_over_every_iteration_matches_each_iterations_truth(capsys, tmp_path
         assert row["first_divergence"] == truth["first_root"]
         roots = row["roots"] if isinstance(row["roots"], int) else len(row["roots"])
         assert (roots, row["failing_ops"]) == (len(truth["roots"]), len(truth["roots"]) + len(truth["propagated"]))
+
+
+def test_report_on_a_mindspore_pair_names_the_root(capsys, tmp_path):
+    rc, out, err = run(capsys, tmp_path, "target_fp16", "golden_fp32", "vcs", "report", fmt="table")
+    assert rc == 0, err
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert SOFTMAX in html and "target_fp16" in html

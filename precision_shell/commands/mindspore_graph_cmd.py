@@ -71,7 +71,7 @@ def info(session, args) -> Sections:
     tree = _tree(target)
     run = session.run if session.run_built else None
     sel = session.selected
-    data: dict[str, Any] = {"kind": KIND, "target": tree, "active": {
+    data: dict[str, Any] = {"kind": KIND, "workspace": str(target.root), "target": tree, "active": {
         "rank": sel.location.rank, "iteration": sel.location.step, "path": sel.location.path,
         "ops": len(sel.entries)}, "edges": len(run.edges) if run else None,
         "golden": None, "output_dir": str(session.workspace.output_dir), "errors": list(session.load_errors)}
