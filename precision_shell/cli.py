@@ -95,9 +95,22 @@ def _read_mapping(path: str | None) -> tuple[dict[str, str] | None, list[str]]:
 
 
 def _open_session(opts: argparse.Namespace):
-    """A framework session when PATH is an msprobe dump, else the graph-mode workspace."""
+    """A framework session when PATH is an msprobe dump, a MindSpore graph-mode session when it
+    is MindSpore's own dump, else the graph-mode workspace."""
+    from precision_shell.formats.mindspore_graph.layout import is_mindspore_graph_dump
     from precision_shell.formats.msprobe_layout import is_msprobe_dump
 
+    # `pshell --npu ITERATION --golden ITERATION` as a GE user would try it: the same session
+    ms_target = opts.path if is_mindspore_graph_dump(opts.path) else (
+        opts.npu if opts.path is None and is_mindspore_graph_dump(opts.npu) else None)
+    if ms_target is not None:
+        from precision_shell.model.mindspore_graph_session import MindsporeGraphSession
+
+        unused = [f"--{k}" for k in ("npu", "graph", "overflow", "fusion", "mapping")
+                  if getattr(opts, k) and getattr(opts, k) != ms_target]
+        if unused:
+            raise UsageError(f"{', '.join(unused)}: not used with a MindSpore graph-mode dump")
+        return MindsporeGraphSession.open(ms_target, golden=opts.golden, output=opts.output)
     if is_msprobe_dump(opts.path):
         from precision_shell.model.framework_session import FrameworkSession
 

@@ -137,7 +137,7 @@ def list_ops(session, args) -> Table:
                      json_rows=conform([{"type": t, "ops": n, "entries": n} for t, n in ranked], "op_types"), total=len(ranked))
     shown = ops if limit == 0 else ops[:limit]
     rows = [[o.index, o.name, o.kind, _api_type(o), len(o.inputs), len(o.outputs),
-             ", ".join(parse_entry_name(m).op for m in run.module_path(o.name)[-1:]) or "-"] for o in shown]
+             ", ".join(parse_entry_name(m).op or m for m in run.module_path(o.name)[-1:]) or "-"] for o in shown]
     return Table(["#", "entry", "kind", "type", "inputs", "outputs", "module"], rows,
                  title=f"{len(ops)} of {len(run.ops)} entries match",
                  json_rows=conform([{"order": o.index, "op": o.name, "type": _api_type(o), "kind": o.kind,

@@ -129,6 +129,7 @@ class Registry:
         self._by_alias: dict[str, Command] = {}
         self._variants: dict[tuple[str, str], Command] = {}
         self._shared: dict[str, set[str]] = {}
+        self._bases: dict[str, str] = {}
 
     def add(self, cmd: Command) -> Command:
         for name in (cmd.name, *cmd.aliases):
@@ -167,13 +168,22 @@ class Registry:
         """Commands whose own handler works on ``kind`` sessions too (next/prev/goto, pt, cp)."""
         self._shared.setdefault(kind, set()).update(names)
 
+    def inherit(self, kind: str, base: str) -> None:
+        """``kind`` sessions run ``base``'s variants and shared commands where ``kind`` has no
+        variant of its own (MindSpore graph-mode dumps open as framework runs)."""
+        self._bases[kind] = base
+
     def available(self, cmd: Command, session: Any) -> Command | None:
         """The command to run on ``session`` (see the class docstring); None when ``session``
         is of a kind the command does not support."""
         kind = getattr(session, "kind", "graph")
-        if kind == "graph" or not cmd.needs_session or cmd.name in self._shared.get(kind, ()):
-            return cmd
-        return self._variants.get((kind, cmd.name))
+        while True:
+            if kind == "graph" or not cmd.needs_session or cmd.name in self._shared.get(kind, ()):
+                return cmd
+            found = self._variants.get((kind, cmd.name))
+            if found is not None or kind not in self._bases:
+                return found
+            kind = self._bases[kind]
 
     def for_session(self, cmd: Command, session: Any) -> Command:
         """:meth:`available`, or CommandError in one line saying why not."""

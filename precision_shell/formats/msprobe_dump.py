@@ -248,7 +248,15 @@ def load_leaf(leaf: Leaf) -> np.ndarray:
     """The values of a tensor leaf's file; FormatError when it has none or it cannot be read."""
     if leaf.file is None:
         raise FormatError(None, f"{leaf.path}: no tensor file (statistics-only dump or not saved)")
-    array = load_npy(leaf.file) if leaf.file.endswith(".npy") else load_pt_tensor(leaf.file)
+    if leaf.file.endswith(".npy"):
+        array = load_npy(leaf.file)
+    elif leaf.file.endswith(".pt"):
+        array = load_pt_tensor(leaf.file)
+    else:    # a CANN binary kernel dump (MindSpore graph mode on Ascend): its leaf path says which tensor
+        from .mindspore_graph.cann import load_cann_tensor
+
+        io, _, index = leaf.path.partition(".")
+        array = load_cann_tensor(leaf.file, io, int(index))
     if leaf.shape is not None and tuple(array.shape) != leaf.shape:
         raise FormatError(leaf.file, f"shape {list(array.shape)} differs from dump.json's {list(leaf.shape)}")
     return array

@@ -52,7 +52,7 @@ def toolbar_items(session: Any) -> list[tuple[str, str]]:
         items.append(("ws", _short_path(getattr(ws, "precision_data", None) or ws.root)))
     active = getattr(session, "active", None)
     selected = getattr(session, "selected", None)      # a framework session: the step and rank in use
-    if getattr(session, "kind", "graph") == "framework" and selected is not None:
+    if getattr(session, "kind", "graph") != "graph" and selected is not None:   # msprobe, MindSpore graph
         loc = selected.location
         golden = "vs golden" if getattr(session, "golden_dump", None) is not None else "no golden"
         where = [getattr(session.target, "framework", None) or "msprobe",
