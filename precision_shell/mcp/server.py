@@ -20,14 +20,14 @@ from typing import Any
 
 import anyio
 import mcp.types as types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 
 from precision_shell import __version__
 from precision_shell.errors import PshellError
 from precision_shell.logfile import setup_logging
 from precision_shell.mcp.answers import DEFAULT_MAX_CHARS, DEFAULT_MAX_ITEMS
-from precision_shell.mcp.command_thread import CommandThread, Job
+from precision_shell.mcp.command_thread import DONE, CommandThread, Job
 from precision_shell.mcp.session_tools import (OPEN_DESCRIPTION, OPEN_SCHEMA, OPEN_TOOL, ToolRunner,
                                                server_options)
 from precision_shell.mcp.tools import input_schema, tool_description
@@ -69,8 +69,10 @@ def _answer(answer: dict) -> types.CallToolResult:
                                 structured_content=answer)
 
 
-def build_server(runner: ToolRunner, commands: CommandThread) -> Server:
+def build_server(runner: ToolRunner, commands: CommandThread, starting: Job | None = None) -> Server:
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        while starting is not None and starting.state != DONE:   # the workspace given at start
+            await anyio.sleep(0.05)                               # decides the commands' variants
         tools = [types.Tool(name=OPEN_TOOL, description=OPEN_DESCRIPTION, input_schema=OPEN_SCHEMA)]
         for spec, cmd in runner.commands():
             tools.append(types.Tool(name=spec.name, description=tool_description(spec, cmd),
@@ -93,6 +95,8 @@ def build_server(runner: ToolRunner, commands: CommandThread) -> Server:
             raise
         if job.error is not None:
             return _error(str(job.error))
+        if name == OPEN_TOOL and runner.kind_changed():   # a framework dump's commands differ
+            await ctx.session.send_tool_list_changed()
         return _answer(job.result)
 
     return Server("pshell", version=__version__, instructions=_INSTRUCTIONS,
@@ -139,7 +143,8 @@ def _serve_protocol(server: Server, wire_in: io.TextIOWrapper, wire_out: io.Text
                     commands: CommandThread) -> None:
     async def serve() -> None:
         async with stdio_server(anyio.wrap_file(wire_in), anyio.wrap_file(wire_out)) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+            await server.run(read, write, options)
 
     try:
         anyio.run(serve)
@@ -158,9 +163,8 @@ def main(argv: list[str]) -> int:
     wire_in, wire_out = _take_stdio()
     runner = ToolRunner(server_options(opts, log_path))
     commands = CommandThread()
-    if opts.workspace is not None:
-        commands.submit(runner.open_at_start)
-    server = build_server(runner, commands)
+    starting = commands.submit(runner.open_at_start) if opts.workspace is not None else None
+    server = build_server(runner, commands, starting)
     protocol = threading.Thread(target=_serve_protocol, args=(server, wire_in, wire_out, commands),
                                 name="mcp-protocol", daemon=True)
     protocol.start()

@@ -72,17 +72,26 @@ class ToolRunner:
         self.open_problem: str | None = None   # why the workspace given at start did not open
         self._warned = 0                       # session.load_warnings already reported
         self._pending_warnings: list[str] = []  # load errors of an open no answer carried yet
+        self.listed_kind = "graph"             # the session kind of the tool list clients have
 
     # -- the tool list ---------------------------------------------------------------------------
     def commands(self) -> list[tuple[ToolSpec, Command]]:
         """Each present tool with the command it runs on the open session (a framework variant
         has its own arguments); the graph-mode command before anything is open."""
         out = []
+        self.listed_kind = self.kind()
         for spec in present_tools():
             base = REGISTRY.get(spec.command)
             cmd = REGISTRY.available(base, self.session) if self.session is not None else base
             out.append((spec, cmd or base))
         return out
+
+    def kind(self) -> str:
+        return getattr(self.session, "kind", "graph") if self.session is not None else "graph"
+
+    def kind_changed(self) -> bool:
+        """True when the session kind differs from the one the clients' tool list was made for."""
+        return self.kind() != self.listed_kind
 
     # -- opening ---------------------------------------------------------------------------------
     def open_at_start(self, job: Job) -> None:

@@ -99,7 +99,10 @@ def tool_arguments(spec: ToolSpec, cmd: Command) -> list[ToolArgument]:
         boolean = action.nargs == 0
         repeat = isinstance(action, (argparse._AppendAction, argparse._ExtendAction))
         many = repeat or action.nargs in ("*", "+") or (isinstance(action.nargs, int) and action.nargs > 1)
-        out.append(ToolArgument(spec.rename.get(dest, dest), action, flag, boolean, dest in spec.invert,
+        # an option is named by its long flag (--values-only: values_only; --type: type, whatever
+        # its dest), a positional by its dest, as `help CMD` shows them
+        name = flag.lstrip("-").replace("-", "_") if flag else dest
+        out.append(ToolArgument(spec.rename.get(dest, name), action, flag, boolean, dest in spec.invert,
                                 many, repeat and action.nargs in (None, 1, "?"), _item_type(action)))
     return out
 
@@ -140,7 +143,8 @@ def input_schema(spec: ToolSpec, cmd: Command) -> dict:
         if "description" not in prop:
             prop["description"] = _describe(action)
         properties[targ.name] = prop
-        if (targ.flag is None and action.nargs in (None, "+")) or action.required:
+        # not action.required: argparse marks a "*" positional required, though none is needed
+        if action.nargs in (None, "+") if targ.flag is None else action.required:
             required.append(targ.name)
     schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
