@@ -295,6 +295,18 @@ def test_bad_calls_are_tool_errors_and_the_server_keeps_serving(sample_ws, tmp_p
     assert "Traceback" not in (tmp_path / "server_stderr.txt").read_text()
 
 
+def test_a_workspace_that_fails_to_open_is_said_by_every_tool_until_open(sample_ws, tmp_path):
+    root, manifest = sample_ws
+
+    async def conversation(session):
+        text = _error_text(await session.call_tool("overflow", {}))
+        assert text.startswith("the workspace did not open: ") and "does not exist" in text
+        opened = _answer(await session.call_tool("open", {"workspace": str(root), "output": str(tmp_path / "o")}))
+        assert opened["result"]["npu_dump_files"] == manifest["totals"]["npu_dump_files"]
+
+    _talk([str(tmp_path / "missing")], conversation, tmp_path)
+
+
 def test_an_answer_stays_within_the_size_cap(sample_ws, tmp_path):
     root, manifest = sample_ws
     lossy = manifest["lossy"]

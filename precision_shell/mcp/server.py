@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _error(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+    line = " ".join(part.strip() for part in message.splitlines() if part.strip())   # one line, always
+    return types.CallToolResult(content=[types.TextContent(type="text", text=line)], is_error=True)
 
 
 def _answer(answer: dict) -> types.CallToolResult:
