@@ -100,6 +100,9 @@ class ToolRunner:
             self._open(self.options.workspace, self.options.golden, self.options.output)
         except PshellError as exc:
             self.open_problem = str(exc)
+        except Exception as exc:   # a bug: said by every tool until `open`, the traceback in the log
+            log_internal_error(f"pshell mcp {self.options.workspace}")
+            self.open_problem = f"internal error: {type(exc).__name__}: {exc}"
 
     def _open(self, workspace: str, golden: str | None, output: str | None) -> None:
         try:
@@ -110,6 +113,7 @@ class ToolRunner:
         self._pending_warnings = list(session.load_errors)
 
     def open(self, arguments: Any, job: Job) -> dict:
+        arguments = {} if arguments is None else arguments
         if not isinstance(arguments, dict):
             raise UsageError("open: arguments must be an object")
         unknown = sorted(set(arguments) - set(OPEN_SCHEMA["properties"]))
