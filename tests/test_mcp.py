@@ -365,12 +365,13 @@ def test_stdout_carries_only_protocol_messages(sample_ws, tmp_path):
 @pytest.mark.slow
 def test_cancelling_a_compare_stops_it_as_ctrl_c_does(tmp_path):
     """A compare long enough to report progress; cancelled at its first progress notification, it
-    keeps what it compared (a partial result, as Ctrl-C leaves), and the server goes on."""
+    keeps what it compared (a partial result, as Ctrl-C leaves), and the server goes on. On a
+    starved machine the compare may end before the cancel arrives: then it is tried again."""
     anyio = pytest.importorskip("anyio")
     write_workspace(tmp_path / "ws", SampleOptions(seed=0, files=1500))
     seen = []
 
-    async def conversation(session):
+    async def cancelled_compare(session) -> bool:
         first_progress = anyio.Event()
 
         async def on_progress(progress, total, message):
@@ -385,13 +386,27 @@ def test_cancelling_a_compare_stops_it_as_ctrl_c_does(tmp_path):
             tg.start_soon(cancel_at_first_progress)
             await session.call_tool("compare", {"jobs": 1}, progress_callback=on_progress)
         after = _answer(await session.call_tool("failing_ops", {"limit": 1}))
-        assert any("the result is partial" in w for w in after["warnings"]), after["warnings"]
-        full = _answer(await session.call_tool("compare", {"jobs": 1}))
+        return any("the result is partial" in w for w in after["warnings"])
+
+    async def conversation(session):
+        for _ in range(3):
+            seen.clear()
+            if await cancelled_compare(session):
+                break
+        else:
+            pytest.fail("every compare ended before its cancel arrived")
+        progress, total, message = seen[0]
+        assert message == "comparing" and 0 <= progress < total
+        later = []
+
+        async def follow(progress, total, message):
+            later.append(progress)
+
+        full = _answer(await session.call_tool("compare", {"jobs": 1}, progress_callback=follow))
         assert full["result"]["compared"] == full["result"]["tensors"] and not full["interrupted"]
+        assert later == sorted(set(later))   # MCP progress only grows
 
     _talk([str(tmp_path / "ws"), "-o", str(tmp_path / "out")], conversation, tmp_path)
-    progress, total, message = seen[0]
-    assert message == "comparing" and 0 < progress < total
 
 
 def test_opening_a_framework_dump_lists_its_commands_arguments(tmp_path):

@@ -42,6 +42,7 @@ class Job:
     sigints_before: int = 0         # SIGINTs seen when the cancel's was sent
     progress: Progress = field(default_factory=Progress)
     progress_seen: int = 0          # bumped on every advance: the protocol side sends what changed
+    bars: int = 0                   # progress bars the job has opened (vcs may run vc's first)
 
 
 class JobProgressBar:
@@ -50,6 +51,7 @@ class JobProgressBar:
     def __init__(self, job: Job, label: str, total: int | None):
         self.job = job
         job.progress = Progress(label, 0, total)
+        job.bars += 1
         job.progress_seen += 1
 
     def advance(self, n: int = 1) -> None:

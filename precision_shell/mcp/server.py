@@ -105,24 +105,30 @@ def build_server(runner: ToolRunner, commands: CommandThread, starting: Job | No
 
 
 async def _follow(ctx: Any, job: Job, finished: anyio.Event) -> None:
-    """Wait for ``job``, sending progress notifications as its progress bar advances."""
-    sent = 0
+    """Wait for ``job``, sending progress notifications as its progress bars advance. MCP wants
+    progress to grow: a job's later bar counts on from where the earlier one stopped."""
+    seen, bar, offset, sent = 0, 0, 0.0, None
     while not finished.is_set():
         with anyio.move_on_after(_POLL_SECONDS):
             await finished.wait()
-        if job.progress_seen != sent and not finished.is_set():
-            sent = job.progress_seen
-            progress = job.progress
-            try:
-                await ctx.session.report_progress(float(progress.done),
-                                                  float(progress.total) if progress.total else None,
-                                                  progress.label or None)
-            except Exception:   # a client that went away: the answer will not arrive either
-                pass
+        if job.progress_seen == seen or finished.is_set():
+            continue
+        seen, progress = job.progress_seen, job.progress
+        if job.bars != bar:
+            bar, offset = job.bars, sent or 0.0
+        value = offset + progress.done
+        if sent is not None and value <= sent:
+            continue
+        try:
+            await ctx.session.report_progress(value, offset + progress.total if progress.total else None,
+                                              progress.label or None)
+            sent = value
+        except Exception:   # a client that went away: the answer will not arrive either
+            pass
 
 
-_INSTRUCTIONS = ("pshell finds where an NPU training run loses precision. Workflow: curve (is the run "
-                 "off, from which step) -> open the dumped step -> overflow / failing_ops (producer, "
+_INSTRUCTIONS = ("pshell finds where an NPU training run loses precision. Workflow (curve, impact and "
+                 "bisect where listed): curve (is the run off, from which step) -> open the dumped step -> overflow / failing_ops (producer, "
                  "roots, first divergence) -> node, tensor_stats, replay (why), impact (which root "
                  "matters) -> export / bisect (the fix). Cite each answer's `command` and `evidence`.")
 
