@@ -30,6 +30,7 @@ class ToolSpec:
     rename: dict[str, str] = field(default_factory=dict)   # argparse dest -> tool argument
     invert: frozenset[str] = frozenset()           # store_true dests offered as their opposite
     hide: frozenset[str] = frozenset()             # dests not offered
+    describe: dict[str, str] = field(default_factory=dict)   # tool argument -> its own help
     runs_user_commands: bool = False               # refused unless the server allows it
 
 
@@ -46,7 +47,9 @@ TOOL_TABLE: tuple[ToolSpec, ...] = (
     ToolSpec("tensor_stats", "print_tensor", "Statistics of one tensor or a slice of it (pshell `pt -s`); "
              "values only when asked, capped.",
              rename={"stats": "values"}, invert=frozenset({"stats"}),
-             hide=frozenset({"all", "write", "lines"})),
+             hide=frozenset({"all", "write", "lines"}),
+             describe={"values": "also the values of the (sliced) tensor, as `pt` without -s; long "
+                                 "lists are cut by the answer cap: slice the tensor to see the part you need"}),
     ToolSpec("replay", "replay", "Why an op is wrong: recompute it from its dumped inputs exactly and "
              "under emulated device arithmetic."),
     ToolSpec("impact", "impact", "How much each root matters: substitute golden values and recompute "
@@ -108,13 +111,12 @@ def tool_arguments(spec: ToolSpec, cmd: Command) -> list[ToolArgument]:
 
 
 def _describe(action: argparse.Action) -> str:
-    text = (action.help or "").replace("%%", "%")
-    if "%(" in text:
-        try:
-            text = text % {"default": action.default, "choices": action.choices}
-        except (KeyError, TypeError, ValueError):
-            pass
-    return text
+    """The help text as `help CMD` shows it (argparse's %-formatting applied)."""
+    text = action.help or ""
+    try:
+        return text % {"default": action.default, "choices": action.choices, "dest": action.dest}
+    except (KeyError, TypeError, ValueError):
+        return text.replace("%%", "%")
 
 
 def _json_default(value: Any) -> bool:
@@ -130,7 +132,6 @@ def input_schema(spec: ToolSpec, cmd: Command) -> dict:
         if targ.boolean:
             prop: dict[str, Any] = {"type": "boolean"}
             if targ.inverted:
-                prop["description"] = f"false: {_describe(action)}" if action.help else ""
                 prop["default"] = False
         else:
             item: dict[str, Any] = {"type": targ.item_type}
@@ -140,8 +141,7 @@ def input_schema(spec: ToolSpec, cmd: Command) -> dict:
             if action.default is not None and action.default is not argparse.SUPPRESS \
                     and _json_default(action.default) and not targ.many:
                 prop["default"] = action.default
-        if "description" not in prop:
-            prop["description"] = _describe(action)
+        prop["description"] = spec.describe.get(targ.name) or _describe(action)
         properties[targ.name] = prop
         # not action.required: argparse marks a "*" positional required, though none is needed
         if action.nargs in (None, "+") if targ.flag is None else action.required:
