@@ -435,3 +435,37 @@ def test_opening_a_framework_dump_lists_its_commands_arguments(tmp_path):
 
 class _FrameworkKind:
     kind = "framework"
+
+
+def test_a_command_that_needs_no_workspace_runs_before_open(monkeypatch, tmp_path):
+    """`curve` reads logs without a workspace (needs_session=False): its tool runs before `open`;
+    the others say a workspace is needed. A stand-in registry, as curve lives on another branch."""
+    from precision_shell.commands.results import Message
+    from precision_shell.errors import CommandError
+    from precision_shell.mcp import session_tools
+    from precision_shell.mcp.command_thread import Job
+
+    reg = Registry()
+    for cmd in REGISTRY.commands():
+        if cmd.name != "curve":
+            reg.add(cmd)
+
+    @reg.command("curve", summary="judge a loss curve", example="curve a.log", needs_session=False,
+                 args=[arg("target", help="the log"), arg("--window", type=lambda t: int(t), default=10)])
+    def curve(session, args):
+        return Message([f"{args.target}"], data={"target": args.target, "window": args.window,
+                                                 "had_session": session is not None})
+
+    monkeypatch.setattr(session_tools, "REGISTRY", reg)
+    monkeypatch.setattr(session_tools, "present_tools", lambda: present_tools(reg))
+    runner = session_tools.ToolRunner(session_tools.ServerOptions())
+    schema = dict((spec.name, input_schema(spec, cmd)) for spec, cmd in runner.commands())["curve"]
+    assert schema["properties"]["window"]["type"] == "integer"   # a checking type, an int default
+    log = tmp_path / "npu.log"
+    log.write_text("iteration 1/ 2 | lm loss: 1.0 |\n")
+    answer = runner.call("curve", {"target": str(log), "window": 5}, Job(lambda job: None))
+    assert answer["result"] == {"target": str(log), "window": 5, "had_session": False}
+    assert answer["command"] == f"curve --window=5 {log}"
+    assert answer["evidence"]["files_read"] == [str(log.resolve())]   # the log it judged
+    with pytest.raises(CommandError, match="no workspace open"):
+        runner.call("info", {}, Job(lambda job: None))

@@ -19,7 +19,9 @@ from precision_shell.jsonable import jsonable
 # keys whose string values name files (kept only when the file exists)
 _FILE_KEYS = frozenset({"file", "files", "dump", "csv", "source", "path", "dot", "svg", "exported",
                         "opdebug_file", "report", "html", "journal", "config", "golden_file", "npy",
-                        "reproducer", "script", "output_dir"})
+                        "reproducer", "script", "output_dir", "target", "golden"})
+# keys naming inputs that may be folders (curve's logs, a framework dump): kept when they exist
+_INPUT_KEYS = frozenset({"target", "golden"})
 # keys naming what a command wrote (also: anything under the session's output folder)
 _WRITTEN_KEYS = frozenset({"csv", "dot", "svg", "exported", "report", "html", "journal", "config",
                            "reproducer", "script"})
@@ -70,7 +72,7 @@ def evidence(document: Any, output_dir: Path | None, written_keys: frozenset[str
         in_output = out_root is not None and (path == out_root or out_root in path.parents)
         if key in _WRITTEN_KEYS or key in written_keys or in_output:
             written.append(str(path))
-        elif path.is_file():
+        elif path.is_file() or key in _INPUT_KEYS:
             read.append(str(path))
     tensors: list[tuple[str, str]] = []
     _strings_under(document, _TENSOR_KEYS, tensors)

@@ -146,8 +146,10 @@ class ToolRunner:
         spec = specs.get(name)
         if spec is None:
             raise UsageError(f"unknown tool {name!r} (tools: {', '.join([OPEN_TOOL, *specs])})")
-        session = self.require_session()
-        cmd = REGISTRY.for_session(REGISTRY.get(spec.command), session)
+        base = REGISTRY.get(spec.command)
+        # `curve` works without a workspace (needs_session=False); the others need one open
+        session = self.require_session() if base.needs_session else self.session
+        cmd = REGISTRY.for_session(base, session) if session is not None else base
         if spec.runs_user_commands and not self.options.allow_bisect:
             raise CommandError(f"{spec.name} runs the user's own command for each trial: refused unless "
                                "the server was started with `pshell mcp --allow-bisect`")
@@ -157,7 +159,8 @@ class ToolRunner:
         session = self.session
         text = command_text(cmd, words)
         statement = Statement([cmd.name, *words], text=text, fmt="json")
-        session.progress = lambda label, total: _progress(job, label, total)
+        if session is not None:
+            session.progress = lambda label, total: _progress(job, label, total)
         try:
             outcome = execute(session, statement, REGISTRY)
         except (KeyboardInterrupt, PshellError):
@@ -175,14 +178,15 @@ class ToolRunner:
             document = result.to_json() if hasattr(result, "to_json") else {"message": str(result)}
         warnings = self._pending_warnings + list(getattr(result, "warnings", ()))
         self._pending_warnings = []
-        new = getattr(session, "load_warnings", [])
+        new = getattr(session, "load_warnings", None) or []
         warnings += new[self._warned:]
         self._warned = len(new)
         unjudged = getattr(result, "unjudged", None)
         if unjudged:
             warnings.append(f"could not judge: {unjudged}")
         written = frozenset({"file"}) if cmd.name == "export" else frozenset()
-        return answer_of(tool, text, document, output_dir=Path(session.workspace.output_dir),
+        output_dir = Path(session.workspace.output_dir) if session is not None else None
+        return answer_of(tool, text, document, output_dir=output_dir,
                          warnings=warnings, notes=list(getattr(result, "notes", ())),
                          interrupted=bool(getattr(result, "interrupted", False)),
                          limits=self.options.limits, written_keys=written,

@@ -83,9 +83,11 @@ class ToolArgument:
 
 
 def _item_type(action: argparse.Action) -> str:
-    if action.type is int:
+    """int/float types; a checking function (``_positive_int``) by the type of its default."""
+    default = action.default
+    if action.type is int or (callable(action.type) and type(default) is int):
         return "integer"
-    if action.type is float:
+    if action.type is float or (callable(action.type) and type(default) is float):
         return "number"
     return "string"
 
