@@ -188,7 +188,7 @@ def test_a_failing_job_is_one_line_and_the_loop_goes_on():
 # -- the server over stdio -----------------------------------------------------------------------
 
 def _server_env() -> dict:
-    keep = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "PSHELL_NO_EXT")
+    keep = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "PSHELL_NO_EXT", "PYTHONPATH")
     return {k: os.environ[k] for k in keep if k in os.environ}
 
 
