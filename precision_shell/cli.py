@@ -22,7 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Interactive debugger shell for numerical-precision problems on Ascend NPUs.",
         epilog='examples:\n  pshell                          # REPL on ./precision_data\n'
                '  pshell WS -c "ac; vcs -c 0.98"  # batch\n'
-               '  pshell WS -c info --format json',
+               '  pshell WS -c info --format json\n'
+               '  pshell mcp WS                   # MCP server over stdio (for agents)',
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", nargs="?", default=None,
                    help="training folder holding precision_data/, precision_data/ itself, "
@@ -63,6 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "without it a script never starts a process")
     p.add_argument("--version", action="version", version=f"precision-shell {__version__}")
     return p
+
+
+def _serve_mcp(argv: list[str]) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        print("error: pshell mcp needs the MCP SDK: pip install 'precision-shell[mcp]'", file=sys.stderr)
+        return EXIT_FAILED
+    from precision_shell.mcp.server import main as serve
+
+    return serve(argv)
 
 
 def _percent(text: str) -> float:
@@ -152,6 +164,9 @@ def _guarded_files(session, opts: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["mcp"]:   # `pshell mcp ...`: the MCP server (a folder named mcp: `pshell ./mcp`)
+        return _serve_mcp(argv[1:])
     opts = build_parser().parse_args(argv)
     log_path = setup_logging(None)    # the default place until --log-file passes the guard
     try:
