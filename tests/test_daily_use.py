@@ -1,0 +1,51 @@
+"""Issue 30 (daily use III): what a newcomer tripped on, each checked where it bit (a pty where the
+terminal matters)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+pexpect = pytest.importorskip("pexpect")
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+def _env(home: Path) -> dict:
+    env = dict(os.environ)
+    env.pop("NO_COLOR", None)
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / "config"), XDG_DATA_HOME=str(home / "data"),
+               XDG_STATE_HOME=str(home / "state"), XDG_CACHE_HOME=str(home / "cache"),
+               TERM="xterm-256color", PAGER="cat", PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    return env
+
+
+def _spawn(args: list[str], cwd: Path, home: Path, cols: int = 80, rows: int = 24):
+    return pexpect.spawn(sys.executable, ["-m", "precision_shell", *args], cwd=str(cwd), env=_env(home),
+                         encoding="utf-8", timeout=60, dimensions=(rows, cols))
+
+
+def _screen_lines(text: str) -> list[str]:
+    return [line for line in ANSI.sub("", text).split("\n")]
+
+
+@pytest.mark.terminal
+def test_banner_is_wrapped_at_word_boundaries_at_80_columns(sample_ws, tmp_path):
+    root, _ = sample_ws
+    graph_file = next((root / "precision_data").rglob("ge_proto_*Build.txt")).relative_to(root)
+    child = _spawn([], cwd=root, home=tmp_path)
+    child.expect("pshell>")
+    lines = _screen_lines(child.before)
+    child.sendline("quit")
+    child.expect(pexpect.EOF)
+    assert max(len(line) for line in lines) <= 80
+    text = "\n".join(lines)
+    assert f"[{graph_file}]" in text            # the path whole on one line, not cut at the edge
+    from precision_shell.shell.repl import HINT
+    tokens = text.split()
+    hint_at = tokens.index(HINT.split()[0])
+    assert tokens[hint_at:hint_at + len(HINT.split())] == HINT.split()   # wrapped between words only
