@@ -11,6 +11,17 @@ from pathlib import Path
 import pytest
 
 pexpect = pytest.importorskip("pexpect")
+from test_terminal import PROMPT  # noqa: E402
+
+
+def expect_prompt(child) -> str:
+    """Wait for the prompt, answering the cursor-position query a real terminal answers; returns
+    everything printed before it."""
+    seen = ""
+    while child.expect([re.escape("\x1b[6n"), PROMPT]) == 0:
+        seen += child.before
+        child.send("\x1b[1;1R")
+    return seen + child.before
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
@@ -38,8 +49,7 @@ def test_banner_is_wrapped_at_word_boundaries_at_80_columns(sample_ws, tmp_path)
     root, _ = sample_ws
     graph_file = next((root / "precision_data").rglob("ge_proto_*Build.txt")).relative_to(root)
     child = _spawn([], cwd=root, home=tmp_path)
-    child.expect("pshell>")
-    lines = _screen_lines(child.before)
+    lines = _screen_lines(expect_prompt(child))
     child.sendline("quit")
     child.expect(pexpect.EOF)
     assert max(len(line) for line in lines) <= 80
@@ -49,3 +59,27 @@ def test_banner_is_wrapped_at_word_boundaries_at_80_columns(sample_ws, tmp_path)
     tokens = text.split()
     hint_at = tokens.index(HINT.split()[0])
     assert tokens[hint_at:hint_at + len(HINT.split())] == HINT.split()   # wrapped between words only
+
+
+@pytest.mark.terminal
+def test_start_up_cache_is_reused_from_another_launch_folder(sample_ws, tmp_path):
+    """The README's two flows: `pshell WS` from the parent folder, then `cd WS && pshell`: the
+    second launch reuses the cache entry without a word (it was 'cache entry ignored: ... not a
+    graph file of the key' on every switch)."""
+    import shutil
+    ws = tmp_path / "convnet"
+    shutil.copytree(sample_ws[0], ws, ignore=shutil.ignore_patterns("temp"))
+    first = _spawn([str(ws.name), "-c", "info"], cwd=tmp_path, home=tmp_path)
+    first.expect(pexpect.EOF)
+    cache = ws / "precision_data" / "temp" / "pshell" / "cache"
+    entries = sorted(p.name for p in cache.iterdir() if p.name.startswith("graph-"))
+    assert entries, "the first launch wrote a graph cache entry"
+    for cwd, args in ((ws, []), (tmp_path, [ws.name])):     # into the workspace, and back
+        child = _spawn(args, cwd=cwd, home=tmp_path)
+        screen = ANSI.sub("", expect_prompt(child))
+        child.sendline("ni ln1/add_1/LayerNorm")
+        child.expect("te_layernorm")      # the kernel's name: the op is read through the cached entry
+        child.sendline("quit")
+        child.expect(pexpect.EOF)
+        assert "warning" not in screen and "cache entry ignored" not in screen
+    assert sorted(p.name for p in cache.iterdir() if p.name.startswith("graph-")) == entries
