@@ -83,3 +83,38 @@ def test_start_up_cache_is_reused_from_another_launch_folder(sample_ws, tmp_path
         child.expect(pexpect.EOF)
         assert "warning" not in screen and "cache entry ignored" not in screen
     assert sorted(p.name for p in cache.iterdir() if p.name.startswith("graph-")) == entries
+
+
+FRAMEWORK = Path(__file__).resolve().parents[1] / "sample_data" / "framework"
+
+
+def _typed(child, line: str, until: str) -> str:
+    """Type ``line`` at the prompt; the screen up to ``until`` (a regex)."""
+    child.sendline(line)
+    child.expect(until)
+    return ANSI.sub("", child.before + child.after)
+
+
+@pytest.mark.terminal
+def test_an_empty_list_keeps_the_finding_list_and_plot_keeps_the_cursor(tmp_path):
+    """`vcs; next; ac` where ac finds nothing: `next` goes on along the compare list (it said
+    'finding list replaced ... (0; was ...)' and then 'end of the framework overflow list')."""
+    child = pexpect.spawn(sys.executable, ["-m", "precision_shell", str(FRAMEWORK / "target_bf16"), "--golden",
+                                           str(FRAMEWORK / "golden_fp32"), "-o", str(tmp_path / "out")],
+                          cwd=str(tmp_path), env=_env(tmp_path), encoding="utf-8", timeout=60,
+                          dimensions=(48, 160))
+    expect_prompt(child)
+    listing = _typed(child, "vcs -l 0", r"failing = ")
+    total = int(re.search(r"(\d+) failing", listing).group(1))
+    first = _typed(child, "next", rf"\[1/{total}\] \S+")
+    expect_prompt(child)
+    _typed(child, "vcs --plot", r"cosine")          # a chart: the cursor stays on item 1
+    expect_prompt(child)
+    empty = _typed(child, "ac", r"this list is empty")
+    assert "still walks the framework compare list (framework compare 1/" in empty
+    expect_prompt(child)
+    second = _typed(child, "next", rf"\[2/{total}\] \S+")
+    assert second.split("[2/")[1] != first.split("[1/")[1]
+    expect_prompt(child)
+    child.sendline("quit")
+    child.expect(pexpect.EOF)

@@ -331,11 +331,11 @@ def vcs(session: Session, args) -> Table:
         args.sort = args.sort or "-excess"      # --rank excess: highest first
     view = arrange(found.suspects, args, keys=keys, type_of=lambda s: s.type, limit=limit)
     session.results["vcs"] = found
-    replaced = follow(session, "compare", view.items, "this list")
-    if getattr(args, "plot", None) is not None:
+    if getattr(args, "plot", None) is not None:   # a chart, not a list: the cursor stays
         from precision_shell.commands.plot_cmd import compare_chart, plot_metric_key
 
         return compare_chart(found, result, plot_metric_key(args.plot))
+    replaced = follow(session, "compare", view.items, "this list")
     table = suspects_table(found, view, result.problems, info, coverage_report(session, result))
     if replaced:
         table.notes.append(replaced)

@@ -227,11 +227,11 @@ def vcs(session, args) -> Table:
     view = arrange(suspects, args, keys=_sort_keys(found, run), type_of=lambda s: _api_type(s.op), limit=limit)
     session.results["vcs"] = suspects
     session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)
-    replaced = follow(session, COMPARE_CURSOR, view.items, "this list")
-    if args.plot is not None:
+    if args.plot is not None:       # a chart, not a list: the cursor stays
         from precision_shell.commands.plot_cmd import framework_chart, plot_metric_key
 
         return framework_chart(session, plot_metric_key(args.plot))
+    replaced = follow(session, COMPARE_CURSOR, view.items, "this list")
     rows, highlight = [], set()
     for pos in view.shown:
         s = view.items[pos]

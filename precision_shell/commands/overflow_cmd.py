@@ -132,11 +132,11 @@ def overflow(session: Session, args) -> Table:
         raise CommandError("-l must be 0 (all) or a positive number")
     view = arrange(scan.findings, args, keys=SORT_KEYS, type_of=lambda f: f.type, limit=limit)
     session.results["overflow"] = scan
-    replaced = follow(session, "overflow", view.items, "this list")
-    if args.plot:
+    if args.plot:                   # a chart, not a list: the cursor stays
         from precision_shell.commands.plot_cmd import overflow_chart
 
         return overflow_chart(scan)
+    replaced = follow(session, "overflow", view.items, "this list")
     table = scan_table(scan, view)
     if replaced:
         table.notes.append(replaced)
