@@ -118,3 +118,24 @@ def test_an_empty_list_keeps_the_finding_list_and_plot_keeps_the_cursor(tmp_path
     expect_prompt(child)
     child.sendline("quit")
     child.expect(pexpect.EOF)
+
+
+def test_every_list_command_takes_the_configured_row_limit(sample_ws, capsys, tmp_path):
+    """ac showed 3 rows whatever `config` said (20 by default); now ac, vcs and ls share one
+    default: the config limit."""
+    from tests.conftest import json_docs, run_cli
+    root, _ = sample_ws
+    out_dir = tmp_path / "out"
+    rc, out, _ = run_cli(capsys, root, "-o", out_dir, "-c", "ac", "--format", "json")
+    findings = json_docs(out)[0]
+    assert rc == 0 and len(findings) > 3           # the default 3 would hide some
+    rc, out, _ = run_cli(capsys, root, "-o", out_dir, "-c", "vcs", "--format", "json")
+    suspects = json_docs(out)[0]
+    for limit, command, total in ((0, "ac", len(findings)), (2, "ac", len(findings)),
+                                  (2, "vcs", len(suspects)), (0, "vcs", len(suspects))):
+        rc, out, err = run_cli(capsys, root, "-o", out_dir, "-c", f"config set limit {limit}; {command}")
+        assert rc == 0, err
+        rows = [line for line in out.splitlines() if re.match(r"\d+\s+\d+\s", line)]   # '#  order ...'
+        hidden = re.search(r"\.\.\. (\d+) more not shown", out)
+        assert len(rows) == (total if limit == 0 else limit)
+        assert (int(hidden.group(1)) if hidden else 0) == total - len(rows)

@@ -30,6 +30,13 @@ def list_args(keys: str) -> list:
             arg("--role", choices=ROLES, help="only findings of this role")]
 
 
+def limit_arg(never_cut: str = "roots") -> Any:
+    """-l/--limit, one default for every list command: the `config` limit (20 unless set)."""
+    return arg("-l", "--limit", type=int, default=None, metavar="N",
+               help=f"rows to show (0 = all; default: the `config` limit, 20 unless set); {never_cut} are "
+                    "never cut, the footer counts the hidden rows by role")
+
+
 @dataclass
 class ListView:
     items: list                 # filtered and sorted: the cursor's list, `#` = position + 1

@@ -18,7 +18,7 @@ from precision_shell.commands.framework_inspect import FRAMEWORK, variant
 from precision_shell.commands.framework_sets import SET_ARGS, compare_table, suspects_table, wants_sets
 from precision_shell.commands.inspect_cmd import check_limit
 from precision_shell.commands.registry import arg
-from precision_shell.commands.finding_list import arrange, follow, list_args
+from precision_shell.commands.finding_list import arrange, follow, limit_arg, list_args
 from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import PANELS
 from precision_shell.errors import CommandError, UsageError
@@ -195,8 +195,7 @@ def _printed(run, names: list[str]) -> str:
                  "vcs --plot max_abs_error\nvcs --ranks all --steps all",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
-               arg("-l", "--limit", type=int, default=None, metavar="N",
-                   help="rows to show (0 = all); roots are never cut, the footer counts the hidden rows by role"),
+               limit_arg(),
                arg("--backward", action="store_true",
                    help="backward and parameters_grad entries too (default: forward only)"),
                arg("--plot", nargs="?", const="cosine", default=None, metavar="METRIC", complete="metric",
@@ -318,17 +317,13 @@ _OVERFLOW_KEYS = {"order": lambda f: f.index, "nan": _check_count("nan"), "inf":
 @variant(FRAMEWORK, "overflow", summary="NaN/Inf scan of the target's entries (values, or statistics "
                                         "when only statistics were dumped); producer or propagated.",
          example="ac\nac -l 0\nac; next\nac --sort -nan --type linear",
-         args=[arg("-l", "--limit", type=int, default=3,
-                   help="rows to show (0 = all; default 3); producers are never cut, the footer counts "
-                        "the hidden rows by role"),
+         args=[limit_arg("producers"),
                arg("--all", action="store_true", help="show every finding (same as -l 0)")]
          + list_args("order, or a count over the bad outputs: nan, inf, pos_inf, neg_inf"))
 def overflow(session, args) -> Table:
     from precision_shell.analysis.framework_overflow import scan_framework_overflow
 
-    limit = 0 if args.all else args.limit
-    if limit < 0:
-        raise CommandError("-l must be 0 (all) or a positive number")
+    limit = 0 if args.all else check_limit(args.limit, session)
     run = session.run
     scan = scan_framework_overflow(run, session.progress)
     view = arrange(scan.findings, args, keys=_OVERFLOW_KEYS, type_of=lambda f: _api_type(f.op), limit=limit)
