@@ -139,3 +139,39 @@ def test_every_list_command_takes_the_configured_row_limit(sample_ws, capsys, tm
         hidden = re.search(r"\.\.\. (\d+) more not shown", out)
         assert len(rows) == (total if limit == 0 else limit)
         assert (int(hidden.group(1)) if hidden else 0) == total - len(rows)
+
+
+def test_replay_and_the_suspects_json_name_golden_tensors_so_they_paste(sample_ws, tmp_path, capsys):
+    """replay listed golden inputs as `fc1/BiasAdd:0` (pt read the NPU op, or suggested a wrong
+    name) and the JSON export wrote `ln1/add_1:0` where the CSV wrote `golden:ln1_add_1:0`."""
+    import json as jsonlib
+
+    import numpy as np
+
+    from precision_shell.formats.golden_npy import load_npy
+    from precision_shell.model.session import Session
+    from precision_shell.model.tensor_resolve import resolve_tensor
+    from tests.conftest import json_docs, run_cli
+    root, manifest = sample_ws
+    op = manifest["lossy"]["op"]
+    out_dir = tmp_path / "out"
+    rc, out, err = run_cli(capsys, root, "-o", out_dir, "-c", f"replay {op}")
+    assert rc == 0, err
+    table = out.split("\ninputs\n", 1)[1].split("\nevidence\n", 1)[0].splitlines()[2:]
+    printed = [line.split()[:2] for line in table]
+    session = Session.open(root, output=out_dir)
+    for npu, golden in printed:
+        assert golden.startswith("golden:")
+        assert resolve_tensor(session, npu).label == npu and resolve_tensor(session, golden).label == golden
+    rc, out, err = run_cli(capsys, root, "-o", out_dir, "-c", f"replay {op}", "--format", "json")
+    for item, (npu, golden) in zip(json_docs(out)[0]["inputs"], printed):
+        assert resolve_tensor(session, item["golden"]).label == golden     # long form, same tensor
+        assert resolve_tensor(session, item["tensor"]).label == npu
+    rc, out, err = run_cli(capsys, root, "-o", out_dir, "-c",
+                           f"vcs; export suspects --format json -o {tmp_path}/s.json; export suspects -o {tmp_path}/s.csv")
+    assert rc == 0, err
+    row = next(r for r in jsonlib.loads((tmp_path / "s.json").read_text()) if r["op"] == op)
+    csv_text = (tmp_path / "s.csv").read_text()
+    json_golden = resolve_tensor(session, row["golden_tensor"])
+    assert json_golden.label in csv_text                     # the CSV's printed name, the same tensor
+    np.testing.assert_array_equal(json_golden.loader(), load_npy(json_golden.path))

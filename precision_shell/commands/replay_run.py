@@ -22,6 +22,7 @@ from precision_shell.config import current_config
 from precision_shell.errors import CommandError, UsageError
 from precision_shell.formats.golden_npy import load_npy
 from precision_shell.model.session import Session
+from precision_shell.model.tensor_ref import golden_json_name, golden_name_of, name_of
 from precision_shell.model.tensor_resolve import resolve_tensor
 
 _SCALARS = (str, int, float, bool)
@@ -163,7 +164,7 @@ def _result(v: Verdict, exported: str | None) -> Sections:
                      notes=["ulps of the output dtype; error vs golden: relative RMS error"],
                      highlight=highlight)
     inputs = Table(["input", "golden", "cosine"],
-                   [[c.tensor, c.golden or "-", _num(c.cosine, "{:.6f}") + (" non-finite" if c.nonfinite else "")]
+                   [[name_of(c.tensor), golden_name_of(c.golden), _num(c.cosine, "{:.6f}") + (" non-finite" if c.nonfinite else "")]
                     for c in v.inputs])
     blocks: list = [("", head), ("inputs", inputs), ("evidence", evidence)]
     if exported:
@@ -174,7 +175,7 @@ def _result(v: Verdict, exported: str | None) -> Sections:
             "advice": v.advice, "output": v.output, "dtype": v.dtype, "reason": v.reason,
             "upstream_input": v.upstream_input,
             "npu": {"error_vs_golden": v.npu_error_vs_golden, "cosine": v.npu_cosine},
-            "inputs": [{"tensor": c.tensor, "golden": c.golden, "cosine": c.cosine, "nonfinite": c.nonfinite}
+            "inputs": [{"tensor": c.tensor, "golden": golden_json_name(c.golden), "cosine": c.cosine, "nonfinite": c.nonfinite}
                        for c in v.inputs], "exported": exported}
     return Sections(title=f"replay {v.op}", blocks=blocks, data=data)
 
