@@ -175,3 +175,27 @@ def test_replay_and_the_suspects_json_name_golden_tensors_so_they_paste(sample_w
     json_golden = resolve_tensor(session, row["golden_tensor"])
     assert json_golden.label in csv_text                     # the CSV's printed name, the same tensor
     np.testing.assert_array_equal(json_golden.loader(), load_npy(json_golden.path))
+
+
+@pytest.mark.terminal
+def test_framework_ni_shows_the_users_own_frames_first(tmp_path):
+    """ni showed eight torch-internal frames and hid the user's `File mlp.py, line 8, in <module>`
+    under '... 6 more'."""
+    import json as jsonlib
+    stacks = jsonlib.loads((FRAMEWORK / "target_bf16" / "step0" / "rank0" / "stack.json").read_text())
+    entry = "Functional.softmax.0.forward"
+    recorded = next(frames for names, frames in stacks.values() if entry in names)   # msprobe's stack.json
+    own = [f for f in recorded if "site-packages" not in f.split(",")[0]]
+    assert own and len(recorded) > 8                    # the sample has both kinds, more than 8
+    child = pexpect.spawn(sys.executable, ["-m", "precision_shell", str(FRAMEWORK / "target_bf16"), "--golden",
+                                           str(FRAMEWORK / "golden_fp32"), "-o", str(tmp_path / "out")],
+                          cwd=str(tmp_path), env=_env(tmp_path), encoding="utf-8", timeout=60,
+                          dimensions=(60, 250))
+    expect_prompt(child)
+    screen = _typed(child, f"ni {entry}", r"\.\.\. \d+ more[^\r\n]*")
+    expect_prompt(child)
+    child.sendline("quit")
+    child.expect(pexpect.EOF)
+    shown = [line.strip() for line in screen.split("stack", 1)[1].splitlines() if line.strip().startswith("File")]
+    assert [" ".join(f.split()) for f in own] == shown[:len(own)]      # every own frame, first, in order
+    assert all("site-packages" in line for line in shown[len(own):])
