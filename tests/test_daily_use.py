@@ -199,3 +199,26 @@ def test_framework_ni_shows_the_users_own_frames_first(tmp_path):
     shown = [line.strip() for line in screen.split("stack", 1)[1].splitlines() if line.strip().startswith("File")]
     assert [" ".join(f.split()) for f in own] == shown[:len(own)]      # every own frame, first, in order
     assert all("site-packages" in line for line in shown[len(own):])
+
+
+@pytest.mark.parametrize("kind", ["graph", "framework"])
+def test_panel_metrics_have_a_labelled_verdict_column(kind, sample_ws, tmp_path, capsys):
+    """next/goto panels had an unlabelled FAIL column and an always-empty 'not compared' one."""
+    from tests.conftest import json_docs, run_cli
+    args = ([sample_ws[0]] if kind == "graph" else
+            [FRAMEWORK / "target_bf16", "--golden", FRAMEWORK / "golden_fp32"])
+    rc, out, err = run_cli(capsys, *args, "-o", tmp_path / "out", "-c", "vcs; next")
+    assert rc == 0, err
+    rc2, doc, _ = run_cli(capsys, *args, "-o", tmp_path / "out", "-c", "vcs", "--format", "json")
+    first = json_docs(doc)[0][0]
+    lines = out.split("\nmetrics\n", 1)[1].splitlines()
+    header = lines[0].split()
+    assert header[-1] == "verdict" and "not" not in header and header.count("") == 0
+    body = lines[2:]
+    body = body[:next((i for i, line in enumerate(body) if not line.startswith(" ") and " " not in line.strip()),
+                      len(body))]                              # up to the next section's title
+    cells = {line.split()[0]: line.split()[-1] for line in body if line.strip()}
+    failed = set(first["failed_outputs"]) | set(first["failed_inputs"])
+    from precision_shell.model.tensor_ref import name_of
+    assert {name for name, verdict in cells.items() if verdict == "FAIL"} == {name_of(t) for t in failed}
+    assert cells and set(cells.values()) <= {"FAIL", "ok"}     # every tensor of the sample's root compared

@@ -281,9 +281,9 @@ def _compare_panel(session, s, position: str) -> Sections:
         golden = _golden_printed(session, r.pair.golden.name) if r is not None and r.pair.golden is not None \
             else "-"
         bad = t.name in s.failed_outputs or t.name in s.failed_inputs
-        rows.append([t.printed(), golden, *cells, "FAIL" if bad else ""])
-    metrics = Table(["tensor", "golden", "cosine", "euc_dist", "max_abs", "max_rel", "1‰ ratio", "5‰ ratio", ""],
-                    rows)
+        rows.append([t.printed(), golden, *cells, ("FAIL" if bad else "ok") if m is not None else "not compared"])
+    metrics = Table(["tensor", "golden", "cosine", "euc_dist", "max_abs", "max_rel", "1‰ ratio", "5‰ ratio",
+                     "verdict"], rows)
     return Sections(title=f"[{position}] {s.op} ({s.kind})", blocks=[("", info), ("metrics", metrics)],
                     data=s.to_json())
 
