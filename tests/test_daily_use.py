@@ -222,3 +222,64 @@ def test_panel_metrics_have_a_labelled_verdict_column(kind, sample_ws, tmp_path,
     from precision_shell.model.tensor_ref import name_of
     assert {name for name, verdict in cells.items() if verdict == "FAIL"} == {name_of(t) for t in failed}
     assert cells and set(cells.values()) <= {"FAIL", "ok"}     # every tensor of the sample's root compared
+
+
+def test_pt_at_prints_integral_fp16_values_exactly(sample_ws, tmp_path, capsys):
+    """`pt --at` printed an fp16 8192 as `8190.` (numpy's shortest round-trip string) while the
+    header said 8192.0."""
+    import numpy as np
+
+    from tests.conftest import run_cli
+    # within numpy's positional range (largest/smallest <= 1e3): where fp16's shortest strings
+    # of 8192, 8200 and 9000 are 8190., 8200. and 9000.
+    values = np.array([[8192, 10.5, 2048], [-16, 4096, 12.25], [1024, 8200, 9000]], dtype=np.float16)
+    np.save(tmp_path / "w.npy", values)
+    rc, out, err = run_cli(capsys, sample_ws[0], "-o", tmp_path / "out", "-c", f"pt {tmp_path / 'w.npy'} --at 0,0")
+    assert rc == 0, err
+    assert "= 8192.0" in out
+    grid = " ".join(out.split("\n", 3)[-1].split())
+    for v in values.ravel():
+        text = f"{int(v)}." if float(v).is_integer() else repr(float(v))
+        assert text in grid, (text, grid)
+    assert "8190." not in grid
+
+
+def test_smaller_items_of_the_newcomer_list(sample_ws, tmp_path, capsys):
+    """clear, a did-you-mean for config keys, replay naming the producer to replay, help's
+    overview without a JSON schema."""
+    from precision_shell.commands import REGISTRY
+    from tests.conftest import run_cli
+    root, manifest = sample_ws
+    args = [root, "-o", tmp_path / "out", "-c"]
+    rc, out, err = run_cli(capsys, *args, "clear; info")
+    assert rc == 0 and "unknown command" not in err and "\x1b" not in out   # batch: nothing to clear
+    rc, out, err = run_cli(capsys, *args, "config set colour off")
+    assert rc == 2 and "did you mean color?" in err and err.count("\n") == 1
+    # a Cast right after the designed lossy root inherits its error: name that root to replay
+    rc, out, err = run_cli(capsys, *args, "vcs -l 0 --format json")
+    lossy = manifest["lossy"]["op"]
+    import json as jsonlib
+    propagated = [r for r in jsonlib.loads(out.splitlines()[0]) if r["role"] == "propagated"
+                  and any(t.startswith(lossy) or t == f"{r['op']}:input:0" for t in r["failed_inputs"])]
+    cast = next(r["op"] for r in propagated if r["type"] == "Cast")
+    rc, out, err = run_cli(capsys, *args, f"replay {cast}")
+    assert rc == 0, err
+    assert f"replay its producer: `replay {lossy}`" in out
+    rc, out, err = run_cli(capsys, *args, "help")
+    replay_line = next(line for line in out.splitlines() if line.startswith("replay "))
+    assert "JSON" not in replay_line and replay_line.rstrip().endswith(".")
+    assert "JSON" in REGISTRY.lookup("replay").summary            # still in `help replay`
+
+
+def test_clear_clears_a_terminal_screen(tmp_path):
+    import io
+
+    from precision_shell.frontend import Frontend
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    screen = Terminal()
+    frontend = Frontend(None, out=screen, err=io.StringIO())
+    frontend.run_line("clear")
+    assert screen.getvalue() == "\x1b[H\x1b[2J"

@@ -65,14 +65,24 @@ def _check_shape(op: Any, j: int, array: np.ndarray) -> None:
                            f"says {tuple(shape)}: the dump does not belong to this graph")
 
 
-def _input_check(op_name: str, j: int, x: np.ndarray, ref: str | None, golden: np.ndarray | None) -> InputCheck:
+def _producer(session: Session, op: Any, j: int) -> str | None:
+    """The name of the op whose output is input ``j`` of ``op`` (from the graph's edges)."""
+    refs = [r for r in op.inputs if r.producer]
+    if j >= len(refs):
+        return None
+    node = session.graph.ops.get(refs[j].producer)
+    return node.name if node is not None else refs[j].producer
+
+
+def _input_check(op_name: str, j: int, x: np.ndarray, ref: str | None, golden: np.ndarray | None,
+                 producer: str | None) -> InputCheck:
     tensor = f"{op_name}:input:{j}"
     if golden is None or golden.size != x.size:
-        return InputCheck(j, tensor, ref if golden is not None else None, None)
+        return InputCheck(j, tensor, ref if golden is not None else None, None, producer=producer)
     g = np.asarray(golden, dtype=np.float64).reshape(x.shape)
     xf = x.astype(np.float64)
     nonfinite = bool((~np.isfinite(xf) & np.isfinite(g)).any())
-    return InputCheck(j, tensor, ref, cosine(xf, g), nonfinite)
+    return InputCheck(j, tensor, ref, cosine(xf, g), nonfinite, producer)
 
 
 def load_case(session: Session, op: Any) -> OpCase:
@@ -93,7 +103,8 @@ def load_case(session: Session, op: Any) -> OpCase:
     outputs = [_tensor(session, op.name, "output", i) for i in range(len(header.outputs))]
     in_refs, out_refs = op_golden_refs(session.graph, session.dumps, session.golden, op, header)
     in_goldens = [_golden(session, ref) for ref in in_refs]
-    checks = [_input_check(op.name, j, x, ref, g) for j, (x, ref, g) in enumerate(zip(inputs, in_refs, in_goldens))]
+    checks = [_input_check(op.name, j, x, ref, g, _producer(session, op, j))
+              for j, (x, ref, g) in enumerate(zip(inputs, in_refs, in_goldens))]
     shaped = [np.asarray(g).reshape(x.shape) if g is not None and g.size == x.size else None
               for g, x in zip(in_goldens, inputs)]
     return OpCase(op.name, op.type, _plain_attrs(op), inputs, outputs,

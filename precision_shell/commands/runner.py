@@ -65,6 +65,10 @@ class QuitRequest:
     """Returned by ``quit``/``exit``: the front end stops reading commands."""
 
 
+class ClearRequest:
+    """Returned by ``clear``: the front end clears a terminal screen (nothing in batch output)."""
+
+
 @dataclass
 class SourceRequest:
     """Returned by ``source FILE``: the front end runs the file's lines as a script."""
