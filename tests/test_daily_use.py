@@ -283,3 +283,27 @@ def test_clear_clears_a_terminal_screen(tmp_path):
     frontend = Frontend(None, out=screen, err=io.StringIO())
     frontend.run_line("clear")
     assert screen.getvalue() == "\x1b[H\x1b[2J"
+
+
+def test_report_lists_only_commands_that_ran_and_marks_nan_cosines_on_the_edge(sample_ws, tmp_path, capsys):
+    pytest.importorskip("jinja2")
+    import html as htmllib
+    import json as jsonlib
+
+    from tests.conftest import run_cli
+    root, _ = sample_ws
+    page = tmp_path / "r.html"
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path / "out", "-c",
+                           f"ni no_such_op; vcs -l 0 --format json; report -o {page}")
+    assert rc == 1 and "no_such_op" in err                       # the failed command said so ...
+    text = page.read_text(encoding="utf-8")
+    commands = htmllib.unescape(text.split('<pre id="commands">', 1)[1].split("</pre>", 1)[0]).splitlines()
+    assert [c for c in commands if c.strip()] and not any("no_such_op" in c for c in commands)   # ... not listed
+    assert any(c.startswith("vcs") for c in commands)
+    rows = jsonlib.loads(out.splitlines()[0])
+    nan_orders = sorted({r["order"] for r in rows if r["cosine"] is None or r["cosine"] != r["cosine"]})
+    assert nan_orders                                            # the sample's overflowing ops
+    chart = text.split('id="metric-chart"', 1)[1].split("</svg>", 1)[0]
+    marked = sorted(int(o) for o in re.findall(r'class="nan-mark" data-order="(\d+)"', chart))
+    assert set(nan_orders) <= set(marked)
+    assert f"NaN cosine ({len(marked)} op" in chart
