@@ -218,15 +218,19 @@ def execute(session: Any, statement: Statement, registry: Registry = REGISTRY) -
         args = cmd.parse(argv)
         if cmd.needs_session and session is None:
             raise PshellError(f"{cmd.name}: no workspace loaded")
+        # the commands that produced the session's results (the report lists them, itself too):
+        # a command that failed produced nothing and is taken out again
+        history = session.history if isinstance(getattr(session, "history", None), list) else []
+        history.append(statement.text or " ".join(statement.argv))
+        ran = False
         try:
             outcome.result = cmd.handler(session, args)
+            ran = True
         finally:
+            if not ran:
+                history.pop()
             if session is not None and hasattr(session, "after_command"):
                 session.after_command()
-        # the commands that produced the session's results (the report lists them): a command
-        # that failed produced nothing and is left out
-        if isinstance(getattr(session, "history", None), list):
-            session.history.append(statement.text or " ".join(statement.argv))
         outcome.quit = isinstance(outcome.result, QuitRequest)
     except HelpRequested as req:
         outcome.help_text = req.text
