@@ -20,7 +20,7 @@ from precision_shell.atomic_write import write_atomic
 from precision_shell.commands import REGISTRY
 from precision_shell.commands.process_policy import running_script
 from precision_shell.report import command as _report_command  # noqa: F401  (registers `report`)
-from precision_shell.commands.runner import (Outcome, SourceRequest, Statement, execute,
+from precision_shell.commands.runner import (ClearRequest, Outcome, SourceRequest, Statement, execute,
                                              split_statements)
 from precision_shell.errors import FormatError, PshellError, UsageError
 from precision_shell.formats.input_files import read_text_input
@@ -172,6 +172,8 @@ class Frontend:
                 self.emit(outcome.help_text.rstrip("\n"), statement)
             elif isinstance(outcome.result, SourceRequest):
                 self.run_script(outcome.result.path)
+            elif isinstance(outcome.result, ClearRequest):
+                self.clear_screen()
             elif outcome.result is not None and not outcome.quit:
                 result = outcome.result
                 if getattr(result, "findings", 0):
@@ -250,6 +252,13 @@ class Frontend:
             self.usage_failed = True
         else:
             self.failed = True
+
+    def clear_screen(self) -> None:
+        """``clear``: home the cursor and erase a terminal's screen; a pipe or file gets nothing
+        (the sequence is written here, not rendered: rendered text never carries controls)."""
+        if getattr(self.out, "isatty", lambda: False)():
+            self.out.write("\x1b[H\x1b[2J")
+            self.out.flush()
 
     def emit(self, text: str, statement=None) -> None:
         if statement is not None and statement.pipe:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from precision_shell.atomic_write import write_atomic
-from precision_shell.commands.export import _default_name, write_rows
+from precision_shell.commands.export import _default_name, ensure_prerequisite, write_rows
 from precision_shell.commands.framework_inspect import FRAMEWORK, variant
 from precision_shell.commands.results import Message
 from precision_shell.errors import CommandError
@@ -84,7 +84,8 @@ def export(session, args) -> Message:
         raise CommandError(f"export {args.what} does not support --format {fmt} on framework dumps "
                            f"(supported: {', '.join(ok)})")
     path = session.output_path(args.output, _default_name(args.what, fmt))
+    ran = ensure_prerequisite(session, args.what)
     count = writer(session, path)
-    return Message([f"wrote {count} {args.what} row{'s' * (count != 1)} to {path}"],
+    return Message(([ran] if ran else []) + [f"wrote {count} {args.what} row{'s' * (count != 1)} to {path}"],
                    data={"what": args.what, "format": fmt, "rows": count, "file": str(path)})
 

@@ -183,6 +183,28 @@ def _edge_rows(run, edges, upstream: bool) -> tuple[list[list], list[dict]]:
     return rows, docs
 
 
+# where a frame is the framework's, not the user's: installed packages and the frameworks' own trees
+_LIBRARY_PARTS = ("site-packages", "dist-packages", "/torch/", "/mindspore/", "/msprobe/", "/lib/python3")
+_STACK_SHOWN = 8
+
+
+def _in_library(frame: str) -> bool:
+    path = frame.split(",", 1)[0]          # "File PATH, line N, in f, code"
+    return any(part in path for part in _LIBRARY_PARTS)
+
+
+def shown_stack(frames: list[str]) -> list[str]:
+    """The frames ``ni`` shows: the user's own first (files outside installed packages, in
+    recorded order), then the framework's, cut at 8 with what the cut hid."""
+    ordered = [f for f in frames if not _in_library(f)] + [f for f in frames if _in_library(f)]
+    hidden = ordered[_STACK_SHOWN:]
+    if not hidden:
+        return ordered
+    library = sum(_in_library(f) for f in hidden)
+    what = "in installed packages" if library == len(hidden) else f"{library} in installed packages"
+    return ordered[:_STACK_SHOWN] + [f"... {len(hidden)} more ({what})"]
+
+
 @variant(FRAMEWORK, "node_info", summary="One entry: kind, module path, tensors with dtype, shape "
                                          "and statistics, producers and consumers (edges exact or inferred).",
          example="ni Functional.softmax.0.forward\nni softmax.0.forward",
@@ -202,7 +224,7 @@ def node_info(session, args) -> Sections:
                     ("producers", Table(["input", "producer", "its output", "edge"], producers)),
                     ("consumers", Table(["output", "consumer", "its input", "edge"], consumers))]
     if stack:
-        blocks.append(("stack", list(stack[:8]) + ([f"... {len(stack) - 8} more"] if len(stack) > 8 else [])))
+        blocks.append(("stack", shown_stack(stack)))
     data = {"op": op.name, "order": op.index, "kind": op.kind, "type": _api_type(op), "modules": modules,
             "tensors": [_tensor_json(t) for t in op.tensors], "producers": p_json, "consumers": c_json,
             "stack": list(stack)}

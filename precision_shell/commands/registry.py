@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -24,9 +25,23 @@ class HelpRequested(Exception):
         self.text = text
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)$")
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's 'invalid choice' with a did-you-mean when a choice is close (`config set colour`
+    -> color)."""
+    m = _INVALID_CHOICE.search(message)
+    if not m:
+        return message
+    choices = re.findall(r"'([^']*)'", m["choices"])
+    close = difflib.get_close_matches(m["given"], choices, n=2, cutoff=0.6)
+    return f"{message}; did you mean {' or '.join(close)}?" if close else message
+
+
 class CommandArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):
-        raise UsageError(f"{self.prog}: {message} (see `help {self.prog}`)")
+        raise UsageError(f"{self.prog}: {_with_suggestion(message)} (see `help {self.prog}`)")
 
     def exit(self, status: int = 0, message: str | None = None):
         if status:

@@ -16,7 +16,9 @@ from precision_shell.report.gather import ExportFile, ReportData
 from precision_shell.report.svg import histogram_svg, graph_svg, metric_chart
 from precision_shell.safe_text import escape_lines
 
-INSTALL_HINT = "pip install 'precision-shell[report]'"
+from precision_shell.errors import install_hint
+
+INSTALL_HINT = install_hint("report")
 
 
 def _sort_key(value: Any) -> str:
