@@ -47,14 +47,22 @@ def _screen_lines(text: str) -> list[str]:
 @pytest.mark.terminal
 def test_banner_is_wrapped_at_word_boundaries_at_80_columns(sample_ws, tmp_path):
     root, _ = sample_ws
-    graph_file = next((root / "precision_data").rglob("ge_proto_*Build.txt")).relative_to(root)
+    import json as jsonlib
+    from precision_shell.cli import main as cli_main
+    import contextlib
+    import io
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        cli_main([str(root), "-o", str(tmp_path / "out"), "-c", "info", "--format", "json"])
+    source = Path(jsonlib.loads(buffer.getvalue().splitlines()[0])["graphs"][0]["source"])
+    graph_file = source.relative_to(root) if source.is_absolute() else source   # as shown from root
     child = _spawn([], cwd=root, home=tmp_path)
     lines = _screen_lines(expect_prompt(child))
     child.sendline("quit")
     child.expect(pexpect.EOF)
     assert max(len(line) for line in lines) <= 80
     text = "\n".join(lines)
-    assert f"[{graph_file}]" in text            # the path whole on one line, not cut at the edge
+    assert f"[{graph_file}]" in text, text        # the path whole on one line, not cut at the edge
     from precision_shell.shell.repl import HINT
     tokens = text.split()
     hint_at = tokens.index(HINT.split()[0])
