@@ -45,8 +45,10 @@ def count_overflow_records(session: Session) -> tuple[int, list[str]]:
 
 
 def _rel(session: Session, path) -> str:
+    """``path`` as the workspace's own relative path when inside it (a cached entry holds it
+    resolved), else as it is."""
     try:
-        return str(path.relative_to(session.workspace.root))
+        return str(Path(os.path.realpath(path)).relative_to(os.path.realpath(session.workspace.root)))
     except ValueError:
         return str(path)
 

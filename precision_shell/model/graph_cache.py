@@ -109,7 +109,9 @@ def _encode_graph(graph: OpGraph) -> dict:
         spans.append(source)
     col["reader"], col["start"], col["end"] = (packed(c) for c in (zip(*spans) if spans else ((), (), ())))
     col["details"], col["descs"] = details, descs.encoded()
-    return {"graphs": [[g.name, g.source, g.ops, g.fused_ops, g.passes] for g in graphs], "warnings": warnings,
+    # sources resolved, as the readers' paths: the entry serves launches from any folder
+    return {"graphs": [[g.name, os.path.realpath(g.source), g.ops, g.fused_ops, g.passes] for g in graphs],
+            "warnings": warnings,
             # resolved paths: the entry is keyed by resolved paths, and a relative one would not
             # match the key when pshell starts from another folder (the same workspace, reused)
             "readers": [[os.path.realpath(r.path), r.stamp[0], r.stamp[1]] for r in readers], "ops": col}
