@@ -56,8 +56,8 @@ def test_same_rows_with_and_without_the_cluster(capsys, cluster, multi_ws):
             by_rank = {str(r["rank"]): r for r in remote}
             assert {k: v["first_divergence"] for k, v in by_rank.items()} == truth["first_divergence_step0"]
             assert [r["rank"] for r in remote if r["odd"]] == [truth["odd_rank"]["rank"]]
-            others = {r["roots"] for r in remote if not r["odd"]}
-            assert len(others) == 1 and by_rank[str(truth["odd_rank"]["rank"])]["roots"] == others.pop() + 1
+            others = {len(r["roots"]) for r in remote if not r["odd"]}
+            assert len(others) == 1 and len(by_rank[str(truth["odd_rank"]["rank"])]["roots"]) == others.pop() + 1
         else:
             first = truth["overflow"]["first"]
             assert (remote[0]["step"], remote[0]["rank"], remote[0]["op"]) == (first["step"], first["rank"], first["op"])

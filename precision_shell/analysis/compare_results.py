@@ -282,8 +282,3 @@ class CompareResult:
     @property
     def mb_per_s(self) -> float:
         return self.bytes_read / 1e6 / self.elapsed if self.elapsed > 0 else 0.0
-
-    def csv_rows(self) -> list:
-        from precision_shell.analysis.compare import csv_rows
-
-        return list(csv_rows(self))

@@ -1,8 +1,11 @@
-"""NaN/Inf in a framework run (``ac`` on msprobe dumps): which entries produce them, which pass
-them on.
+"""NaN/Inf in a run (``ac`` on msprobe dumps and pshell captures): which ops produce them, which
+pass them on. Written against the run model (``model/runs``): tensors' ``has_data``, ``stats``
+and ``load``, ops' inputs/outputs/kind and dataflow ``producer``.
 
 Each tensor leaf is judged from its values when its file was dumped (task tensor), else from its
-dumped statistics (Max/Min/Mean/Norm NaN or +-Inf: task statistics). An entry *overflows* when an
+dumped statistics as msprobe's own check does: Max or Min NaN or +-Inf (task statistics). Norm
+and Mean are not read: an fp16 Norm overflows on finite values (Max 8200 over 64 elements: the
+sum of squares passes 65504), and NaN/Inf anywhere shows in Max or Min. An entry *overflows* when an
 output does; it is a ``producer`` when every data input is finite and ``propagated`` when one
 is not. An input that has neither file nor statistics is judged through the dataflow graph (the
 output that produced it). A ``parameters_grad`` entry has no inputs: its gradients are
@@ -12,12 +15,10 @@ output that produced it). A ``parameters_grad`` entry has no inputs: its gradien
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from ..errors import PshellError
-from ..formats.msprobe_dump import Leaf
-from ..model.framework_run import FrameworkRun, FrameworkTensor
+from ..model.runs.base import Run, Tensor
 from ..model.progress import silent_progress
 from .tensor_compare import tensor_stats
 
@@ -66,25 +67,22 @@ class FrameworkOverflowScan:
         return next((f for f in self.findings if f.first), None)
 
 
-def _from_stats(leaf: Leaf) -> bool | None:
-    stats = [s for s in (leaf.max, leaf.min, leaf.mean, leaf.norm) if s is not None]
-    if not stats:
-        return None
-    return any(not math.isfinite(s) for s in stats)
+def _from_stats(t: Tensor) -> bool | None:
+    stats = t.stats
+    return None if stats is None else stats.overflows()
 
 
-def scan_framework_overflow(run: FrameworkRun, progress=None) -> FrameworkOverflowScan:
+def scan_framework_overflow(run: Run, progress=None) -> FrameworkOverflowScan:
     checks: dict[str, LeafCheck] = {}
     problems: list[str] = []
     from_values = 0
 
-    def own(t: FrameworkTensor) -> LeafCheck:
+    def own(t: Tensor) -> LeafCheck:
         nonlocal from_values
         if t.name in checks:
             return checks[t.name]
-        leaf = t.leaf
         check = None
-        if leaf.file:
+        if t.has_data:
             try:
                 s = tensor_stats(run.load(t.name))
                 check = LeafCheck(t.name, s.nan, s.pos_inf, s.neg_inf,
@@ -93,12 +91,12 @@ def scan_framework_overflow(run: FrameworkRun, progress=None) -> FrameworkOverfl
             except PshellError as exc:
                 problems.append(str(exc))
         if check is None:
-            bad = _from_stats(leaf)
+            bad = _from_stats(t)
             check = LeafCheck(t.name, None, None, None, bool(bad), "unknown" if bad is None else "statistics")
         checks[t.name] = check
         return check
 
-    def judged(t: FrameworkTensor) -> LeafCheck:
+    def judged(t: Tensor) -> LeafCheck:
         check = own(t)
         if check.source != "unknown":
             return check
@@ -119,7 +117,7 @@ def scan_framework_overflow(run: FrameworkRun, progress=None) -> FrameworkOverfl
                 role = "propagated" if findings else "producer"
             else:
                 role = "propagated" if any(c.bad for c in inputs) else "producer"
-            findings.append(FrameworkOverflow(op.index, op.name, op.kind, role, outputs, inputs,
+            findings.append(FrameworkOverflow(op.order, op.name, op.kind, role, outputs, inputs,
                                               run.module_path(op.name)))
     first = next((f for f in findings if f.role == "producer"), None)
     if first is not None:

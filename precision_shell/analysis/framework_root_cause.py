@@ -14,15 +14,32 @@ records a parameter's gradient as an entry with no inputs (framework-dumps.md A2
 [leaf]}``), so "every input passes" would hold vacuously; the gradient is accumulated by the
 backward of the module that owns the parameter, whose entries are judged themselves. It is
 listed (a failing gradient is worth seeing), never the first divergence nor a keep-fp32 name.
+
+Statistics-mode dumps (``mode="statistics"``) judge each output by its statistics instead
+(:mod:`.stat_verdict`: Max, Min or Norm off by more than ``tolerance``, relative); a tensor
+whose statistics cannot be compared is judged through the dataflow graph and listed in
+``unjudged``. The same root/propagated/first rule follows.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..model.framework_run import FrameworkRun, FrameworkTensor
-from .framework_compare import RowResult, TensorMetrics, is_failing
+from .framework_compare import RowResult, is_failing
+from .stat_verdict import DEFAULT_TOLERANCE, judge_stats
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One tensor's verdict: from its compare (tensor mode) or its statistics."""
+    fails: bool
+    cosine: float | str | None = None     # tensor mode: msprobe's value or text
+    statistic: str = ""                   # statistics mode: which failed ("Max,Norm")
+    rel_error: float | None = None        # statistics mode: the largest relative error
+    metrics: object = None                # tensor mode: the TensorMetrics
 
 
 @dataclass
@@ -33,47 +50,104 @@ class FrameworkSuspect:
     role: str                     # root | propagated | param_grad (module docstring)
     failed_outputs: list[str]     # pshell tensor names
     failed_inputs: list[str]
-    cosine: float | str           # the worst failing output's (msprobe's value or text)
+    cosine: float | str | None    # the worst failing output's (msprobe's value or text); None: statistics
     modules: list[str]            # enclosing modules, outermost first
     downstream: list[str] = field(default_factory=list)    # failing entries reached by dataflow
     first: bool = False
+    tensor: str = ""              # the worst failing output (pshell name)
+    statistic: str = ""           # statistics mode: the worst output's failing statistics
+    stat_error: float | None = None    # statistics mode: its largest relative error
+    type: str = ""                # the API or module type (Functional.linear)
+    metrics: object = None        # tensor mode: the worst output's TensorMetrics
+
+    @property
+    def order(self) -> int:
+        return self.index
+
+    @property
+    def fusion_blame(self) -> None:
+        return None           # no fusion in eager runs
 
     def to_json(self) -> dict:
-        return {"order": self.index, "op": self.op, "kind": self.kind, "role": self.role,
-                "first": self.first, "cosine": self.cosine, "failed_outputs": self.failed_outputs,
-                "failed_inputs": self.failed_inputs, "modules": self.modules,
-                "downstream": self.downstream}
+        from .suspect_schema import framework_row
+
+        return framework_row(self)
+
+    def to_flat_json(self) -> dict:
+        from .suspect_schema import framework_flat_row
+
+        return framework_flat_row(self)
+
+
+def judge_rows(run: FrameworkRun, results: Iterable[RowResult], mode: str, threshold: float,
+               tolerance: float = DEFAULT_TOLERANCE) -> Callable[[FrameworkTensor], Judged | None]:
+    """The verdict of a tensor from its own compare row, None when it has none (no golden row,
+    no file in tensor mode, statistics not comparable)."""
+    by_name = {r.name: r for r in results}
+
+    def judged(t: FrameworkTensor) -> Judged | None:
+        r = by_name.get(t.compare_name)
+        if r is None or r.pair.golden is None:
+            return None
+        if mode == "tensor":
+            if not t.has_data or r.metrics is None:
+                return None
+            return Judged(is_failing(r.metrics, threshold), r.metrics.cosine, metrics=r.metrics)
+        golden = r.pair.golden.leaf
+        from ..model.runs.base import Stats
+
+        g = None if golden.max is None and golden.min is None and golden.norm is None else \
+            Stats(golden.max, golden.min, golden.mean, golden.norm)
+        v = judge_stats(t.stats, g, tolerance)
+        if v.fails is None:
+            return None
+        return Judged(v.fails, None, ",".join(v.failed), v.rel_error)
+    return judged
 
 
 def find_framework_suspects(run: FrameworkRun, results: Iterable[RowResult], threshold: float,
-                            backward: bool = False) -> list[FrameworkSuspect]:
-    by_name = {r.name: r for r in results}
+                            backward: bool = False, *, mode: str = "tensor",
+                            tolerance: float = DEFAULT_TOLERANCE,
+                            unjudged: list[str] | None = None) -> list[FrameworkSuspect]:
+    """``unjudged``, when given, receives the outputs judged through the dataflow graph because
+    their own compare could not judge them (statistics null on one side, no golden row)."""
+    own = judge_rows(run, results, mode, threshold, tolerance)
     kinds = ("forward", "backward", "parameters_grad") if backward else ("forward",)
+    verdicts: dict[str, Judged | None] = {}
 
-    def compared(t: FrameworkTensor) -> TensorMetrics | None:
-        r = by_name.get(t.compare_name)
-        return r.metrics if r is not None and r.pair.golden is not None and t.leaf.file else None
+    def verdict(t: FrameworkTensor) -> Judged | None:
+        if t.name not in verdicts:
+            verdicts[t.name] = own(t)
+        return verdicts[t.name]
 
     def fails(t: FrameworkTensor) -> bool:
-        metrics = compared(t)
-        if metrics is not None:
-            return is_failing(metrics, threshold)
+        j = verdict(t)
+        if j is not None:
+            return j.fails
         edge = run.producer(t.name)
-        return edge is not None and is_failing(compared(run.tensor(edge.src)), threshold)
+        if edge is None:
+            return False
+        up = verdict(run.tensor(edge.src))
+        return up is not None and up.fails
 
     suspects: list[FrameworkSuspect] = []
     for op in run.ops:
         if op.kind not in kinds:
             continue
+        if unjudged is not None:
+            unjudged += [t.name for t in op.outputs if verdict(t) is None]
         failed_out = [t for t in op.outputs if fails(t)]
         if not failed_out:
             continue
         failed_in = [t.name for t in op.inputs if fails(t)]
         role = "param_grad" if op.kind == "parameters_grad" else "propagated" if failed_in else "root"
+        worst = _worst(failed_out, verdict)
+        j = verdict(worst)
         suspects.append(FrameworkSuspect(
             op.index, op.name, op.kind, role,
-            [t.name for t in failed_out], failed_in, _worst(failed_out, compared),
-            run.module_path(op.name)))
+            [t.name for t in failed_out], failed_in, _worst_cosine(failed_out, verdict) if mode == "tensor" else None,
+            run.module_path(op.name), tensor=worst.name, statistic=j.statistic if j else "",
+            stat_error=j.rel_error if j else None, type=op.type, metrics=j.metrics if j else None))
     failing = {s.op for s in suspects}
     for s in suspects:
         s.downstream = [name for name in run.downstream(s.op) if name in failing]
@@ -83,8 +157,24 @@ def find_framework_suspects(run: FrameworkRun, results: Iterable[RowResult], thr
     return suspects
 
 
-def _worst(tensors: list[FrameworkTensor], compared) -> float | str:
-    values = [m.cosine for m in (compared(t) for t in tensors) if m is not None]
+def _sort_value(j: Judged | None) -> float:
+    """Lower is worse: the cosine (texts such as Nan worst of all), or minus the relative error."""
+    if j is None:
+        return math.inf
+    if j.rel_error is not None:
+        return -j.rel_error
+    cos = j.cosine
+    if isinstance(cos, float):
+        return -math.inf if cos != cos else cos
+    return -math.inf if cos is not None else math.inf
+
+
+def _worst(tensors: list[FrameworkTensor], verdict) -> FrameworkTensor:
+    return min(tensors, key=lambda t: _sort_value(verdict(t)))
+
+
+def _worst_cosine(tensors: list[FrameworkTensor], verdict) -> float | str:
+    values = [j.cosine for j in (verdict(t) for t in tensors) if j is not None and j.cosine is not None]
     numbers = [v for v in values if isinstance(v, float) and v == v]
     texts = [v for v in values if not isinstance(v, float)]
     if texts:

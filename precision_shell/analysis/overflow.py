@@ -59,11 +59,15 @@ class OverflowFinding:
         else:
             self.role = "propagated" if inputs_bad else "producer"
 
-    def to_json(self) -> dict:
-        return {"order": self.order, "rank": _level(self.rank), "step": _level(self.step), "op": self.op, "type": self.type, "source": self.source,
-                "status": self.status_words, "role": self.role, "timestamp": self.timestamp,
+    def to_json(self, first: bool = False) -> dict:
+        """The ``ac`` row (commands/row_schema "overflow"); ``first``: the list's first producer."""
+        return {"order": self.order, "rank": _level(self.rank), "step": _level(self.step), "op": self.op, "type": self.type,
+                "kind": "kernel", "source": self.source,
+                "status": self.status_words, "role": self.role, "first": first, "timestamp": self.timestamp,
                 "outputs": [t.to_json() for t in self.outputs],
                 "inputs": [t.to_json() for t in self.inputs],
+                "bad_outputs": [f"{self.op}:output:{t.index}" for t in self.outputs if t.bad],
+                "bad_inputs": [f"{self.op}:input:{t.index}" for t in self.inputs if t.bad], "modules": [],
                 "dump": str(self.dump_path) if self.dump_path else None,
                 "records": [{"unit": r.unit, "task_id": r.task_id, "stream_id": r.stream_id,
                              "status": r.status, "file": r.path} for r in self.records]}

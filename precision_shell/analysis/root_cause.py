@@ -136,7 +136,9 @@ class Suspect:
             "pass_kinds": self.pass_kinds,
             "suggestion": FUSION_SWITCH_HINT if self.fusion_blame else None,
         })
-        return row
+        from precision_shell.analysis.suspect_schema import with_shared
+
+        return with_shared(row, "kernel")
 
 
     def to_flat_json(self) -> dict:
@@ -151,7 +153,7 @@ class Suspect:
                                  for t in row[key])
         for key in ("failed_outputs", "failed_inputs"):
             row[key] = [name_of(t) for t in row[key]]
-        for key in ("golden", "failed_outputs", "failed_inputs", "passes"):
+        for key in ("golden", "failed_outputs", "failed_inputs", "passes", "modules"):
             row[key] = ",".join(row[key])
         row["pass_kinds"] = ",".join(f"{p}:{k}" for p, k in row["pass_kinds"].items())
         row.update(row.pop("standard_deviation"))

@@ -8,7 +8,6 @@ from precision_shell.commands import (  # noqa: F401  (importing registers the c
     replay_cmd,
     stepping, tensor_cmd,
 )
-from precision_shell.commands import report_cmd  # noqa: F401  (report: one HTML file of the session)
 from precision_shell.commands import curve_cmd  # noqa: F401  (curve: training logs to the step)
 from precision_shell.commands import bisect_cmd  # noqa: F401  (bisect: rerun a check per knob change)
 # framework variants of the commands above (msprobe dumps); after them: they extend them

@@ -20,6 +20,10 @@ _SET_ARGS = [arg("--ranks", metavar="all|R,R",
              arg("--steps", metavar="all|S,S", help="these steps (step folders) at once")]
 
 
+def _wants_sets(args) -> bool:
+    return getattr(args, "ranks", None) is not None or getattr(args, "steps", None) is not None
+
+
 def _run():
     from precision_shell.commands import compare_run
 
@@ -40,6 +44,10 @@ def _run():
                arg("-j", "--jobs", type=int, default=None,
                    help="worker processes (default: CPU count; 1 = in this process)")] + _SET_ARGS)
 def compare(session: Session, args: Any):
+    if _wants_sets(args):
+        from precision_shell.commands.multi_set import compare_sets_table
+
+        return compare_sets_table(session, args)
     return _run().compare(session, args)
 
 
@@ -75,6 +83,10 @@ def compare(session: Session, args: Any):
              "relative_euclidean_distance, kl_divergence, one_thousandth_err_ratio, "
              "five_thousandths_err_ratio"))
 def vcs(session: Session, args: Any):
+    if _wants_sets(args):
+        from precision_shell.commands.multi_set import vcs_sets_table
+
+        return vcs_sets_table(session, args)
     return _run().vcs(session, args)
 
 

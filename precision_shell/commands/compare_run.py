@@ -200,29 +200,7 @@ def vc_summary(session: Session, result: CompareResult) -> Message:
                    warnings=report.warnings + result.problems, unjudged=report.gate)
 
 
-def _selection(session: Session, args):
-    """The --ranks/--steps selection, or None for the active set alone."""
-    if getattr(args, "ranks", None) is None and getattr(args, "steps", None) is None:
-        return None
-    from precision_shell.commands.multi_set import select_sets
-
-    if getattr(args, "npu", None) or getattr(args, "against", None) or getattr(args, "golden", None) \
-            or getattr(args, "file", None):
-        raise UsageError("--ranks/--steps compare the workspace's dump tree with its golden run: "
-                         "not with --npu, --golden, --against or -f")
-    return select_sets(session, args.ranks, args.steps)
-
-
-def _sets_table(session: Session, args, criteria: Criteria):
-    from precision_shell.commands.multi_set import compare_sets, rank_table
-
-    done, merged, warnings = compare_sets(session, _selection(session, args), args.jobs if hasattr(args, "jobs") else None)
-    return rank_table(session, done, criteria, merged, warnings)
-
-
 def compare(session: Session, args) -> Message:
-    if _selection(session, args) is not None:
-        return _sets_table(session, args, Criteria(session.settings.threshold))
     result = run_vc(session, npu=args.npu, golden=args.golden, against=args.against, jobs=args.jobs)
     return vc_summary(session, result)
 
@@ -303,19 +281,19 @@ def _vcs_source(session: Session, files: list[str] | None) -> CompareResult:
     return run_vc(session)
 
 
-def vcs(session: Session, args) -> Table:
+def criteria_of(session: Session, args) -> Criteria:
+    """``vcs``'s failing rule from its -c and --metric (UsageError for a cosine outside [-1, 1])."""
     threshold = session.settings.threshold if args.cosine is None else args.cosine
     if not -1.0 <= threshold <= 1.0:
         raise UsageError(f"-c is a cosine in [-1, 1], got {threshold}")
+    return Criteria(threshold, tuple(parse_condition(t) for t in args.metric or ()))
+
+
+def vcs(session: Session, args) -> Table:
+    criteria = criteria_of(session, args)
     limit = session.settings.limit if args.limit is None else args.limit
     if limit < 0:
         raise UsageError("-l must be 0 (all) or a positive number")
-    criteria = Criteria(threshold, tuple(parse_condition(t) for t in args.metric or ()))
-    if _selection(session, args) is not None:
-        if getattr(args, "plot", None) is not None:
-            raise UsageError("vcs --plot draws one dump set: drop --ranks/--steps (see `use`)")
-        table = _sets_table(session, args, criteria)
-        return table
     ran_vc = not args.file and "compare" not in session.results
     result = _vcs_source(session, args.file)
     info = [f"no compare result yet, so `vc` ran first ({len(result.rows)} tensors in "

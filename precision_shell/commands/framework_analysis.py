@@ -9,86 +9,21 @@ graph; ``ac`` scans for NaN/Inf. The work is in ``analysis/framework_*``.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from precision_shell.commands.framework_compare_run import FrameworkCompare, run_compare
 from precision_shell.commands.framework_inspect import FRAMEWORK, variant
-from precision_shell.commands.framework_sets import SET_ARGS, compare_table, suspects_table, wants_sets
+from precision_shell.commands.framework_sets import (SET_ARGS, compare_table, overflow_row, overflow_table,
+                                                     suspects_table, wants_sets)
 from precision_shell.commands.inspect_cmd import check_limit
 from precision_shell.commands.registry import arg
 from precision_shell.commands.finding_list import arrange, follow, list_args
 from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import PANELS
 from precision_shell.errors import CommandError, UsageError
-from precision_shell.gc_pause import gc_paused
 from precision_shell.formats.msprobe_layout import parse_entry_name
 
-if TYPE_CHECKING:      # numpy: imported by the first compare, not at start-up
-    from precision_shell.analysis.framework_compare import RowResult
-    from precision_shell.analysis.framework_pairing import Pairing
-
 COMPARE_CURSOR, OVERFLOW_CURSOR = "framework compare", "framework overflow"
-
-
-@dataclass
-class FrameworkCompare:
-    mode: str                     # tensor | statistics | md5
-    pairing: Pairing
-    rows: list[RowResult]
-    csv_path: Path
-    seconds: float
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def compared(self) -> int:
-        from precision_shell.analysis.framework_compare import UNSUPPORTED
-
-        if self.mode == "tensor":
-            return sum(1 for r in self.rows
-                       if r.metrics is not None and any(c != UNSUPPORTED for c in r.metrics.cells()))
-        if self.mode == "statistics":
-            return sum(1 for r in self.rows if r.stats is not None)
-        return sum(1 for r in self.rows if r.pair.golden is not None)
-
-
-def compare_mode(session, target=None) -> str:
-    """tensor when both sides dumped tensors, md5 when both dumped CRCs, else statistics."""
-    target = target or session.selected
-    tasks = {target.task, session.require_golden(target).task}
-    return tasks.pop() if len(tasks) == 1 and tasks <= {"tensor", "md5"} else "statistics"
-
-
-def run_compare(session, target=None) -> FrameworkCompare:
-    """``vc`` of the selection, or of another target rank (``--ranks``: then the session's
-    ``compare`` result, which ``vcs``/``next``/``export`` read, is left as it was)."""
-    from precision_shell.analysis.framework_compare import compare_pairs
-    from precision_shell.analysis.framework_csv import iter_table_rows, write_compare_csv
-    from precision_shell.analysis.framework_pairing import pair_dumps
-
-    selected = target is None or target is session.selected
-    target = target or session.selected
-    mode = compare_mode(session, target)
-    started = time.perf_counter()
-    rows: list[RowResult] = []
-    with gc_paused():     # ~10 objects per row, no cycles: collector passes would find nothing
-        pairing = pair_dumps(target, session.require_golden(target), fuzzy=session.fuzzy,
-                             mapping=session.mapping)
-        with session.progress("comparing", len(pairing.pairs)) as bar:
-            for result in compare_pairs(pairing, mode):
-                rows.append(result)
-                bar.advance()
-        loc = target.location
-        steps = session.target.steps
-        name = f"compare_result_{'' if len(steps) < 2 else f'step{loc.step}_'}{loc.rank}.csv"
-        path = session.output_path(None, name)
-        write_compare_csv(path, iter_table_rows(rows, mode, target.stack), mode)
-    problems = [e for r in rows for e in r.errors]
-    found = FrameworkCompare(mode, pairing, rows, path, time.perf_counter() - started, problems)
-    if selected:
-        session.results["compare"] = found
-    return found
 
 
 def _count(n: int, what: str) -> str:
@@ -108,15 +43,16 @@ def compare(session, args) -> Message:
     found = run_compare(session)
     pairing = found.pairing
     paired = sum(1 for p in pairing.pairs if p.golden is not None)
+    coverage = found.coverage
     lines = [f"{session.target.root} vs {session.golden_dump.root}: {found.mode} mode, "
              f"{_count(len(found.rows), 'row')} ({paired:,} paired, {found.compared:,} compared) "
-             f"in {found.seconds:.2f} s"]
+             f"in {found.seconds:.2f} s", coverage.summary_line()]
     problems = [f"{e.entry}: {'; '.join(e.problems)}" for e in pairing.entries if e.problems]
     data: dict[str, Any] = {"mode": found.mode, "pairing": pairing.mode, "ops": len(pairing.entries),
                             "tensors": len(found.rows), "paired": paired, "compared": found.compared,
                             "golden_only": len(pairing.golden_only), "csv": str(found.csv_path),
                             "seconds": round(found.seconds, 4), "problems": found.problems,
-                            "entry_problems": problems}
+                            "entry_problems": problems, "coverage": coverage.to_json()}
     if found.mode == "tensor":
         from precision_shell.analysis.framework_compare import is_failing
 
@@ -135,6 +71,9 @@ def compare(session, args) -> Message:
                           "the failing entries of this compare")
         if replaced:
             lines.append(replaced)
+    elif found.mode == "statistics":
+        lines.append("statistics mode: `vcs` judges each output's Max, Min and Norm against the golden's "
+                     "(--stat-tolerance, default 0.1) for roots and propagated")
     elif found.mode == "md5":
         different = sum(1 for r in found.rows if r.md5_equal is False and r.pair.golden is not None)
         lines.append(f"md5: {_count(different, 'row')} differ")
@@ -174,7 +113,8 @@ def _sort_keys(found: FrameworkCompare, run) -> dict[str, Callable[[Any], Any]]:
                 cache[s.op] = _metrics_of(found, run, s.failed_outputs)
             return getattr(cache[s.op], field_name, None)
         return value
-    return {"order": lambda s: s.index, "cosine": lambda s: s.cosine, "euc_dist": metric("euc_dist"),
+    return {"order": lambda s: s.index, "cosine": lambda s: s.cosine, "stat_error": lambda s: s.stat_error,
+            "euc_dist": metric("euc_dist"),
             "max_abs_err": metric("max_abs_err"), "max_relative_err": metric("max_relative_err"),
             "one_thousandth": metric("one_thousandth"), "five_thousandths": metric("five_thousandths")}
 
@@ -184,17 +124,36 @@ def _api_type(name: str) -> str:
     return f"{e.prefix}.{e.op}"
 
 
+def _rel(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def stat_tolerance(args) -> float:
+    from precision_shell.analysis.stat_verdict import DEFAULT_TOLERANCE
+
+    value = getattr(args, "stat_tolerance", None)
+    if value is None:
+        return DEFAULT_TOLERANCE
+    if not value >= 0:
+        raise UsageError(f"--stat-tolerance is a relative error >= 0, got {value}")
+    return value
+
+
 def _printed(run, names: list[str]) -> str:
     return ", ".join(run.tensor(n).printed() for n in names)
 
 
 @variant(FRAMEWORK, "vcs", summary="Failing entries of the compare (output cosine <= COS, NaN fails "
-                                   "too) in execution order, each root or propagated over the dataflow "
-                                   "graph; the first root is the first divergence.",
+                                   "too; on statistics dumps: Max, Min or Norm off by more than the "
+                                   "--stat-tolerance) in execution order, each root or propagated over the "
+                                   "dataflow graph; the first root is the first divergence.",
          example="vcs\nvcs -c 0.99 -l 0\nvcs --backward\nvcs --sort cosine --role root\nvcs --type linear\n"
-                 "vcs --plot max_abs_error\nvcs --ranks all --steps all",
+                 "vcs --stat-tolerance 0.05\nvcs --plot max_abs_error\nvcs --ranks all --steps all",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
+               arg("--stat-tolerance", type=float, default=None, metavar="REL",
+                   help="statistics dumps: an output fails when |t-g|/max(|g|,1e-12) of its Max, Min or "
+                        "Norm exceeds REL, or it is non-finite where golden is finite (default 0.1)"),
                arg("-l", "--limit", type=int, default=None, metavar="N",
                    help="rows to show (0 = all); roots are never cut, the footer counts the hidden rows by role"),
                arg("--backward", action="store_true",
@@ -202,31 +161,38 @@ def _printed(run, names: list[str]) -> str:
                arg("--plot", nargs="?", const="cosine", default=None, metavar="METRIC", complete="metric",
                    help="instead of the table, a chart of METRIC (default cosine) of each forward "
                         "entry along execution order, roots and the first divergence marked")] + SET_ARGS
-         + list_args("order, or a metric of the row's failing output: cosine, euc_dist, max_abs_err, "
-                     "max_relative_err, one_thousandth, five_thousandths"))
+         + list_args("order, stat_error (statistics dumps), or a metric of the row's failing output: cosine, "
+                     "euc_dist, max_abs_err, max_relative_err, one_thousandth, five_thousandths"))
 def vcs(session, args) -> Table:
     from precision_shell.analysis.framework_root_cause import find_framework_suspects
 
     threshold = session.settings.threshold if args.cosine is None else args.cosine
     if not -1.0 <= threshold <= 1.0:
         raise UsageError(f"-c is a cosine in [-1, 1], got {threshold}")
+    tolerance = stat_tolerance(args)
     if wants_sets(args):
         if args.plot is not None:
             raise UsageError("vcs --plot draws one dump.json: drop --ranks/--steps (see `use`)")
-        return suspects_table(session, args, threshold)
+        return suspects_table(session, args, threshold, tolerance)
     limit = check_limit(args.limit, session)
     found = session.results.get("compare")
     ran_vc = found is None
     if found is None:
         found = run_compare(session)
-    if found.mode != "tensor":
-        raise CommandError(f"vcs needs tensor-mode dumps on both sides (cosine); this pair compares in "
-                           f"{found.mode} mode: `vc` writes msprobe's {found.mode} CSV")
+    if found.mode == "md5":
+        raise CommandError("vcs needs values or statistics on both sides; this pair dumped md5 only: "
+                           "`vc` lists the rows whose CRC differs")
+    if found.mode == "statistics" and args.plot is not None:
+        raise UsageError("vcs --plot draws a tensor metric; this pair compares statistics (see the table)")
     run = session.run
-    suspects = find_framework_suspects(run, found.rows, threshold, args.backward)
+    unjudged: list[str] = []
+    suspects = find_framework_suspects(run, found.rows, threshold, args.backward, mode=found.mode,
+                                       tolerance=tolerance, unjudged=unjudged)
     view = arrange(suspects, args, keys=_sort_keys(found, run), type_of=lambda s: _api_type(s.op), limit=limit)
     session.results["vcs"] = suspects
     session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)
+    session.results["vcs_tolerance"] = tolerance
+    stats_mode = found.mode == "statistics"
     replaced = follow(session, COMPARE_CURSOR, view.items, "this list")
     if args.plot is not None:
         from precision_shell.commands.plot_cmd import framework_chart, plot_metric_key
@@ -235,12 +201,22 @@ def vcs(session, args) -> Table:
     rows, highlight = [], set()
     for pos in view.shown:
         s = view.items[pos]
+        judged = [s.statistic, _rel(s.stat_error)] if stats_mode else [_cos(s.cosine)]
         rows.append([pos + 1, s.index, s.op, s.kind, Marked(s.role, "◀ first divergence" if s.first else ""),
-                     _cos(s.cosine), _printed(run, s.failed_outputs), _printed(run, s.failed_inputs) or "-"])
+                     *judged, _printed(run, s.failed_outputs), _printed(run, s.failed_inputs) or "-"])
         if s.first:
             highlight.add(len(rows) - 1)
     roots = [s for s in suspects if s.role == "root"]
-    notes = [f"failing = an output with cosine <= {threshold:g} or NaN/Inf; root = every input still passes"]
+    if stats_mode:
+        notes = [f"statistics mode: failing = an output whose Max, Min or Norm is off by more than "
+                 f"{tolerance:g} (|t-g|/max(|g|,1e-12)) or non-finite where golden is finite; "
+                 f"root = every input still passes"]
+        if unjudged:
+            shown = ", ".join(run.tensor(n).printed() for n in unjudged[:3])
+            notes.append(f"{_count(len(unjudged), 'output')} not comparable (no golden row, or Max/Min/Norm "
+                         f"null on a side), judged by their producer: {shown}{' ...' if len(unjudged) > 3 else ''}")
+    else:
+        notes = [f"failing = an output with cosine <= {threshold:g} or NaN/Inf; root = every input still passes"]
     if any(s.role == "param_grad" for s in suspects):
         notes.append("param_grad = a failing parameter gradient: it has no recorded inputs, so it is never "
                      "a root; the module's backward entries say where its error came from")
@@ -249,7 +225,8 @@ def vcs(session, args) -> Table:
     if replaced:
         notes.append(replaced)
     hints = ["`next`/`goto #` step through the list with each entry's metric panel"] if view.items else []
-    return Table(["#", "order", "entry", "kind", "role", "cosine", "failing outputs", "failing inputs"], rows,
+    judged_headers = ["failed statistic", "rel. error"] if stats_mode else ["cosine"]
+    return Table(["#", "order", "entry", "kind", "role", *judged_headers, "failing outputs", "failing inputs"], rows,
                  title=f"{_count(len(suspects), 'failing entry')} "
                        f"({_count(len(roots), 'root')}), {view.what}",
                  json_rows=[s.to_json() for s in view.items], notes=notes, total=len(view.items),
@@ -274,6 +251,9 @@ def _compare_panel(session, s, position: str) -> Sections:
             ("failing", _printed(session.run, s.failed_outputs)),
             ("failing inputs", _printed(session.run, s.failed_inputs) or "none: the error starts here"),
             ("downstream", ", ".join(s.downstream[:6]) + (" ..." if len(s.downstream) > 6 else "") or "-")]
+    if found.mode == "statistics":
+        return Sections(title=f"[{position}] {s.op} ({s.kind})",
+                        blocks=[("", info), ("statistics", _stats_table(session, s, op, by_name))], data=s.to_json())
     rows = []
     for t in op.tensors:
         r = by_name.get(t.compare_name)
@@ -287,6 +267,33 @@ def _compare_panel(session, s, position: str) -> Sections:
                     rows)
     return Sections(title=f"[{position}] {s.op} ({s.kind})", blocks=[("", info), ("metrics", metrics)],
                     data=s.to_json())
+
+
+def _stats_table(session, s, op, by_name) -> Table:
+    """Each tensor's Max, Min and Norm beside the golden's, and the largest relative error of
+    the three (what a statistics-mode verdict reads)."""
+    from precision_shell.analysis.stat_verdict import judge_stats
+    from precision_shell.model.runs.base import Stats
+
+    tolerance = session.results.get("vcs_tolerance", 0.1)
+    rows = []
+    for t in op.tensors:
+        r = by_name.get(t.compare_name)
+        g = r.pair.golden.leaf if r is not None and r.pair.golden is not None else None
+        golden = Stats(g.max, g.min, g.mean, g.norm) if g is not None else None
+        verdict = judge_stats(t.stats, golden, tolerance)
+        cells = []
+        for attr in ("max", "min", "norm"):
+            cells += [_stat(getattr(t.stats, attr, None)), _stat(getattr(golden, attr, None))]
+        bad = t.name in s.failed_outputs or t.name in s.failed_inputs
+        rows.append([t.printed(), *cells, _rel(verdict.rel_error), ",".join(verdict.failed) or
+                     ("not comparable" if verdict.fails is None else ""), "FAIL" if bad else ""])
+    return Table(["tensor", "max", "golden max", "min", "golden min", "norm", "golden norm", "rel. error",
+                  "failed", ""], rows)
+
+
+def _stat(value) -> str:
+    return "-" if value is None else f"{value:.6g}"
 
 
 PANELS[COMPARE_CURSOR] = _compare_panel
@@ -317,11 +324,11 @@ _OVERFLOW_KEYS = {"order": lambda f: f.index, "nan": _check_count("nan"), "inf":
 
 @variant(FRAMEWORK, "overflow", summary="NaN/Inf scan of the target's entries (values, or statistics "
                                         "when only statistics were dumped); producer or propagated.",
-         example="ac\nac -l 0\nac; next\nac --sort -nan --type linear",
+         example="ac\nac -l 0\nac; next\nac --sort -nan --type linear\nac --ranks all --steps all",
          args=[arg("-l", "--limit", type=int, default=3,
                    help="rows to show (0 = all; default 3); producers are never cut, the footer counts "
                         "the hidden rows by role"),
-               arg("--all", action="store_true", help="show every finding (same as -l 0)")]
+               arg("--all", action="store_true", help="show every finding (same as -l 0)")] + SET_ARGS
          + list_args("order, or a count over the bad outputs: nan, inf, pos_inf, neg_inf"))
 def overflow(session, args) -> Table:
     from precision_shell.analysis.framework_overflow import scan_framework_overflow
@@ -329,6 +336,8 @@ def overflow(session, args) -> Table:
     limit = 0 if args.all else args.limit
     if limit < 0:
         raise CommandError("-l must be 0 (all) or a positive number")
+    if wants_sets(args):
+        return overflow_table(session, args, limit)
     run = session.run
     scan = scan_framework_overflow(run, session.progress)
     view = arrange(scan.findings, args, keys=_OVERFLOW_KEYS, type_of=lambda f: _api_type(f.op), limit=limit)
@@ -347,8 +356,9 @@ def overflow(session, args) -> Table:
              f"({scan.from_values:,} tensors judged from their values, "
              f"{scan.tensors - scan.from_values:,} from their statistics), {view.what}")
     return Table(["#", "order", "entry", "kind", "role", "outputs"], rows, title=title,
-                 json_rows=[f.to_json() for f in view.items], notes=notes, total=len(view.items),
-                 more=view.more, highlight=highlight, findings=len(scan.findings), warnings=scan.problems,
+                 json_rows=[overflow_row(f, session.selected, run) for f in view.items], notes=notes,
+                 total=len(view.items), more=view.more, highlight=highlight, findings=len(scan.findings),
+                 warnings=scan.problems,
                  hints=hints,
                  unjudged=f"{_count(len(scan.problems), 'file')} unreadable" if scan.problems else None)
 

@@ -56,7 +56,7 @@ def _write_compare_json(session, path: Path) -> int:
 
 
 EXPORTERS: dict[tuple[str, str], Callable[[Any, Path], int]] = {
-    ("suspects", "csv"): lambda s, p: write_rows(p, [x.to_json() for x in _need(s, "vcs", "vcs")], "csv"),
+    ("suspects", "csv"): lambda s, p: write_rows(p, [x.to_flat_json() for x in _need(s, "vcs", "vcs")], "csv"),
     ("suspects", "json"): lambda s, p: write_rows(p, [x.to_json() for x in _need(s, "vcs", "vcs")], "json"),
     ("suspects", "keep-fp32"): _write_keep_fp32,
     ("overflow", "csv"): lambda s, p: write_rows(p, [f.to_json() for f in _need(s, "overflow", "ac").findings],

@@ -14,6 +14,7 @@ from precision_shell.commands.inspect_cmd import _num, _shape, check_limit, text
 from precision_shell.commands.registry import REGISTRY, arg
 from precision_shell.model.tensor_ref import op_of
 from precision_shell.commands.results import Message, Sections, Table
+from precision_shell.commands.row_schema import conform
 from precision_shell.formats.msprobe_layout import parse_entry_name
 
 if TYPE_CHECKING:      # the run model imports numpy: not at start-up
@@ -31,6 +32,15 @@ def _location(rank) -> str:
     return f"step {'-' if loc.step is None else loc.step} {loc.rank}"
 
 
+def _steps_text(steps: list) -> str:
+    """``steps 0, 1``; a dump without ``step*`` folders (a rank folder or dump.json opened
+    directly) has none to name."""
+    named = [str(s) for s in steps if s is not None]
+    if not named:
+        return "no step folders"
+    return f"steps {', '.join(named)}" + (" and files outside step folders" if len(named) < len(steps) else "")
+
+
 @variant(FRAMEWORK, "info", summary="Dump summary: framework, task, level, steps, ranks, entry "
                                     "counts of target and golden, pairing, output folder.")
 def info(session, args) -> Sections:
@@ -41,7 +51,7 @@ def info(session, args) -> Sections:
     total = summarize(target.ranks)
     golden_rank = session.golden_rank
     data: dict[str, Any] = {
-        "target": str(target.root), "golden": str(session.golden_dump.root) if session.golden_dump else None,
+        "workspace": str(target.root), "target": str(target.root), "golden": str(session.golden_dump.root) if session.golden_dump else None,
         "framework": target.framework, "task": target.task, "level": target.level,
         "steps": total.steps, "ranks": total.ranks,
         "active": {"step": session.selected.location.step, "rank": session.selected.location.rank,
@@ -58,7 +68,7 @@ def info(session, args) -> Sections:
     rows = [("framework", f"{target.framework or '?'}  task {target.task or '?'}  level {target.level or '?'}"),
             ("target", f"{target.root}: {total.entries:,} entries ({kinds}), {total.tensors:,} tensors, "
                        f"{total.tensor_files:,} tensor files"),
-            ("steps / ranks", f"steps {', '.join(map(str, total.steps))}; ranks {', '.join(total.ranks)}"),
+            ("steps / ranks", f"{_steps_text(total.steps)}; ranks {', '.join(total.ranks)}"),
             ("active", f"{_location(session.selected)}: {data['ops']:,} entries" + (
                 f"; {len(run.edges):,} dataflow edges ({data['exact_edges']:,} exact)" if run else ""))]
     if session.golden_dump is not None:
@@ -124,14 +134,15 @@ def list_ops(session, args) -> Table:
         shown = ranked if limit == 0 else ranked[:limit]
         return Table(["type", "entries"], [[t, n] for t, n in shown],
                      title=f"{len(ops)} entries of {len(counts)} API types (filter with -n -t -m)",
-                     json_rows=[{"type": t, "entries": n} for t, n in ranked], total=len(ranked))
+                     json_rows=conform([{"type": t, "ops": n, "entries": n} for t, n in ranked], "op_types"), total=len(ranked))
     shown = ops if limit == 0 else ops[:limit]
     rows = [[o.index, o.name, o.kind, _api_type(o), len(o.inputs), len(o.outputs),
              ", ".join(parse_entry_name(m).op for m in run.module_path(o.name)[-1:]) or "-"] for o in shown]
     return Table(["#", "entry", "kind", "type", "inputs", "outputs", "module"], rows,
                  title=f"{len(ops)} of {len(run.ops)} entries match",
-                 json_rows=[{"order": o.index, "op": o.name, "kind": o.kind, "type": _api_type(o),
-                             "modules": run.module_path(o.name)} for o in ops],
+                 json_rows=conform([{"order": o.index, "op": o.name, "type": _api_type(o), "kind": o.kind,
+                                     "passes": [], "original_ops": [], "modules": run.module_path(o.name)}
+                                    for o in ops], "ops"),
                  total=len(ops), notes=[] if ops else ["no entry matches; `ls` alone shows the API types"])
 
 
@@ -155,13 +166,20 @@ def _tensor_json(t: FrameworkTensor) -> dict:
             "file": leaf.file, "requires_grad": leaf.requires_grad}
 
 
+def _slot(run, tensor: str) -> int | None:
+    index = run.tensor(tensor).index
+    return int(index) if index.isdigit() else None
+
+
 def _edge_rows(run, edges, upstream: bool) -> tuple[list[list], list[dict]]:
     rows, docs = [], []
     for e in edges:
         other, mine, theirs = (e.src_op, e.dst, e.src) if upstream else (e.dst_op, e.src, e.dst)
         how = "exact" if e.exact else "inferred"
         rows.append([run.tensor(mine).printed(), other, run.tensor(theirs).printed(), how])
-        docs.append({"tensor": mine, "op": other, "other_tensor": theirs, "edge": how})
+        docs.append({"depth": 1, "op": other, "type": run.op(other).type, "edge": how,
+                     "output": _slot(run, e.src), "input": _slot(run, e.dst), "parent": e.dst_op if upstream else e.src_op,
+                     "repeated": False, "tensor": mine, "other_tensor": theirs})
     return rows, docs
 
 
@@ -202,7 +220,7 @@ def _neighbours(session, name: str, upstream: bool) -> Table:
     return Table(["input" if upstream else "output", "producer" if upstream else "consumer",
                   "its output" if upstream else "its input", "edge"], rows,
                  title=f"{op.name}: {what} ({len(rows)} edge{'s' * (len(rows) != 1)})",
-                 json_rows=docs, notes=notes)
+                 json_rows=conform(docs, "edges"), notes=notes)
 
 
 @variant(FRAMEWORK, "list_inputs", summary="The entries whose outputs feed an entry's inputs.",

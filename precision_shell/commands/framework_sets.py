@@ -12,9 +12,13 @@ compared (no golden rank) is one warning and the others go on.
 
 from __future__ import annotations
 
+import os
+
+from precision_shell.commands.framework_compare_run import run_compare
 from precision_shell.commands.multi_set import RankLine, merge_csvs, sets_table
 from precision_shell.commands.registry import arg
 from precision_shell.commands.results import Message, Table
+from precision_shell.commands.row_schema import conform
 from precision_shell.errors import CommandError, UsageError
 
 SET_ARGS = [arg("--ranks", metavar="all|R,R",
@@ -76,8 +80,6 @@ def _where(rank) -> str:
 
 def compare_ranks(session, ranks: list) -> tuple[list, str, list[str]]:
     """``vc`` of each folder: [(rank dump, FrameworkCompare)], the merged CSV, warnings."""
-    from precision_shell.commands.framework_analysis import run_compare
-
     done, warnings = [], []
     with session.progress("comparing dump folders", len(ranks)) as bar:
         for rank in ranks:
@@ -110,21 +112,69 @@ def compare_table(session, args) -> Message:
     return Message(lines, data=data, warnings=warnings)
 
 
-def suspects_table(session, args, threshold: float) -> Table:
+def suspects_table(session, args, threshold: float, tolerance: float) -> Table:
     from precision_shell.analysis.framework_root_cause import find_framework_suspects
 
     done, merged, warnings = compare_ranks(session, select_ranks(session, args.ranks, args.steps))
     lines = []
     for rank, found in done:
-        if found.mode != "tensor":
-            warnings.append(f"{_where(rank)}: {found.mode} mode: no cosine to find roots with")
+        if found.mode == "md5":
+            warnings.append(f"{_where(rank)}: md5 mode: no values or statistics to find roots with")
             continue
-        suspects = find_framework_suspects(session.run_of(rank), found.rows, threshold, args.backward)
+        suspects = find_framework_suspects(session.run_of(rank), found.rows, threshold, args.backward,
+                                           mode=found.mode, tolerance=tolerance)
         lines.append(RankLine(rank.location.rank, "-" if rank.location.step is None else str(rank.location.step),
                               next((s.op for s in suspects if s.first), None),
-                              sum(1 for s in suspects if s.role == "root"), len(suspects), found.compared,
+                              [s.op for s in suspects if s.role == "root"], len(suspects), found.compared,
                               str(found.csv_path)))
     if not lines:
-        raise CommandError("vcs needs tensor-mode dumps on both sides: " + "; ".join(warnings))
+        raise CommandError("vcs needs tensor or statistics dumps on both sides: " + "; ".join(warnings))
     return sets_table(lines, threshold, merged, warnings, False,
                       "`use --rank R` then `vcs` steps through one rank's failing entries")
+
+
+def overflow_row(f, rank, run) -> dict:
+    """An ``ac`` finding as the overflow row schema has it (commands/row_schema): with its
+    folder's rank and step, the API type and where its verdict came from."""
+    loc = rank.location
+    row = f.to_json()
+    row.update(rank=loc.rank, step=loc.step, type=run.op(f.op).type, dump=os.path.join(run.path, "dump.json"),
+               source=next((c.source for c in f.outputs if c.bad), None))
+    return conform([row], "overflow")[0]
+
+
+def overflow_table(session, args, limit: int) -> Table:
+    """``ac --ranks/--steps``: each selected folder scanned as ``ac`` scans one, the findings
+    in step, rank and dump order, each row with its rank and step; a step x rank grid of counts."""
+    from collections import Counter
+
+    from precision_shell.analysis.framework_overflow import scan_framework_overflow
+
+    ranks = select_ranks(session, args.ranks, args.steps)
+    rows, json_rows, warnings, firsts = [], [], [], []
+    counts: Counter = Counter()
+    for rank in ranks:
+        loc = rank.location
+        step = "-" if loc.step is None else str(loc.step)
+        run = session.run_of(rank)
+        scan = scan_framework_overflow(run, session.progress)
+        warnings += [f"{_where(rank)}: {p}" for p in scan.problems]
+        counts[(step, loc.rank)] = len(scan.findings)
+        if scan.first_producer is not None:
+            firsts.append(f"step {step} {loc.rank}: {scan.first_producer.op}")
+        for f in scan.findings:
+            row = overflow_row(f, rank, run)
+            row["order"] = len(json_rows) + 1      # in the whole list; the entry's dump order is in `ni`
+            json_rows.append(row)
+            rows.append([len(json_rows), step, loc.rank, f.op, f.kind, f.role + ("  ◀ first producer" if f.first else ""),
+                         ", ".join(run.tensor(c.tensor).printed() for c in f.outputs if c.bad)])
+    names = list(dict.fromkeys(r.location.rank for r in ranks))
+    steps = list(dict.fromkeys("-" if r.location.step is None else str(r.location.step) for r in ranks))
+    grid = ["overflowing entries, step x rank:", "step  " + " ".join(f"{n:>6}" for n in names)]
+    grid += [f"{s:<5} " + " ".join(f"{counts.get((s, n), 0):>6}" for n in names) for s in steps]
+    notes = [("first producer per folder: " + "; ".join(firsts)) if firsts else "no folder overflows", *grid]
+    shown = rows if limit == 0 else rows[:limit]
+    return Table(["#", "step", "rank", "entry", "kind", "role", "bad outputs"], shown,
+                 title=f"{len(json_rows)} overflowing entries in {len(ranks)} dump folders, in step, rank "
+                       f"and dump order", json_rows=json_rows, notes=notes, total=len(rows),
+                 findings=len(json_rows), warnings=warnings)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Message, Sections, Table
+from precision_shell.commands.row_schema import conform
 from precision_shell.errors import CommandError
 from precision_shell.formats.dump_names import escape_op_name
 from precision_shell.model.session import Session
@@ -70,8 +71,10 @@ def short_list(items: list[str], width: int = 60) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def op_row_json(op: Any) -> dict:
-    return {"op": op.name, "type": op.type, "passes": list(op.passes), "original_ops": list(op.original_ops)}
+def op_row_json(op: Any, order: int | None = None) -> dict:
+    """``ls`` row (commands/row_schema "ops"); ``order``: the op's execution position."""
+    return {"order": order, "op": op.name, "type": op.type, "kind": "kernel", "passes": list(op.passes),
+            "original_ops": list(op.original_ops), "modules": []}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +125,9 @@ def list_ops(session: Session, args: Any) -> Table:
         rows.append(row + ([op.graph] if multi_graph else []))
     title = f"{len(hits)} of {len(ops)} ops match"
     notes = [] if hits else ["no op matches; `ls` without filters shows the op types"]
-    return Table(headers, rows, title=title, json_rows=[op_row_json(op) for op in hits],
+    position = {op.key: i for i, op in enumerate(ops)}
+    return Table(headers, rows, title=title,
+                 json_rows=conform([op_row_json(op, position[op.key]) for op in hits], "ops"),
                  notes=notes, total=len(hits))
 
 
@@ -135,7 +140,8 @@ def _type_histogram(ops: list[Any], limit: int) -> Table:
     rows = [[t, n, fused[t], "#" * max(1, round(n / peak * 30))] for t, n in shown]
     return Table(["type", "ops", "fused", ""], rows,
                  title=f"{len(ops)} ops of {len(counts)} types (filter with -n -t -f -k --fused)",
-                 json_rows=[{"type": t, "ops": n, "fused": fused[t]} for t, n in ranked],
+                 json_rows=conform([{"type": t, "ops": n, "entries": n, "fused": fused[t]} for t, n in ranked],
+                                   "op_types"),
                  total=len(ranked))
 
 
@@ -343,7 +349,17 @@ def _tree(session: Session, args: Any, direction: str) -> Message:
     if not rows:
         lines.append(f"  (no {'producers' if direction == 'inputs' else 'consumers'}"
                      f"{'' if args.control else ' over data edges; -c adds control edges'})")
-    return Message(lines, data=[r.to_json() for r in rows])
+    return Message(lines, data=conform([_edge_json(r, direction) for r in rows], "edges"))
+
+
+def _edge_json(row: Any, direction: str) -> dict:
+    """A tree row with its two tensors named (``tensor``: the parent's side of the edge)."""
+    doc = row.to_json()
+    if row.op is not None and row.edge == "data":
+        producer, consumer = (row.op, row.parent) if direction == "inputs" else (row.parent, row.op)
+        produced, consumed = f"{producer}:output:{row.src_output}", f"{consumer}:input:{row.dst_input}"
+        doc["tensor"], doc["other_tensor"] = (consumed, produced) if direction == "inputs" else (produced, consumed)
+    return doc
 
 
 _TREE_ARGS = [arg("op", complete="op", help="op name, or a unique part of it (a tensor name: its op; golden:X: the op compared with it)"),

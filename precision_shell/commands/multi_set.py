@@ -19,6 +19,7 @@ from typing import Any
 
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.results import Table
+from precision_shell.commands.row_schema import conform
 from precision_shell.errors import CommandError, UsageError
 from precision_shell.formats.dump_names import escape_op_name
 from precision_shell.model.findings import FindingCursor
@@ -71,6 +72,41 @@ def select_sets(session: Session, ranks: str | None, steps: str | None) -> Selec
     if not chosen:
         raise CommandError("no dump set at the selected ranks and steps: " + "; ".join(missing))
     return Selection(chosen, missing)
+
+
+def selection_of(session: Session, args) -> Selection | None:
+    """The --ranks/--steps selection, or None for the active set alone."""
+    if getattr(args, "ranks", None) is None and getattr(args, "steps", None) is None:
+        return None
+    if getattr(args, "npu", None) or getattr(args, "against", None) or getattr(args, "golden", None) \
+            or getattr(args, "file", None):
+        raise UsageError("--ranks/--steps compare the workspace's dump tree with its golden run: "
+                         "not with --npu, --golden, --against or -f")
+    return select_sets(session, args.ranks, args.steps)
+
+
+def compare_sets_table(session: Session, args):
+    """``vc --ranks/--steps``: each set compared, one line each and the merged CSV."""
+    from precision_shell.analysis.root_cause import Criteria
+
+    return _sets_table(session, args, Criteria(session.settings.threshold))
+
+
+def vcs_sets_table(session: Session, args):
+    """``vcs --ranks/--steps``: per set the first divergence, roots and failing ops."""
+    from precision_shell.commands.compare_run import criteria_of
+
+    criteria = criteria_of(session, args)
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("-l must be 0 (all) or a positive number")
+    if getattr(args, "plot", None) is not None:
+        raise UsageError("vcs --plot draws one dump set: drop --ranks/--steps (see `use`)")
+    return _sets_table(session, args, criteria)
+
+
+def _sets_table(session: Session, args, criteria):
+    done, merged, warnings = compare_sets(session, selection_of(session, args), getattr(args, "jobs", None))
+    return rank_table(session, done, criteria, merged, warnings)
 
 
 def session_executor(session: Session):
@@ -226,7 +262,7 @@ class RankLine:
     rank: str
     step: str
     first: str | None
-    roots: int
+    roots: list[str]            # the root ops' names, in execution order
     failing: int
     compared: int
     csv: str
@@ -249,7 +285,7 @@ def rank_table(session: Session, done: list[SetResult], criteria, merged: Path,
     for item in done:
         suspects = find_suspects(item.result, criteria, session.fusion)
         first = next((s.op for s in suspects if s.first), None)
-        roots = sum(1 for s in suspects if s.role == "root")
+        roots = [s.op for s in suspects if s.role == "root"]
         lines.append(RankLine(item.dump_set.device, item.dump_set.step, first, roots, len(suspects),
                               item.result.count_done()[1], str(item.result.csv_path)))
         merged_list += [(item.dump_set, s) for s in suspects]
@@ -273,7 +309,7 @@ def sets_table(lines: list[RankLine], threshold: float, merged: Path, warnings: 
                 if line.odd:
                     odd_names.append(f"rank {line.rank} (step {line.step}: first divergence "
                                      f"{line.first or 'none'}, the others {majority})")
-    rows = [[line.rank, line.step, line.first or "-", line.roots, line.failing, line.compared,
+    rows = [[line.rank, line.step, line.first or "-", len(line.roots), line.failing, line.compared,
              "◀ odd rank out" if line.odd else ""] for line in lines]
     notes = [f"odd rank out: {', '.join(odd_names)}" if odd_names else "every rank diverges first at the same op",
              f"merged CSV: {merged}", stepping]
@@ -332,10 +368,12 @@ def timeline_table(session: Session, selection: Selection, findings: list, warni
     if cancelled:
         notes.append("interrupted: the timeline covers what was scanned")
     json_rows = []
+    first = next((f for f in findings if f.role == "producer"), None)
     for pos, f in enumerate(findings, 1):
-        row = f.to_json()
+        row = f.to_json(f is first)
         row["order"] = pos
         json_rows.append(row)
+    json_rows = conform(json_rows, "overflow")
     return Table(["#", "step", "rank", "op", "type", "source", "role", "timestamp"], rows,
                  title=f"{len(findings)} overflowing ops in {len(selection.sets)} dump sets, in time order",
                  json_rows=json_rows, notes=notes, total=len(findings), highlight={0} if rows else set(),

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from precision_shell.commands.finding_list import ListView, arrange, follow, list_args
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Marked, Sections, Table
+from precision_shell.commands.row_schema import conform
 from precision_shell.commands.stepping import PANELS, golden_stats_rows
 from precision_shell.errors import CommandError, UsageError
 from precision_shell.model.tensor_ref import tensor_name
@@ -76,7 +77,7 @@ def scan_table(scan: OverflowScan, view: ListView | None) -> Table:
         title += f" and {healed} healing one{'s' * (healed != 1)} (nan/inf inputs, finite outputs)"
     title += f" ({', '.join(what)}), {view.what}"
     return Table(["#", "order", "op", "type", "source", "status", "role", "outputs"], rows,
-                 title=title, json_rows=[f.to_json() for f in view.items], notes=notes,
+                 title=title, json_rows=conform([f.to_json(f is first) for f in view.items], "overflow"), notes=notes,
                  total=len(view.items), more=view.more, highlight=highlight, findings=len(scan.findings),
                  hints=hints,
                  interrupted=scan.cancelled, warnings=warnings,

@@ -32,6 +32,10 @@ import numpy as np
 from ..errors import CommandError, FormatError
 from ..formats.msprobe_dump import Entry, Leaf, MsprobeDump, RankDump, load_leaf
 from ..formats.msprobe_json import load_json
+from .runs.base import Edge, Stats, downstream_of
+
+__all__ = ["Edge", "FrameworkOp", "FrameworkRun", "FrameworkTensor", "RunSummary", "compare_name",
+           "open_runs", "summarize", "tensor_name"]
 
 SIDECAR = "pshell_meta.json"
 _MAX_MODULE_DEPTH = 256
@@ -49,6 +53,32 @@ class FrameworkTensor:
         """msprobe's per-tensor name (its compare CSV's ``NPU Name``)."""
         return compare_name(self.op, self.leaf)
 
+    # --- the run model's Tensor (model/runs) ----------------------------------------------------
+    @property
+    def index(self) -> str:
+        """``0``, ``1.0`` (a nested leaf), or the parameter's name."""
+        return self.name[len(self.op) + len(self.io) + 2:] if self.io in ("input", "output", "parameters") \
+            else self.name[len(self.op) + 1:]
+
+    @property
+    def dtype(self) -> str | None:
+        return self.leaf.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        return self.leaf.shape
+
+    @property
+    def stats(self) -> Stats | None:
+        leaf = self.leaf
+        if leaf.max is None and leaf.min is None and leaf.mean is None and leaf.norm is None:
+            return None
+        return Stats(leaf.max, leaf.min, leaf.mean, leaf.norm)
+
+    @property
+    def has_data(self) -> bool:
+        return bool(self.leaf.file)
+
     def printed(self, golden: bool = False) -> str:
         """The name tables print and ``pt`` takes: ``ENTRY:0``, ``ENTRY:in1``, ``golden:...``;
         parameters and gradients keep their own (``ENTRY:parameters:weight``, ``ENTRY:weight``)."""
@@ -57,15 +87,6 @@ class FrameworkTensor:
         if self.io in ("input", "output"):
             return tensor_name(self.op, self.io, self.name.rsplit(":", 1)[1], golden=golden)
         return ("golden:" if golden else "") + self.name
-
-
-@dataclass(frozen=True)
-class Edge:
-    src: str             # producing output tensor
-    dst: str             # consuming input tensor
-    src_op: str
-    dst_op: str
-    exact: bool          # from the capture sidecar; False when inferred from statistics
 
 
 @dataclass
@@ -81,6 +102,20 @@ class FrameworkOp:
     @property
     def kind(self) -> str:
         return self.entry.kind
+
+    @property
+    def order(self) -> int:
+        return self.index
+
+    @property
+    def type(self) -> str:
+        """The API (``Functional.linear``, ``Tensor.__add__``, ``Mint.softmax``) or module class
+        path (``Module.fc1.Linear``) without call number and direction."""
+        return f"{self.entry.prefix}.{self.entry.op}"
+
+    @property
+    def kernel_key(self) -> str:
+        return self.type
 
     @property
     def inputs(self) -> list[FrameworkTensor]:
@@ -121,7 +156,26 @@ class RunSummary:
 
 
 class FrameworkRun:
-    """One ``dump.json`` (one step of one rank) as ops in dump order."""
+    """One ``dump.json`` (one step of one rank) as ops in dump order: the run model's
+    :class:`~precision_shell.model.runs.base.Run` of msprobe dumps and pshell captures."""
+
+    @property
+    def kind(self) -> str:
+        """``capture`` when pshell's capture wrote it (its sidecar says so), else ``msprobe``."""
+        return "capture" if "pshell_meta" in self.meta else "msprobe"
+
+    @property
+    def extras(self) -> dict:
+        """The optional facets this dump has: ``modules`` (construct.json), ``stack`` (source
+        lines per entry), ``meta`` (the capture sidecar's other keys)."""
+        found: dict = {}
+        if self.rank.construct:
+            found["modules"] = self.rank.construct
+        if self.rank.stack:
+            found["stack"] = self.rank.stack
+        if self.meta:
+            found["meta"] = self.meta
+        return found
 
     def __init__(self, rank: RankDump):
         self.rank = rank
@@ -202,14 +256,7 @@ class FrameworkRun:
 
     def downstream(self, op: str) -> list[str]:
         """Every op reachable from ``op`` along dataflow edges, in dump order."""
-        seen: set[str] = set()
-        stack = [self.op(op).name]
-        while stack:
-            for edge in self._consumers.get(stack.pop(), ()):
-                if edge.dst_op not in seen:
-                    seen.add(edge.dst_op)
-                    stack.append(edge.dst_op)
-        return [o.name for o in self.ops if o.name in seen]
+        return downstream_of(self, op)
 
     @cached_property
     def graph(self):

@@ -59,6 +59,7 @@ class Session(OutputWriter):
     npu_root: Path | None = None           # --npu DIR: an input tree besides the dump leaves in it
     extra_inputs: list[InputPlace] = field(default_factory=list)
     _graph_key: tuple | None = None
+    _run: Any = None
     _input_places: list[InputPlace] | None = None
 
     @classmethod
@@ -224,6 +225,22 @@ class Session(OutputWriter):
         self.active, self.dumps = chosen, index
         self.results.clear()  # findings of another dump set no longer apply
         return chosen
+
+    # -- the run model ---------------------------------------------------------------------------
+    @property
+    def run(self):
+        """The active dump set as the run model's Run (:mod:`precision_shell.model.runs.ge`)."""
+        from precision_shell.model.runs.ge import GeRun
+
+        if self._run is None or self._run.dumps is not self.dumps or self._run.graph is not self.graph:
+            self._run = GeRun(self)
+        return self._run
+
+    def pairing(self):
+        """Each output's golden ``.npy`` (:class:`~precision_shell.model.runs.ge.GePairing`)."""
+        from precision_shell.model.runs.ge import GePairing
+
+        return GePairing(self)
 
     # -- names ---------------------------------------------------------------------------------
     def resolve_op(self, text: str):

@@ -64,7 +64,8 @@ class ReportData:
 
 
 def _run(session: Any, name: str, argv: list[str]) -> Any:
-    cmd = REGISTRY.lookup(name)
+    """A command's result as the session's kind runs it (the framework variants on msprobe dumps)."""
+    cmd = REGISTRY.for_session(REGISTRY.lookup(name), session)
     return cmd.handler(session, cmd.parse(argv))
 
 

@@ -55,10 +55,9 @@ def roles(ranks: int, steps: int) -> tuple[int | None, int, int]:
     return odd, overflow_rank, 1 if steps > 1 else 0
 
 
-def write_multi_rank(out: Path, options, ranks: int, steps: int) -> dict:
-    """Write every (rank, step) set into ``out``; returns the manifest (also written)."""
-    from .writer import WorkspaceWriter
-
+def write_multi_rank(out: Path, options, ranks: int, steps: int, writer_class) -> dict:
+    """Write every (rank, step) set into ``out`` with ``writer_class`` (``writer.WorkspaceWriter``,
+    passed in: the writer calls this module); returns the manifest (also written)."""
     if ranks < 1 or steps < 1:
         raise ValueError("--ranks and --steps must be 1 or more")
     if options.variant != "convnet":
@@ -79,7 +78,7 @@ def write_multi_rank(out: Path, options, ranks: int, steps: int) -> dict:
         if rank == odd:
             op = run.op(ODD_OP)
             op.outputs[0] = replace(op.outputs[0], npu=-op.outputs[0].npu)
-        writer = WorkspaceWriter(out, options)
+        writer = writer_class(out, options)
         writer.time = _ShiftedTimeline(options.seed, step * STEP_US + rank * RANK_US)
         writer._ts = writer.time.dump_start_us
         leaf = Path(str(rank), writer.time.graph_name, "1", str(step))

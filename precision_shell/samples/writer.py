@@ -324,5 +324,5 @@ def write_workspace(out_dir: str | os.PathLike, options: SampleOptions = SampleO
     if multi is not None:
         from .multi_rank import write_multi_rank
 
-        return write_multi_rank(out, options, *multi)
+        return write_multi_rank(out, options, *multi, WorkspaceWriter)
     return WorkspaceWriter(out, options).write(run)

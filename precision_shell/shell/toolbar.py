@@ -49,7 +49,14 @@ def toolbar_items(session: Any) -> list[tuple[str, str]]:
     if ws is not None:
         items.append(("ws", _short_path(getattr(ws, "precision_data", None) or ws.root)))
     active = getattr(session, "active", None)
-    if active is not None:
+    selected = getattr(session, "selected", None)      # a framework session: the step and rank in use
+    if getattr(session, "kind", "graph") == "framework" and selected is not None:
+        loc = selected.location
+        golden = "vs golden" if getattr(session, "golden_dump", None) is not None else "no golden"
+        where = [getattr(session.target, "framework", None) or "msprobe",
+                 f"step {loc.step}" if loc.step is not None else "", loc.rank, golden]
+        items.append(("dump", " ".join(p for p in where if p)))
+    elif active is not None:
         parts = [getattr(active, "run", "")]
         for label, attr in (("dev", "device"), ("step", "step")):
             value = getattr(active, attr, "")
@@ -70,7 +77,7 @@ def toolbar_items(session: Any) -> list[tuple[str, str]]:
 
 # When the toolbar is too wide, items go in this order of importance (the rest are dropped): where
 # you are in the finding list and which run is active matter most while stepping.
-_IMPORTANCE = ("finding", "run", "cos", "ws")
+_IMPORTANCE = ("finding", "run", "dump", "cos", "ws")
 _SEPARATOR = "  │ "
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from precision_shell.atomic_write import write_atomic
-from precision_shell.commands.registry import arg, command
+from precision_shell.commands.registry import REGISTRY, arg, command
 from precision_shell.commands.results import Message
 from precision_shell.errors import CommandError, UsageError
 from precision_shell.model.session import Session
@@ -40,6 +40,8 @@ def report(session: Session, args: Any) -> Message:
     from precision_shell.report.html import render_html
 
     notes = ensure_results(session)
+    if getattr(session, "kind", "graph") == "framework":
+        from precision_shell.report.framework import gather_framework as gather
     data = gather(session, roots=args.roots, notes=notes)
     text = render_html(data)
     write_atomic(path, lambda fh: fh.write(text))
@@ -51,3 +53,6 @@ def report(session: Session, args: Any) -> Message:
     return Message(lines, data={"file": str(path), "bytes": size, "failing_ops": len(data.suspect_rows),
                                 "roots": data.roots_total, "roots_shown": len(data.roots),
                                 "notes": data.notes})
+
+
+REGISTRY.share("framework", "report")     # the same page from the framework commands' results
