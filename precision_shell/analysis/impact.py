@@ -194,12 +194,11 @@ class Impact:
             raise ImpactError(f"{len(ops):,} ops downstream of {', '.join(roots)}: more than --max-ops "
                               f"{self.max_ops:,}")
         values: dict[str, np.ndarray] = {}
-        if substitute:
-            for r in roots:
-                read = {e.src for e in self._consumers(r)}
-                for t in self.run.op(r).outputs:
-                    if t.io == "output" and (t.name in read or t.name in measured):
-                        values[t.name] = self.golden_output(t)
+        for r in roots:      # substituted: golden; self-check: the NPU's own dumps
+            read = {e.src for e in self._consumers(r)}
+            for t in self.run.op(r).outputs:
+                if t.io == "output" and (t.name in read or t.name in measured):
+                    values[t.name] = self.golden_output(t) if substitute else np.asarray(self.run.load(t.name))
         last_use = self._last_uses(ops)
         wanted = set(measured)
         cut: list[str] = []
@@ -209,10 +208,12 @@ class Impact:
             if call is None:
                 cut.append(name)
                 continue
+            edges = [self.run.producer(x) if isinstance(x, str) else None for x in call.inputs]
+            if not any(e is not None and e.src in values for e in edges):
+                continue     # reached only through a cut op: its outputs stay the dumped ones
             xs, flags = [], []
-            for x in call.inputs:
+            for x, edge in zip(call.inputs, edges):
                 if isinstance(x, str):
-                    edge = self.run.producer(x)
                     array = values.get(edge.src) if edge is not None else None
                     array = np.asarray(self.run.load(x)) if array is None else array
                     flags.append(array.dtype.kind == "f" or array.dtype.name == "bfloat16")
