@@ -191,3 +191,20 @@ def test_framework_default_measures_the_loss(capsys, tmp_path):
     loss = FrameworkSession.open(sample() / "target_bf16").run.load("Functional.cross_entropy.0.forward:output:0")
     golden = FrameworkSession.open(sample() / "golden_fp32").run.load("Functional.cross_entropy.0.forward:output:0")
     assert row["error_before"] == pytest.approx(abs(float(loss) - float(golden)) / abs(float(golden)), rel=1e-6)
+
+
+def test_report_draws_a_bar_per_root(sample_ws, capsys, tmp_path):
+    pytest.importorskip("jinja2")
+    root, _ = sample_ws
+    page = tmp_path / "r.html"
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path / "out", "-c", "vcs", "-c", "impact --format json",
+                           "-c", f"report -o {page}")
+    assert rc == 0, err
+    rows = json_docs([line for line in out.splitlines() if line.startswith("[")][-1])[0]
+    html = page.read_text()
+    section = html[html.index('<section id="impact">'):]
+    section = section[:section.index("</section>")]
+    for r in rows:
+        assert f"<td>{r['op']}</td>" in section
+    ln = next(r for r in rows if r["op"] == "ln1/add_1/LayerNorm")
+    assert f'style="width: {round(100 * ln["share_removed"], 1)}%"' in section

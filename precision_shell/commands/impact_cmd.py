@@ -86,7 +86,9 @@ def run_impact(session: Any, args: Any, run: Any, pairing: Any, load_golden) -> 
             problems.append(f"impact: {exc}")
         except KeyboardInterrupt:
             interrupted = True
-    return _table(rows, check, impact.unrecomputable, problems, left_out, interrupted)
+    table = _table(rows, check, impact.unrecomputable, problems, left_out, interrupted)
+    session.results["impact"] = table      # the report's bars
+    return table
 
 
 def _table(rows, check, unrecomputable, problems, left_out, interrupted) -> Table:
