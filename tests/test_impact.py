@@ -208,3 +208,29 @@ def test_report_draws_a_bar_per_root(sample_ws, capsys, tmp_path):
         assert f"<td>{r['op']}</td>" in section
     ln = next(r for r in rows if r["op"] == "ln1/add_1/LayerNorm")
     assert f'style="width: {round(100 * ln["share_removed"], 1)}%"' in section
+
+
+def test_long_chain_streams_and_matches_numpy():
+    """bench/impact.py's synthetic 60-op chain (Add reads the op three back): the recomputation
+    holds a few tensors at once, and its result is the chain computed here in float16."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("bench_impact", Path(__file__).parents[1] / "bench" / "impact.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    from precision_shell.analysis.impact import Impact, impact_rows
+
+    run = bench.ChainRun(60, 257)
+    impact = Impact(run, bench._Pairing(), lambda t: run.load(t.name).astype(np.float32))
+    row = list(impact_rows(impact, ["root"], None, False, []))[0]
+    assert row.recomputed == 60 and impact.peak_live <= 4 and row.measured == ["op60:0"]
+
+    out = {"root": run.load("golden:root:output:0").astype(np.float32).astype(np.float16)}
+    for op in run.ops[1:]:
+        xs = [out[run.producer(t.name).src_op].astype(np.float64) for t in op.inputs]
+        y = {"Add": lambda: xs[0] + xs[1], "Tanh": lambda: np.tanh(xs[0]), "Mul": lambda: xs[0] * xs[1]}[op.type]()
+        out[op.name] = y.astype(np.float16)
+    golden = run.load("golden:op60:output:0").astype(np.float32)
+    assert row.error_after == pytest.approx(_rel_l2(out["op60"], golden), rel=1e-12)
+    assert row.error_before == pytest.approx(_rel_l2(run.load("op60:output:0"), golden), rel=1e-12)

@@ -115,6 +115,7 @@ class Impact:
         self.unrecomputable: dict[str, str] = {}       # op -> why (first time seen)
         self.cast_notes: dict[str, str] = {}           # substituted tensor -> its golden overflowed the NPU dtype
         self._calls: dict[str, Any] = {}
+        self.peak_live = 0          # most recomputed tensors held at once (streaming: a few)
 
     # --- the graph ------------------------------------------------------------------------------
     def _consumers(self, op: str) -> list:
@@ -228,6 +229,7 @@ class Impact:
                 raise ImpactError(f"{name}: the {call.type} kernel cannot run on these inputs: {exc}") from None
             for o, y in zip(call.outputs, ys):
                 values[o] = y
+            self.peak_live = max(self.peak_live, len(values))
             done += 1
             for t in [t for t, last in last_use.items() if last == i and t not in wanted]:
                 values.pop(t, None)
