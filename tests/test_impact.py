@@ -234,3 +234,19 @@ def test_long_chain_streams_and_matches_numpy():
     golden = run.load("golden:op60:output:0").astype(np.float32)
     assert row.error_after == pytest.approx(_rel_l2(out["op60"], golden), rel=1e-12)
     assert row.error_before == pytest.approx(_rel_l2(run.load("op60:output:0"), golden), rel=1e-12)
+
+
+def test_golden_of_another_shape_is_one_line(sample_ws, capsys, tmp_path):
+    import shutil
+
+    root, _ = sample_ws
+    copy = tmp_path / "ws"
+    shutil.copytree(root, copy)
+    path = glob.glob(str(copy / "precision_data" / "tf" / "dump" / "ln1_add_1.0.*.npy"))[0]
+    np.save(path, np.zeros((5, 7), np.float32))          # 35 values where the NPU has 16 x 24
+    rc, out, err = run_cli(capsys, copy, "-c", "impact ln1/add_1/LayerNorm act1/LeakyRelu", "--format", "json")
+    assert rc == 0, err
+    rows = json_docs(out)[0]
+    assert [r["op"] for r in rows] == ["act1/LeakyRelu"]          # the rest goes on
+    lines = [line for line in (out + err).splitlines() if "shapes do not match" in line]
+    assert len(lines) == 1 and "ln1/add_1/LayerNorm:0 has shape (16, 24)" in lines[0]

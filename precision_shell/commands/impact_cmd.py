@@ -115,7 +115,7 @@ def _table(rows, check, unrecomputable, problems, left_out, interrupted) -> Tabl
                      f"{_num(check.error)} ({verdict})")
     if left_out:
         notes.append(f"{left_out} root(s) of the last vcs left out: module or backward entries")
-    return Table(["op", "error before", "error after", "share removed", "", "measured", "unrecomputable"],
+    return Table(["op", "error before", "error after", "share removed", "bar", "measured", "unrecomputable"],
                  lines, title=f"impact: {len(rows)} row(s), by share removed", json_rows=json_rows,
                  notes=notes, warnings=problems, interrupted=interrupted,
                  highlight={0} if rows and rows[0].op != "together" else set())
