@@ -25,7 +25,8 @@ def _session():
 
 def _replay(capsys, tmp_path, entry, *extra):
     rc, out, err = run_cli(capsys, sample() / "target_bf16", "--golden", sample() / "golden_fp32",
-                           "-o", tmp_path / "out", "-c", f"replay {entry} {' '.join(map(str, extra))}", "--format", "json")
+                           "-o", tmp_path / "out", "-c", f"replay {entry} {' '.join(map(str, extra))}",
+                           "--format", "json")
     return rc, (json_docs(out)[0] if rc == 0 else None), err
 
 

@@ -120,7 +120,8 @@ def test_op_without_a_kernel_on_the_path_is_named_and_cuts_it(sample_ws, capsys)
 
 def test_bad_requests_are_one_line_each(sample_ws, capsys):
     root, _ = sample_ws
-    rc, out, err = run_cli(capsys, root, "-c", "impact ln1/add_1/LayerNorm loss_scale/Mul no_such_op --to probs/Softmax")
+    rc, out, err = run_cli(capsys, root, "-c",
+                           "impact ln1/add_1/LayerNorm loss_scale/Mul no_such_op --to probs/Softmax")
     assert rc == 0 and "ln1/add_1/LayerNorm" in out
     lines = [line for line in (out + err).splitlines() if line.strip()]
     assert any("loss_scale/Mul is not upstream of probs/Softmax" in line for line in lines)

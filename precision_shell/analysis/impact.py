@@ -149,7 +149,8 @@ class Impact:
                 readers = [e for e in edges if e.src == t.name]
                 if sink:
                     all_edges = [e for e in self.run.consumers(name) if e.src == t.name]
-                    if any(not self.run.op(e.dst_op).outputs and in_scope(self.run.op(e.dst_op)) for e in all_edges):
+                    sinks = [self.run.op(e.dst_op) for e in all_edges]
+                    if any(not o.outputs and in_scope(o) for o in sinks):
                         out.append(t.name)
                 elif not readers:
                     out.append(t.name)
@@ -180,13 +181,13 @@ class Impact:
         if not cast:
             return g
         fmt = format_of(tensor.dtype or "float64")
-        cast = quantize(g, fmt)
-        lost = int((np.isfinite(g) & ~np.isfinite(cast)).sum())
+        rounded = quantize(g, fmt)
+        lost = int((np.isfinite(g) & ~np.isfinite(rounded)).sum())
         if lost:
             self.cast_notes[tensor.name] = (f"the golden of {tensor.printed()} does not fit in {fmt} ({lost:,} of "
                                             f"{g.size:,} values overflow when cast): no {fmt} value fixes it; keep "
                                             f"{tensor.op} in a wider dtype")
-        return cast
+        return rounded
 
     def recompute(self, roots: list[str], substitute: bool, measured: list[str]) -> tuple[dict, list[str], int]:
         """(values of the measured tensors, unrecomputable ops on the path, ops recomputed)."""
@@ -200,8 +201,7 @@ class Impact:
             for t in self.run.op(r).outputs:
                 if t.io == "output" and (t.name in read or t.name in measured):
                     values[t.name] = self.golden_output(t) if substitute else np.asarray(self.run.load(t.name))
-        last_use = self._last_uses(ops)
-        wanted = set(measured)
+        freed_after = self._frees(ops, set(measured))
         cut: list[str] = []
         done = 0
         for i, name in enumerate(ops):
@@ -222,27 +222,34 @@ class Impact:
                     array = x
                     flags.append(False)
                 xs.append(array)
-            shapes = [s if s is not None else np.shape(self.run.load(o)) for s, o in zip(call.output_shapes, call.outputs)]
+            shapes = [s if s is not None else np.shape(self.run.load(o))
+                      for s, o in zip(call.output_shapes, call.outputs)]
+            fmts = [format_of(d) for d in call.output_dtypes]
             try:
-                ys = apply(call.kernel, EXACT, xs, call.attrs, shapes, [format_of(d) for d in call.output_dtypes], flags)
+                ys = apply(call.kernel, EXACT, xs, call.attrs, shapes, fmts, flags)
             except (ValueError, IndexError, TypeError) as exc:
                 raise ImpactError(f"{name}: the {call.type} kernel cannot run on these inputs: {exc}") from None
             for o, y in zip(call.outputs, ys):
                 values[o] = y
             self.peak_live = max(self.peak_live, len(values))
             done += 1
-            for t in [t for t, last in last_use.items() if last == i and t not in wanted]:
+            for t in freed_after.get(i, ()):
                 values.pop(t, None)
             if self.progress is not None:
                 self.progress(done)
         return {m: values[m] for m in measured if m in values}, cut, done
 
-    def _last_uses(self, ops: list[str]) -> dict[str, int]:
+    def _frees(self, ops: list[str], kept: set[str]) -> dict[int, list[str]]:
+        """Position in ``ops`` -> the tensors whose last reader it is (the measured ones kept)."""
         last: dict[str, int] = {}
         for i, name in enumerate(ops):
             for e in self.run.producers(name):
                 last[e.src] = i
-        return last
+        frees: dict[int, list[str]] = {}
+        for tensor, i in last.items():
+            if tensor not in kept:
+                frees.setdefault(i, []).append(tensor)
+        return frees
 
     # --- measuring ------------------------------------------------------------------------------
     def _error(self, measured: list[str], values: dict, against_golden: bool = True) -> float:
@@ -250,7 +257,7 @@ class Impact:
         for m in measured:
             t = self.run.tensor(m)
             x = values[m] if m in values else np.asarray(self.run.load(m))
-            ref = self.golden_output(t, cast=False) if against_golden else np.asarray(self.run.load(m), dtype=np.float64)
+            ref = self.golden_output(t, cast=False) if against_golden else np.asarray(self.run.load(m), np.float64)
             err.add(np.asarray(x, dtype=np.float64).reshape(-1), np.asarray(ref).reshape(-1))
         return err.value()
 

@@ -127,7 +127,8 @@ def _table(rows, check, unrecomputable, problems, left_out, interrupted) -> Tabl
                  "--to OP) measured against golden before and after; per root and together, sorted by the "
                  "share removed; ops without a kernel named (path cut there); a self-check of the "
                  "recomputation. " + _HELP_JSON,
-         example="vcs; impact\nimpact ln1/add_1/LayerNorm loss_scale/Mul\nimpact ln1/add_1/LayerNorm --to probs/Softmax\n"
+         example="vcs; impact\nimpact ln1/add_1/LayerNorm loss_scale/Mul\n"
+                 "impact ln1/add_1/LayerNorm --to probs/Softmax\n"
                  "impact --format json",
          args=_ARGS)
 def impact(session: Any, args: Any) -> Table:

@@ -229,7 +229,8 @@ def _embedding(args, kwargs, n_out):
 def _cross_entropy(args, kwargs, n_out):
     if _get(args, kwargs, 2, "weight", default=None) is not None:
         raise NoKernel("class weights not replayed")
-    return Binding("CrossEntropy", [_get(args, kwargs, 0, "input", "logits"), _get(args, kwargs, 1, "target", "labels")],
+    logits, target = _get(args, kwargs, 0, "input", "logits"), _get(args, kwargs, 1, "target", "labels")
+    return Binding("CrossEntropy", [logits, target],
                    {"ignore_index": int(_get(args, kwargs, 4, "ignore_index", default=-100)),
                     "reduction": _get(args, kwargs, 6, "reduction", default="mean"),
                     "label_smoothing": float(_get(args, kwargs, 7, "label_smoothing", default=0.0) or 0.0)})
