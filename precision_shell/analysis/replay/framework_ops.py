@@ -48,7 +48,8 @@ def attention(ar, xs, attrs, out_shapes):
 
 def cross_entropy(ar, xs, attrs, out_shapes):
     """Logits (N, C) or (N, C, d...), integer targets; ``ignore_index`` (default -100),
-    ``reduction`` mean | sum | none, ``label_smoothing``."""
+    ``reduction`` mean | sum | none, ``label_smoothing``. The log-probabilities are rounded to the
+    output dtype before the loss, as the framework's log_softmax + nll_loss pair does."""
     logits, target = xs[0], np.asarray(xs[1]).astype(np.int64)
     if logits.ndim == 1:
         logits, target = logits[None, :], target.reshape(1)
@@ -58,6 +59,8 @@ def cross_entropy(ar, xs, attrs, out_shapes):
     with np.errstate(all="ignore"):
         shifted = ar.r(logits - np.max(logits, axis=-1, keepdims=True))
         logp = ar.r(shifted - ar.r(np.log(ar.sum(ar.r(np.exp(shifted)), -1, keepdims=True))))
+        # torch and MindSpore compose it: log_softmax stores its result in the logits' dtype first
+        logp = ar.out(logp, ar.out_fmt)
         keep = target != ignore
         picked = np.take_along_axis(logp, np.where(keep, target, 0)[..., None], axis=-1)[..., 0]
         loss = -picked
