@@ -17,7 +17,8 @@ _HELP_JSON = ("JSON (--format json): a row per root, then `together`: {op, measu
               "only before is non-finite, null when undefined), unrecomputable (ops without a kernel: path "
               "cut there), recomputed, note, self_check, self_check_reliable}.")
 _ARGS = [arg("ops", nargs="*", complete="op", metavar="OP",
-             help="ops whose outputs are made golden, each on its own (default: the roots of the last `vcs`)"),
+             help="ops whose outputs are made golden, each on its own (default: the roots of the last `vcs`, "
+                  "which runs first when there is none)"),
          arg("--to", metavar="OP", complete="op",
              help="measure this op's outputs (e.g. the loss) instead of the network outputs downstream"),
          arg("--together", action="store_true", help="also all the ops together (always with several)"),
@@ -25,10 +26,18 @@ _ARGS = [arg("ops", nargs="*", complete="op", metavar="OP",
              help="refuse a downstream path longer than N ops (default 10000)")]
 
 
-def _vcs_roots(session: Any) -> list[str]:
+def _vcs_roots(session: Any, notes: list[str]) -> list[str]:
+    """The roots of the last ``vcs``; without one, ``vcs`` runs first (as the session's kind runs it)."""
+    from precision_shell.commands.registry import REGISTRY
+
     found = session.results.get("vcs")
     if found is None:
-        raise CommandError("impact: name the ops, or run `vcs` first (its roots are the default)")
+        cmd = REGISTRY.for_session(REGISTRY.lookup("vcs"), session)
+        cmd.handler(session, cmd.parse([]))
+        found = session.results.get("vcs")
+        if found is None:
+            raise CommandError("impact: name the ops; `vcs` found no roots to default to")
+        notes.append("no `vcs` yet, so it ran first: its roots are the ops substituted")
     suspects = getattr(found, "suspects", found)
     return [s.op for s in suspects if s.role == "root"]
 
@@ -49,7 +58,8 @@ def run_impact(session: Any, args: Any, run: Any, pairing: Any, load_golden) -> 
 
     if args.max_ops < 1:
         raise CommandError("impact --max-ops: give a positive number of ops")
-    given = list(args.ops) or _vcs_roots(session)
+    ran: list[str] = []
+    given = list(args.ops) or _vcs_roots(session, ran)
     problems: list[str] = []
     roots: list[str] = []
     left_out = 0
@@ -87,6 +97,7 @@ def run_impact(session: Any, args: Any, run: Any, pairing: Any, load_golden) -> 
         except KeyboardInterrupt:
             interrupted = True
     table = _table(rows, check, impact.unrecomputable, problems, left_out, interrupted)
+    table.notes += ran
     session.results["impact"] = table      # the report's bars
     return table
 
