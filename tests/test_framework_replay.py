@@ -4,6 +4,7 @@ the dumped tensors."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -17,6 +18,10 @@ from framework_dumps import sample
 from precision_shell.analysis.replay.api_calls import API, NoKernel, TensorArg, bind_call
 from precision_shell.analysis.replay.kernels import KERNELS
 from precision_shell.model.framework_session import FrameworkSession
+
+
+def _truth() -> dict:
+    return json.loads((sample() / "truth.json").read_text())["precision_loss"]
 
 
 def _session():
@@ -43,7 +48,8 @@ def _bf16_ulps(y, ref):
 
 
 def test_designed_root_softmax_verdict_from_the_dumped_tensors(capsys, tmp_path):
-    truth_root = "Functional.softmax.0.forward"
+    truth_root = _truth()["root"]
+    assert truth_root == "Functional.softmax.0.forward"      # the sample's designed bf16 softmax
     s = _session()
     run, golden = s.run, s.golden_run()
     x = run.load(f"{truth_root}:input:0").astype(np.float64)
@@ -66,7 +72,8 @@ def test_designed_root_softmax_verdict_from_the_dumped_tensors(capsys, tmp_path)
 
 
 def test_propagated_entry_is_upstream_naming_its_input(capsys, tmp_path):
-    entry = "Torch.matmul.1.forward"     # probs @ v: fed the softmax's output
+    entry = _truth()["propagated_forward"][0]
+    assert entry == "Torch.matmul.1.forward"     # probs @ v: fed the softmax's output
     s = _session()
     cos = [_cos(s.run.load(f"{entry}:input:{j}"), s.golden_run().load(f"{entry}:input:{j}")) for j in (0, 1)]
     bad = [j for j, c in enumerate(cos) if c <= 0.98]
