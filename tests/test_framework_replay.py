@@ -224,3 +224,14 @@ def test_mindspore_mint_and_primitive_entries_replay(capsys, tmp_path):
 def _np_softmax(x):
     e = np.exp(x - x.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
+
+
+def test_statistics_only_dump_is_one_line(capsys, tmp_path):
+    rc, out, err = run_cli(capsys, sample() / "stats_target_bf16", "--golden", sample() / "stats_golden_fp32",
+                           "-o", tmp_path / "out", "-c", "replay Functional.softmax.0.forward")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc != 0 and len(lines) == 1 and "no values dumped" in lines[0] and "task 'tensor'" in lines[0]
+    rc, out, err = run_cli(capsys, sample() / "stats_target_bf16", "--golden", sample() / "stats_golden_fp32",
+                           "-o", tmp_path / "out", "-c", "impact Functional.softmax.0.forward")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc != 0 and len(lines) == 1 and "statistics only" in lines[0]

@@ -169,8 +169,11 @@ class Impact:
     def golden_output(self, tensor: Any, cast: bool = True) -> np.ndarray:
         """The golden of an NPU output, shaped as the NPU's and (``cast``) rounded to its dtype."""
         found = self.pairing.golden_for(tensor) if self.pairing is not None else None
-        if found is None or not found.has_data:
+        if found is None:
             raise ImpactError(f"{tensor.printed()} has no golden tensor")
+        if not found.has_data:
+            raise ImpactError(f"{tensor.printed()}: its golden {found.printed(golden=True)} has no values dumped "
+                              "(statistics only)")
         g = np.asarray(self.load_golden(found), dtype=np.float64)
         shape = tensor.shape
         if shape is not None and tuple(shape) != g.shape:

@@ -58,6 +58,9 @@ def run_impact(session: Any, args: Any, run: Any, pairing: Any, load_golden) -> 
 
     if args.max_ops < 1:
         raise CommandError("impact --max-ops: give a positive number of ops")
+    if not any(t.has_data for op in run.ops for t in op.outputs):
+        raise CommandError(f"impact recomputes values: {run.path} has statistics only (dump with msprobe "
+                           "task 'tensor')")
     ran: list[str] = []
     given = list(args.ops) or _vcs_roots(session, ran)
     problems: list[str] = []
