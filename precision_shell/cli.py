@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
+from typing import Any
 
 from precision_shell import __version__
-from precision_shell.commands.process_policy import running_script
+from precision_shell.commands.process_policy import allow_processes_in_scripts
 from precision_shell.config import parse_min_coverage
 from precision_shell.errors import PshellError, UsageError
-from precision_shell.frontend import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Frontend, terminal_width
+from precision_shell.frontend import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Frontend, read_script,
+                                      terminal_width)
+from precision_shell.safe_text import escape_controls
 from precision_shell.logfile import setup_logging
 
 
@@ -20,7 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Interactive debugger shell for numerical-precision problems on Ascend NPUs.",
         epilog='examples:\n  pshell                          # REPL on ./precision_data\n'
                '  pshell WS -c "ac; vcs -c 0.98"  # batch\n'
-               '  pshell WS -c info --format json',
+               '  pshell WS -c info --format json\n'
+               '  pshell mcp WS                   # MCP server over stdio (for agents)',
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", nargs="?", default=None,
                    help="training folder holding precision_data/, precision_data/ itself, "
@@ -56,8 +59,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history-file", metavar="FILE", help="REPL history file")
     p.add_argument("--config", metavar="FILE", help="config file (INI)")
     p.add_argument("--log-file", metavar="FILE", help="log file for warnings and internal errors")
+    p.add_argument("--allow-shell", action="store_true",
+                   help="let scripts (-f FILE, `source FILE`) run `!CMD` and `| PIPELINE`; "
+                        "without it a script never starts a process")
     p.add_argument("--version", action="version", version=f"precision-shell {__version__}")
     return p
+
+
+def _serve_mcp(argv: list[str]) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        print("error: pshell mcp needs the MCP SDK: pip install 'precision-shell[mcp]'", file=sys.stderr)
+        return EXIT_FAILED
+    from precision_shell.mcp.server import main as serve
+
+    return serve(argv)
 
 
 def _percent(text: str) -> float:
@@ -70,12 +87,8 @@ def _percent(text: str) -> float:
 def _batch_lines(opts: argparse.Namespace) -> list[str] | None:
     if opts.command:
         return list(opts.command)
-    if opts.file:
-        try:
-            with open(opts.file, encoding="utf-8") as fh:
-                return fh.read().splitlines()
-        except OSError as exc:
-            raise PshellError(f"{opts.file}: cannot read script ({exc.strerror})") from None
+    if opts.file:   # a regular file of bounded size: a FIFO or /dev/zero is one line
+        return read_script(opts.file)
     if not sys.stdin.isatty():
         return sys.stdin.read().splitlines()
     return None
@@ -94,9 +107,22 @@ def _read_mapping(path: str | None) -> tuple[dict[str, str] | None, list[str]]:
 
 
 def _open_session(opts: argparse.Namespace):
-    """A framework session when PATH is an msprobe dump, else the graph-mode workspace."""
+    """A framework session when PATH is an msprobe dump, a MindSpore graph-mode session when it
+    is MindSpore's own dump, else the graph-mode workspace."""
+    from precision_shell.formats.mindspore_graph.layout import is_mindspore_graph_dump
     from precision_shell.formats.msprobe_layout import is_msprobe_dump
 
+    # `pshell --npu ITERATION --golden ITERATION` as a GE user would try it: the same session
+    ms_target = opts.path if is_mindspore_graph_dump(opts.path) else (
+        opts.npu if opts.path is None and is_mindspore_graph_dump(opts.npu) else None)
+    if ms_target is not None:
+        from precision_shell.model.mindspore_graph_session import MindsporeGraphSession
+
+        unused = [f"--{k}" for k in ("npu", "graph", "overflow", "fusion", "mapping")
+                  if getattr(opts, k) and getattr(opts, k) != ms_target]
+        if unused:
+            raise UsageError(f"{', '.join(unused)}: not used with a MindSpore graph-mode dump")
+        return MindsporeGraphSession.open(ms_target, golden=opts.golden, output=opts.output)
     if is_msprobe_dump(opts.path):
         from precision_shell.model.framework_session import FrameworkSession
 
@@ -116,22 +142,46 @@ def _open_session(opts: argparse.Namespace):
                         overflow=opts.overflow, fusion=opts.fusion, output=opts.output)
 
 
+def _say_error(message: Any) -> None:
+    print(f"error: {escape_controls(message)}", file=sys.stderr, flush=True)
+
+
+def _guarded_files(session, opts: argparse.Namespace) -> list[str]:
+    """--log-file and --history-file go through the output guard like every file pshell writes:
+    never an input file, never inside an input tree. A refused one is a line, and the default
+    (XDG) place is used instead."""
+    problems = []
+    for flag, attr in (("--log-file", "log_file"), ("--history-file", "history_file")):
+        given = getattr(opts, attr)
+        if not given:
+            continue
+        try:
+            session.check_writable_location(given)
+        except PshellError as exc:
+            problems.append(f"{flag}: {exc} (using the default place)")
+            setattr(opts, attr, None)
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["mcp"]:   # `pshell mcp ...`: the MCP server (a folder named mcp: `pshell ./mcp`)
+        return _serve_mcp(argv[1:])
     opts = build_parser().parse_args(argv)
-    log_path = setup_logging(opts.log_file)
+    log_path = setup_logging(None)    # the default place until --log-file passes the guard
     try:
         lines = _batch_lines(opts)
     except PshellError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say_error(exc)
         return EXIT_USAGE
 
     try:
         session = _open_session(opts)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say_error(exc)
         return EXIT_USAGE
     except PshellError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say_error(exc)
         return EXIT_FAILED
     from precision_shell.config import default_config_path
 
@@ -139,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     if opts.file:
         session.add_input_file(opts.file, "the script given with -f")
     session.add_input_file(opts.config or default_config_path(), "the config file")
+    refused_files = _guarded_files(session, opts)
+    if opts.log_file:
+        log_path = setup_logging(opts.log_file)
+    for problem in refused_files:
+        _say_error(problem)
 
     if opts.scheduler:
         session.settings.scheduler = opts.scheduler
@@ -153,24 +208,29 @@ def main(argv: list[str] | None = None) -> int:
         try:
             config = load_config(opts.config)
         except PshellError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            _say_error(exc)
             return EXIT_FAILED
         use_config(config)
+        if config.path is not None and config.path.exists():   # (a new file is no problem)
+            for line in config.warnings:   # a skipped setting is never silent
+                print(f"warning: {line}", file=sys.stderr)
         config.apply_to(session, output_overridden=opts.output is not None)
     if opts.min_coverage is not None:
         session.settings.min_coverage = opts.min_coverage
     # Batch mode: no prompt, no colour, no pager (product.md §6).
     frontend = Frontend(session, fmt=opts.format, log_path=log_path,
                         fail_on_findings=opts.fail_on_findings, hints=False,
-                        width=lambda: terminal_width(sys.stdout))
+                        width=lambda: terminal_width(sys.stdout), allow_shell=opts.allow_shell)
     for message in session.load_errors:
         frontend.error(message)
-    frontend.failed = bool(session.load_errors)
+    frontend.failed = bool(session.load_errors or refused_files)
     frontend.show_warnings()
-    # a script (-f, or lines piped on stdin) may not start processes (commands/process_policy.py)
-    script = running_script() if not opts.command else contextlib.nullcontext()
+    # a script's commands start no process (`!`, pipes, bisect) unless --allow-shell was given
+    allow_processes_in_scripts(opts.allow_shell)
     try:
-        with script:
+        if opts.file and not opts.command:   # -f: a script, whose lines never start a process
+            frontend.run_script_lines(opts.file, lines)
+        else:
             for line in lines:
                 frontend.run_line(line)
                 if frontend.quit or frontend.interrupted:   # Ctrl-C stops the whole script

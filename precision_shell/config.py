@@ -32,11 +32,13 @@ from typing import Any, Callable
 
 from precision_shell.atomic_write import write_atomic
 from precision_shell.errors import FormatError, PshellError, UsageError
+from precision_shell.formats.input_files import read_text_input
 
 SECTION = "pshell"
 PROFILES_SECTION = "profiles"
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
+CONFIG_CAP = 1 << 20
 
 
 def default_config_path() -> Path:
@@ -98,6 +100,32 @@ def _parse_expanded(text: str) -> str:
     return word
 
 
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_memory(text: str) -> int:
+    """``1G``, ``512M``, ``1.5GB``, ``2000000000`` -> bytes (at least 64 MB)."""
+    word = text.strip().lower().removesuffix("b").removesuffix("i")
+    number, unit = (word[:-1], word[-1]) if word[-1:] in _UNITS and word[-1:] else (word, "")
+    try:
+        value = int(float(number) * _UNITS[unit])
+    except (ValueError, OverflowError):
+        raise UsageError(f"eval_memory is a size like 1G or 512M, got {text!r}") from None
+    if value < 64 << 20:
+        raise UsageError(f"eval_memory must be at least 64M, got {text!r}")
+    return value
+
+
+def _parse_timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"eval_timeout is a number of seconds, got {text!r}") from None
+    if not 0 < value <= 86400:
+        raise UsageError(f"eval_timeout is seconds from 0 to 86400, got {text!r}")
+    return value
+
+
 def _parse_output(text: str) -> str:
     # Empty (or "default") means pshell's own choice: precision_data/temp/pshell.
     word = text.strip()
@@ -125,6 +153,8 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("expanded", _parse_expanded,
               "tables one field per line: auto (when a table does not fit), on, off"),
     ConfigKey("timing", _parse_bool, "print each command's run time (on/off)"),
+    ConfigKey("eval_memory", parse_memory, "memory an eval expression may use (e.g. 1G)"),
+    ConfigKey("eval_timeout", _parse_timeout, "seconds an eval expression may run"),
 )}
 
 
@@ -156,6 +186,8 @@ class Config:
     scheduler: str = ""
     expanded: str = "auto"
     timing: bool = False
+    eval_memory: int = 1 << 30
+    eval_timeout: float = 30.0
     path: Path | None = None
     warnings: list[str] = field(default_factory=list)   # bad lines skipped while loading
     # [profiles]: user-named replay arithmetic profiles, e.g. mlu370 = trunc-mantissa-20,ftz
@@ -224,15 +256,23 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
             # An explicit --config FILE that does not exist yet is created by the first `config set`.
             config.warnings.append(f"{target}: no such config file yet (config set creates it)")
         return config
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        with open(target, encoding="utf-8") as fh:
-            parser.read_file(fh)
-    except OSError as exc:
-        raise FormatError(target, f"cannot read config file ({exc.strerror or exc})") from None
+    # strict=False: a duplicate key or section is a warning (_duplicates), the last one kept
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:   # a regular file of bounded size only: a FIFO or /dev/zero as config is one line
+        text = read_text_input(target, "config file", CONFIG_CAP)
+        parser.read_string(text, source=str(target))
+    except configparser.MissingSectionHeaderError:
+        raise FormatError(target, "not an INI config file: no [section] header before the first setting") from None
+    except configparser.ParsingError as exc:   # raised after the whole file is read: the rest counts
+        lines = text.splitlines()
+        config.warnings += [f"{target}: line {lineno}: not 'key = value' ({lines[lineno - 1].strip()!r:.60}), skipped"
+                            for lineno, _ in exc.errors]
     except (configparser.Error, UnicodeDecodeError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise FormatError(target, f"not an INI config file: {first_line}") from None
+    config.warnings += _duplicates(target, text)
+    config.warnings += [f"{target}: section [{name}] is not read (sections: [{SECTION}], [{PROFILES_SECTION}])"
+                        for name in parser.sections() if name not in (SECTION, PROFILES_SECTION)]
     if parser.has_section(PROFILES_SECTION):
         config.profiles = {name.lower(): text for name, text in parser.items(PROFILES_SECTION)}
     if not parser.has_section(SECTION):
@@ -245,6 +285,28 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
         except UsageError as exc:
             config.warnings.append(f"{target}: {exc} (setting skipped)")
     return config
+
+
+def _duplicates(target: Path, text: str) -> list[str]:
+    """A line for each key or section given again (configparser keeps the last, as pshell does)."""
+    found, section, seen = [], None, {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;" or line[0] in " \t":   # comments, continuations
+            continue
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1]
+            key = ("[section]", section)
+        else:
+            name = stripped.split("=", 1)[0].split(":", 1)[0].strip().lower()
+            key = (section, name)
+        if key in seen:
+            found.append(f"{target}: line {lineno}: section [{section}] given again (line {seen[key]}); "
+                         f"read as one section" if key[0] == "[section]" else
+                         f"{target}: line {lineno}: [{section}] {key[1]} given again (line {seen[key]}); "
+                         f"the last one counts")
+        seen.setdefault(key, lineno)
+    return found
 
 
 def save_config(config: Config, path: str | os.PathLike | None = None) -> Path:
@@ -271,6 +333,12 @@ _current: Config | None = None
 def use_config(config: Config | None) -> None:
     global _current
     _current = config
+
+
+def installed_config() -> Config:
+    """The settings `config set` or the REPL installed, else the defaults (a batch run never
+    reads the config file for them)."""
+    return _current if _current is not None else Config()
 
 
 def current_config() -> Config:

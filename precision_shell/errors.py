@@ -11,6 +11,12 @@ from __future__ import annotations
 import os
 
 
+def install_hint(extra: str) -> str:
+    """How to install an optional extra, both ways a user may have pshell: from the package index,
+    or from a checkout (an editable install, where the first form would fetch a second copy)."""
+    return f"pip install 'precision-shell[{extra}]' (from a checkout: pip install -e '.[{extra}]')"
+
+
 class PshellError(Exception):
     """Base class: an error a user can cause, shown as one line."""
 

@@ -20,16 +20,25 @@ from precision_shell.atomic_write import write_atomic
 from precision_shell.commands import REGISTRY
 from precision_shell.commands.process_policy import running_script
 from precision_shell.report import command as _report_command  # noqa: F401  (registers `report`)
-from precision_shell.commands.runner import (Outcome, SourceRequest, Statement, execute,
+from precision_shell.commands.runner import (ClearRequest, Outcome, SourceRequest, Statement, execute,
                                              split_statements)
 from precision_shell.errors import FormatError, PshellError, UsageError
+from precision_shell.formats.input_files import read_text_input
 from precision_shell.logfile import log_internal_error
 from precision_shell.model.output_guard import require_parent
 from precision_shell.render.style import PLAIN, Style
 from precision_shell.render.text import Layout, render
+from precision_shell.safe_text import escape_controls
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FINDINGS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 _MAX_SOURCE_DEPTH = 20
+SCRIPT_CAP = 4 << 20     # a script is pshell command lines: a few KB
+
+
+def read_script(path: str) -> list[str]:
+    """The lines of a script, read only from a regular file of at most SCRIPT_CAP bytes (a FIFO,
+    /dev/zero or a folder given to `source`/`-f` is one line, never a hang)."""
+    return read_text_input(path, "script", SCRIPT_CAP).splitlines()
 
 
 def terminal_width(stream: Any = None) -> int | None:
@@ -68,16 +77,36 @@ class Frontend:
     hints: bool = True          # REPL hints (`next` steps through...); batch output has none
     timing: bool = False        # `config set timing on`: each statement's run time on stderr
     sourcing: int = 0           # depth of nested `source FILE` scripts
+    allow_shell: bool = False   # --allow-shell: scripts may run `!CMD` and `| PIPELINE` too
+    script_line: str | None = None   # "FILE:LINE" of the script line running now
 
-    def error(self, message: str) -> None:
-        # one line; red on a colour terminal (the style is plain in batch, pipes and NO_COLOR)
-        print(self.style(f"error: {message}", "red"), file=self.err, flush=True)
+    def _refuse_in_script(self, statement: Statement) -> PshellError | None:
+        """Scripts are data: a line of a `source`d or `-f` script never starts a process
+        (``!CMD``, ``| PIPELINE``) unless --allow-shell was given; typed lines may."""
+        if self.script_line is None or self.allow_shell:
+            return None
+        if statement.shell is None and not statement.pipe:
+            return None
+        what = "a shell command (`!`)" if statement.shell is not None else "a pipeline (`|`)"
+        return UsageError(f"{self.script_line}: refusing to run {what} from a script; scripts "
+                          f"never start processes unless pshell is started with --allow-shell")
+
+    def error(self, message: str, lines: bool = False) -> None:
+        # one line; red on a colour terminal (the style is plain in batch, pipes and NO_COLOR);
+        # names from data in it are escaped, so it stays one line and drives nothing. ``lines``:
+        # an error laid out on lines of its own (eval's caret under the expression)
+        shown = ("\n".join(map(escape_controls, str(message).split("\n"))) if lines
+                 else escape_controls(message))
+        print(self.style(f"error: {shown}", "red"), file=self.err, flush=True)
+
+    def warn(self, message: str) -> None:
+        print(f"warning: {escape_controls(message)}", file=self.err, flush=True)
 
     def show_warnings(self) -> None:
         """The session's new load warnings (problems that lose nothing: no failed exit)."""
         warnings = getattr(self.session, "load_warnings", [])
         for message in warnings[self.warned:]:
-            print(f"warning: {message}", file=self.err, flush=True)
+            self.warn(message)
         self.warned = len(warnings)
 
     def run_line(self, line: str) -> list[Outcome]:
@@ -114,6 +143,10 @@ class Frontend:
         self.expanded, self.timing = config.expanded, config.timing
 
     def _run_statement(self, statement: Statement) -> Outcome:
+        refused = self._refuse_in_script(statement)
+        if refused is not None:
+            self._record_error(refused)
+            return Outcome(statement, error=refused)
         if statement.shell is not None:
             try:
                 self._run_shell(statement.shell, None)
@@ -139,6 +172,8 @@ class Frontend:
                 self.emit(outcome.help_text.rstrip("\n"), statement)
             elif isinstance(outcome.result, SourceRequest):
                 self.run_script(outcome.result.path)
+            elif isinstance(outcome.result, ClearRequest):
+                self.clear_screen()
             elif outcome.result is not None and not outcome.quit:
                 result = outcome.result
                 if getattr(result, "findings", 0):
@@ -152,7 +187,7 @@ class Frontend:
                 self.emit(render(result, fmt, style, layout), statement)
                 if fmt != "table":   # the document keeps its shape; its warnings go beside it
                     for warning in getattr(result, "warnings", ()):
-                        print(f"warning: {warning}", file=self.err, flush=True)
+                        self.warn(warning)
                 self._gate(statement, getattr(result, "unjudged", None))
         except PshellError as exc:
             self._record_error(exc)
@@ -164,26 +199,33 @@ class Frontend:
         """``source FILE``: its lines run as if typed, like ``pshell -f FILE``."""
         if self.sourcing >= _MAX_SOURCE_DEPTH:
             raise UsageError(f"{path}: `source` nested more than {_MAX_SOURCE_DEPTH} deep")
-        try:
-            with open(Path(path).expanduser(), encoding="utf-8") as fh:
-                lines = fh.read().splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise FormatError(path, f"cannot read script ({getattr(exc, 'strerror', None) or exc})") from None
+        lines = read_script(path)
         if self.session is not None and hasattr(self.session, "add_input_file"):
             self.session.add_input_file(path, "a script run with `source`")   # never written over
+        self.run_script_lines(path, lines)
+
+    def run_script_lines(self, path: str, lines: list[str]) -> None:
+        """The lines of the script ``path`` (``source FILE``, ``pshell -f FILE``), each known by
+        its FILE:LINE; stops on quit and on Ctrl-C."""
+        outer = self.script_line
         self.sourcing += 1
         try:
-            with running_script():
-                for line in lines:
+            with running_script():      # commands that start processes ask it (process_policy)
+                for number, line in enumerate(lines, 1):
+                    self.script_line = f"{path}:{number}"
                     outcomes = self.run_line(line)
                     if self.quit or any(stopped_by_ctrl_c(o) for o in outcomes):
                         break
         finally:
             self.sourcing -= 1
+            self.script_line = outer
 
     def _run_shell(self, command: str, text: str | None) -> None:
         """``!COMMAND`` (no input) or ``CMD | PIPELINE`` (``text`` on its stdin) through
         ``/bin/sh``; its output goes where pshell's own output goes."""
+        if self.script_line is not None and not self.allow_shell:   # the last guard (see above)
+            raise UsageError(f"{self.script_line}: refusing to start `{command}` from a script "
+                             f"(--allow-shell)")
         try:
             done = subprocess.run(command, shell=True, input=text, capture_output=True,
                                   text=True, errors="replace")
@@ -205,11 +247,18 @@ class Frontend:
             self.failed = True
 
     def _record_error(self, exc: PshellError) -> None:
-        self.error(str(exc))
+        self.error(str(exc), lines=getattr(exc, "laid_out", False))
         if isinstance(exc, UsageError):
             self.usage_failed = True
         else:
             self.failed = True
+
+    def clear_screen(self) -> None:
+        """``clear``: home the cursor and erase a terminal's screen; a pipe or file gets nothing
+        (the sequence is written here, not rendered: rendered text never carries controls)."""
+        if getattr(self.out, "isatty", lambda: False)():
+            self.out.write("\x1b[H\x1b[2J")
+            self.out.flush()
 
     def emit(self, text: str, statement=None) -> None:
         if statement is not None and statement.pipe:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from typing import Any
 
@@ -31,4 +32,10 @@ def jsonable(value: Any) -> Any:
 
 def to_json_text(data: Any) -> str:
     """One line of JSON."""
-    return json.dumps(jsonable(data), ensure_ascii=False, allow_nan=False)
+    text = json.dumps(jsonable(data), ensure_ascii=False, allow_nan=False)
+    # json escapes C0 controls; DEL and C1 (a lone 0x9b is CSI to many terminals) are escaped
+    # too: outside strings JSON is ASCII, so this only rewrites characters inside strings
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _C1.search(text) else text
+
+
+_C1 = re.compile("[\x7f-\x9f]")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,6 +21,30 @@ def _isolated_home(tmp_path_factory, monkeypatch):
                      ("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache")):
         monkeypatch.setenv(var, str(home / sub))
     monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cwd_in_temp(tmp_path_factory):
+    """The run starts in a temp folder (session scope: before module fixtures open sessions), so code
+    under test that writes relative to the current folder (a framework session's default ./pshell_out)
+    writes there, never into the checkout."""
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(before)
+
+
+REPO = Path(__file__).resolve().parents[1]
+_REPO_ENTRIES = frozenset(p.name for p in REPO.iterdir())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run when a test left something in the checkout's root (tests write under tmp only)."""
+    new = sorted(p.name for p in REPO.iterdir() if p.name not in _REPO_ENTRIES
+                 and not p.name.startswith("."))
+    if new:
+        print(f"\nerror: tests wrote into the checkout: {', '.join(new)}")
+        session.exitstatus = 1
 
 
 # Test modules run twice, with the C metrics kernel and with the numpy path (PSHELL_NO_EXT=1),

@@ -53,7 +53,7 @@ def test_save_and_load_round_trip(tmp_path):
     cfg = Config()
     for key, text in [("threshold", "0.95"), ("limit", "0"), ("pager", "off"),
                       ("output", "~/pshell_out"), ("editing_mode", "vi"), ("color", "no"),
-                      ("min_coverage", "75%")]:
+                      ("min_coverage", "75%"), ("eval_memory", "2G"), ("eval_timeout", "5")]:
         cfg.set(key, text)
     path = save_config(cfg, tmp_path / "sub" / "c.ini")
     assert path.is_file()
@@ -61,7 +61,8 @@ def test_save_and_load_round_trip(tmp_path):
     assert back.values() == cfg.values()
     assert back.values() == {"threshold": 0.95, "limit": 0, "pager": False,
                              "output": "~/pshell_out", "editing_mode": "vi", "color": False,
-                             "min_coverage": 75.0, "scheduler": "", "expanded": "auto", "timing": False}
+                             "min_coverage": 75.0, "scheduler": "", "expanded": "auto", "timing": False,
+                             "eval_memory": 2 << 30, "eval_timeout": 5.0}
     # the file is plain INI another tool can read
     raw = configparser.ConfigParser()
     raw.read(path)

@@ -102,12 +102,18 @@ def test_export_compare_csv_and_json(sample, capsys, tmp_path):
             assert "%.6f" % r["cosine"] == "%.6f" % cos
 
 
-def test_exports_need_their_analysis_first(sample, capsys, tmp_path):
-    rc, _, err = run(capsys, sample[0], "-o", tmp_path, "-c", f"export suspects -o {tmp_path}/x.csv")
-    assert rc == 1 and "run `vcs` first" in err
-    rc, _, err = run(capsys, sample[0], "-o", tmp_path, "-c", f"export compare -o {tmp_path}/x.csv")
-    assert rc == 1 and "run `vc` first" in err
-    assert not (tmp_path / "x.csv").exists()
+def test_exports_run_their_analysis_first(sample, capsys, tmp_path):
+    """export in a fresh session runs what it writes (vcs / ac / vc), as vcs runs vc and report
+    runs ac and vcs (issue 30; it said 'run `vcs` first')."""
+    for what, ran, same in (("suspects", "vcs", "vcs"), ("overflow", "ac", "ac"), ("compare", "vc", "vc")):
+        rc, out, err = run(capsys, sample[0], "-o", tmp_path, "-c", f"export {what} -o {tmp_path}/{what}.json")
+        assert rc == 0, err
+        assert f"`{ran}` had not run, so export ran it first" in out
+        rc, doc, err = run(capsys, sample[0], "-o", tmp_path / "again", "-c", f"{same}; export {what} -o "
+                           f"{tmp_path}/{what}2.json")
+        assert rc == 0, err
+        assert json.loads((tmp_path / f"{what}.json").read_text()).__len__() == \
+            json.loads((tmp_path / f"{what}2.json").read_text()).__len__() > 0
 
 
 def test_exports_never_write_into_the_dump_folders(sample, capsys, tmp_path):

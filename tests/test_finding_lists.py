@@ -118,7 +118,7 @@ def test_the_cursor_follows_the_newest_list_and_says_so(graph):
     assert not any(n.startswith("finding list replaced") for n in again.notes)   # the same list
 
 
-def test_vc_against_another_run_moves_the_cursor_to_its_findings(sample_ws, tmp_path):
+def test_vc_against_another_run_with_no_findings_keeps_the_cursor(sample_ws, tmp_path):
     root = tmp_path / "ws"
     shutil.copytree(sample_ws[0] / "precision_data", root / "precision_data")
     npu = root / "precision_data" / "npu"
@@ -128,9 +128,9 @@ def test_vc_against_another_run_moves_the_cursor_to_its_findings(sample_ws, tmp_
     before = len(session.results["cursor"].items)
     assert before > 0
     message = run(session, "vc --against debug_1")      # identical runs: nothing fails
-    assert session.results["cursor"].position_text == "compare -/0"
-    assert any(line.startswith("finding list replaced: `next` now walks the failing ops of this compare "
-                               f"(0; was compare -/{before})") for line in message.lines)
+    # an empty list never replaces one with findings (issue 30): `next` keeps walking, and says so
+    assert session.results["cursor"].position_text == f"compare -/{before}"
+    assert f"`next` still walks the compare list (compare -/{before}): this list is empty" in message.lines
 
 
 def test_csv_rows_carry_values_only(graph):

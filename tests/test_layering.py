@@ -13,8 +13,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "precision_shell"
 
 # lowest first; a module may import its own layer and the ones before it
 LAYERS = [
-    {"precision_shell", "errors", "atomic_write", "gc_pause", "jsonable", "logfile", "config"},
-    {"formats"},
+    {"precision_shell", "errors", "atomic_write", "gc_pause", "jsonable", "logfile", "safe_text"},
+    {"formats", "config"},               # config reads its INI file through formats' bounded reads
     {"model", "samples", "capture"},     # generators and the torch capture write dumps; not analyses
     {"analysis"},
     {"commands"},

@@ -34,7 +34,12 @@ def test_ac_names_the_overflow_op_as_first_producer(tmp_path, capsys, layout):
     by_op = {r["op"]: r for r in rows}
     for op in truth["downstream_non_finite"]:
         assert by_op[op]["role"] == "propagated"
-    assert [r["order"] for r in rows] == list(range(1, len(rows) + 1))
+    # `order` is the execution order `vc` numbers its rows by (issue 30: it was the list position)
+    rc, out, err = run_cli(capsys, tmp_path, "-o", tmp_path / "out", "-c", "vc", "--format", "json")
+    with open(json_docs(out)[0]["csv"], newline="") as f:
+        vc_index = {row[2]: int(row[0]) for row in list(csv.reader(f))[1:]}   # NPUDump -> Index
+    assert [r["order"] for r in rows] == [vc_index[r["op"]] for r in rows]
+    assert [r["order"] for r in rows] == sorted(r["order"] for r in rows) and rows[0]["order"] > 1
     assert rows.index(first) < min(rows.index(by_op[o]) for o in truth["downstream_non_finite"])
 
 

@@ -85,9 +85,14 @@ def test_source_runs_a_script_and_refuses_missing_ones(sample_ws, capsys, tmp_pa
     root, manifest = sample_ws
     script = tmp_path / "checks.pshell"
     script.write_text("# a comment\nac -l 0 | grep -c propagated\n!echo done\n")
-    rc, out, err = run_cli(capsys, root, "-o", tmp_path, "-c", f"source {script}")
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path, "--allow-shell", "-c", f"source {script}")
     propagated = len(manifest["overflow"]["downstream_non_finite"])
     assert rc == 0 and out.splitlines() == [str(propagated), "done"], err
+    # without --allow-shell a script starts no process: one line per refused line, FILE:LINE
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path, "-c", f"source {script}")
+    assert rc == 2 and out == ""
+    assert [line.split(": refusing")[0] for line in err.splitlines()] == [
+        f"error: {script}:2", f"error: {script}:3"]
     rc, out, err = run_cli(capsys, root, "-o", tmp_path, "-c", f"source {tmp_path / 'nope'}")
     assert rc == 1 and re.search(r"^error: .*nope.*cannot read script", err, re.M)
     # a redirect may not write over the script being sourced

@@ -154,7 +154,8 @@ def test_report_refusals_are_one_line(sample_ws, capsys, tmp_path, monkeypatch):
     assert not (golden_dir / "r.html").exists()
     monkeypatch.setitem(sys.modules, "jinja2", None)        # the extra not installed
     rc, out, err = run_cli(capsys, root, "-o", tmp_path, "-c", f"report -o {tmp_path}/r.html")
-    assert (rc, err) == (1, "error: report needs the optional extra: pip install 'precision-shell[report]'\n")
+    assert (rc, err) == (1, "error: report needs the optional extra: pip install 'precision-shell[report]' "
+                         "(from a checkout: pip install -e '.[report]')\n")
     assert not (tmp_path / "r.html").exists()
 
 

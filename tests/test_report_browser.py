@@ -8,6 +8,7 @@ Skipped only when no Chromium binary is found (``.ci/run`` installs Debian's ``c
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -114,3 +115,26 @@ def test_report_renders_in_chromium(sample_ws, capsys, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert _console(proc.stderr) == []
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_report_tables_fit_a_1400_px_window(sample_ws, capsys, tmp_path):
+    """At 1400 px the suspects table scrolled sideways and cut the golden column; the replay advice
+    line ran off the edge (issue 30). The test measures the laid-out page in Chromium: a script
+    appended to a copy of the report records each section's overflow once the page is ready."""
+    root, _ = sample_ws
+    page = tmp_path / "r.html"
+    rc, _, err = run_cli(capsys, root, "-o", tmp_path, "-c", f"vcs; vcs --replay; report -o {page}")
+    assert rc == 0, err
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", """<script>
+setTimeout(() => { document.body.dataset.overflow = JSON.stringify([...document.querySelectorAll('section')]
+  .map(s => [s.id || s.className, s.scrollWidth - s.clientWidth]).filter(p => p[1] > 0)); }, 500);
+</script></body>"""), encoding="utf-8")
+    proc = _chromium(tmp_path, "--window-size=1400,2000", "--virtual-time-budget=10000", "--dump-dom",
+                     probe.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = Dom()
+    dom.feed(proc.stdout)
+    body = dom.find("body")
+    assert body and "data-overflow" in body[0][0], "the probe did not run"
+    assert json.loads(body[0][0]["data-overflow"]) == []

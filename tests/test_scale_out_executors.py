@@ -129,6 +129,7 @@ def test_config_set_scheduler_sends_the_next_compare_there(capsys, sample_ws, tm
     import importlib.util
 
     expected = ("error: scheduler tcp://127.0.0.1:9: cannot connect (" if importlib.util.find_spec("distributed")
-                else "error: --scheduler needs Dask: pip install 'precision-shell[dask]'")   # the extra missing
+                else "error: --scheduler needs Dask: pip install 'precision-shell[dask]' "
+                "(from a checkout: pip install -e '.[dask]')")   # the extra missing
     assert len(errors) == 1 and errors[0].startswith(expected)
     assert out.count("NPU vs golden:") == 1   # the second vc ran locally

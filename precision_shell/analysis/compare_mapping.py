@@ -28,14 +28,11 @@ from precision_shell.analysis.compare_worker import NO_DUMP, NO_GOLDEN
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_file import DumpHeader, TensorEntry, read_dump_header
 from precision_shell.model.dump_index import DumpFile, DumpIndex
+from precision_shell.model.execution_order import execution_entries
 from precision_shell.model.golden_index import GoldenIndex
 
 __all__ = ["ComparePlan", "OpPlan", "plan_golden_compare", "plan_npu_compare"]
 
-# GE ops that never run as kernels, so they have no dump: no row for them (the vendor prints an
-# all-NaN row for each, which only buries the real rows).
-GRAPH_ONLY_TYPES = frozenset({"Data", "RefData", "AippData", "Const", "Constant", "Variable",
-                              "VariableV2", "NetOutput"})
 # Layout/dtype conversions (GE-inserted or AMP casts): their inputs and outputs are matched
 # through them to the real producer's golden.
 WALK_THROUGH_TYPES = frozenset({"Cast", "TransData"})
@@ -218,41 +215,18 @@ class _Planner:
         return row
 
 
-def _exec_key(graph_order: int, f: DumpFile | None, last_ts: int) -> tuple[int, int]:
-    return (f.name.timestamp if f is not None else last_ts, graph_order)
-
-
 def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
                         npu_label: str = "npu", golden_label: str = "golden") -> ComparePlan:
     """NPU dumps vs framework goldens. Ops come from the graph (execution order: dump timestamp,
     graph order as tie-break); dumps of ops the graph does not know are mapped by their headers."""
     p = _Planner(graph, dumps, golden)
-    entries: list[tuple[tuple[int, int], Any, str, DumpFile | None]] = []
-    seen: set[tuple[int, str]] = set()   # (id of the folder, file name): no Path per file
-    last_ts = 0
-    if graph is not None:
-        for rank, op in enumerate(graph.in_exec_order()):
-            if op.type in GRAPH_ONLY_TYPES:
-                continue
-            f = dumps.latest_for_op(op.name)
-            if f is not None:
-                last_ts = f.name.timestamp
-                seen.add((str(f.folder), f.filename))
-            entries.append((_exec_key(rank, f, last_ts), op, op.name, f))
-    for f in dumps.op_files:
-        latest = dumps.by_key.get(f.op_key, [f])[-1]
-        key = (str(latest.folder), latest.filename)
-        if key in seen:
-            continue
-        seen.add(key)
-        header = p.header(dumps, latest)
-        name = header.op_name if header is not None and header.op_name else latest.op_key
-        entries.append(((latest.name.timestamp, 1 << 30), None, name, latest))
-    del seen
-    entries.sort(key=lambda e: e[0])
+
+    def header_name(f: DumpFile) -> str | None:
+        header = p.header(dumps, f)
+        return header.op_name if header is not None and header.op_name else None
 
     outputs: dict[tuple[str, int], int] = {}   # (op, output index) -> its row, when it has a golden
-    for position, (_, op, name, f) in enumerate(entries, 1):
+    for position, op, name, f in execution_entries(graph, dumps, header_name):
         plan = OpPlan(name, op.type if op is not None else (f.name.op_type if f else "?"), position,
                       op.golden_names() if op is not None else [name],
                       op.passes if op is not None else [],

@@ -19,7 +19,7 @@ import atexit
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import Any, Callable, Iterable
 
-from precision_shell.errors import CommandError
+from precision_shell.errors import CommandError, install_hint
 
 RETRIES = 2                 # re-runs of a task whose worker died before the loss is reported
 CONNECT_TIMEOUT_S = 3.0     # an unreachable scheduler costs this long, then one line
@@ -34,8 +34,7 @@ def dask_client(address: str):
     try:
         from dask.distributed import Client
     except ImportError:
-        raise CommandError("--scheduler needs Dask: pip install 'precision-shell[dask]' "
-                           "(or pip install 'dask[distributed]')") from None
+        raise CommandError(f"--scheduler needs Dask: {install_hint('dask')}") from None
     try:
         client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:

@@ -35,7 +35,9 @@ _REFUSED = {"load", "loads", "save", "savez", "savez_compressed", "savetxt", "lo
             "ctypeslib", "set_printoptions", "printoptions", "seterr", "seterrcall", "setbufsize",
             "show_config", "show_runtime", "info", "source", "lookfor", "get_include", "test",
             # str.format reaches attributes by name inside its format string
-            "format", "format_map"}
+            "format", "format_map",
+            # arrays of Python objects: `10 ** 300000000` on them is a Python big int, unbounded
+            "object_", "frompyfunc", "vectorize"}
 _MAX_CONSTANT_POWER = 1024      # `10**10**10` would hang the shell computing a huge int
 
 
@@ -51,6 +53,8 @@ class Expression:
 
 class ExpressionError(CommandError):
     """One line: what is wrong, the expression, and a caret under the column when known."""
+
+    laid_out = True     # its line breaks are its own (the front end escapes each line)
 
     def __init__(self, text: str, reason: str, column: int | None = None):
         message = f"eval: {reason}"
@@ -161,6 +165,8 @@ def _check(tree: ast.Expression, text: str, placeholders: set[str], where: Calla
         elif isinstance(node, ast.Constant):
             if isinstance(node.value, bytes) or (isinstance(node.value, str) and id(node) not in call_args):
                 refuse(node, "text is allowed only as a function argument (e.g. dtype=\"float32\")")
+            if isinstance(node.value, str) and _object_dtype(node.value):
+                refuse(node, f"dtype {node.value!r}: arrays of Python objects are not allowed")
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow | ast.LShift):
             exponent = node.right
             if (isinstance(exponent, ast.Constant) and isinstance(exponent.value, int)
@@ -194,6 +200,14 @@ class _AttrName:
         self.col_offset = (node.end_col_offset or 0) - len(node.attr)
 
 
+def _object_dtype(text: str) -> bool:
+    """Whether ``text`` names numpy's object dtype ('O', 'object', '|O8', ...)."""
+    try:
+        return np.dtype(text).kind == "O"
+    except (TypeError, ValueError, SyntaxError):
+        return False
+
+
 def _has_tensor(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Name) and n.id != "np" or isinstance(n, ast.Call)
                for n in ast.walk(node))
@@ -210,5 +224,5 @@ def evaluate(expr: Expression, values: Mapping[str, np.ndarray]) -> Any:
         with np.errstate(all="ignore"):     # nan/inf show in the result's stats instead
             return eval(code, names)  # noqa: S307 - the tree passed _check (see the module doc)
     except (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AttributeError,
-            MemoryError, RecursionError) as exc:
+            RecursionError) as exc:     # MemoryError: the worker's memory cap says it (eval_worker)
         raise ExpressionError(expr.text, f"{type(exc).__name__}: {exc}") from None

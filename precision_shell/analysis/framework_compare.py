@@ -235,11 +235,14 @@ def stat_cell(leaf: Leaf, which: str) -> str:
     value = getattr(leaf, "norm" if which == "l2norm" else which)
     if value is None:
         return "None"
+    value = float(value)
+    if not math.isfinite(value):     # NaN/Inf in dump.json, even on an integer leaf: a value
+        return repr(value)
     if leaf.dtype == "bool":
         return str(bool(value))
     if leaf.dtype and leaf.dtype.startswith(("int", "uint")) and value == int(value):
         return str(int(value))
-    return repr(float(value))
+    return repr(value)
 
 
 # a statistic's cell: (text, class of the text as msprobe's CalcStatsDiff sees it, its number)

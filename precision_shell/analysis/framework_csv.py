@@ -26,6 +26,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from ..atomic_write import write_atomic
+from ..safe_text import csv_row
 
 from .framework_compare import METRIC_COLUMNS, N_A, RowResult, md5_cell
 from .framework_pairing import Row
@@ -147,7 +148,8 @@ def write_compare_csv(path: str | os.PathLike, rows: Iterable[dict[str, str]], m
         writer = csv.writer(f)
         writer.writerow(cols)
         # table_rows fills every column: picked in C; a row missing some gets N/A there
-        writer.writerows(pick(cells) if cells.keys() >= every else [cells.get(c, N_A) for c in cols]
+        # a name or data_name from the dump starting with = + - @ is text, not a formula
+        writer.writerows(csv_row(pick(cells) if cells.keys() >= every else [cells.get(c, N_A) for c in cols])
                          for cells in rows)
 
     write_atomic(path, write)     # a reader never sees half a CSV

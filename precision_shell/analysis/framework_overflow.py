@@ -10,7 +10,8 @@ output does; it is a ``producer`` when every data input is finite and ``propagat
 is not. An input that has neither file nor statistics is judged through the dataflow graph (the
 output that produced it). A ``parameters_grad`` entry has no inputs: its gradients are
 ``propagated`` when an earlier entry overflowed (they come out of that backward), else
-``producer``. The first producer in dump (execution) order is where to look first.
+``producer``; so is a ``parameter`` entry (a MindSpore graph-mode dump writes each weight's
+file at the end of the iteration, after the optimizer wrote into it). The first producer in dump (execution) order is where to look first.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def scan_framework_overflow(run: Run, progress=None) -> FrameworkOverflowScan:
             if not any(c.bad for c in outputs):
                 continue
             inputs = [judged(t) for t in op.inputs]
-            if op.kind == "parameters_grad":
+            if op.kind in ("parameters_grad", "parameter"):    # no inputs: from earlier entries
                 role = "propagated" if findings else "producer"
             else:
                 role = "propagated" if any(c.bad for c in inputs) else "producer"

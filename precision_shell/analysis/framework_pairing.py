@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import FormatError
+from ..formats.input_files import read_text_input
 from ..formats.msprobe_dump import Entry, Leaf, RankDump
 from ..model.framework_run import compare_name
 
@@ -272,13 +273,8 @@ def read_data_mapping(path: str | os.PathLike) -> dict[str, str]:
     flat block-mapping subset such files use (plain, 'single' or "double" quoted scalars,
     ``#`` comments, an optional ``---``). Anything else is a FormatError naming the line."""
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            lines = f.read(64 << 20).splitlines()
-    except OSError as e:
-        raise FormatError(path, f"cannot read: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise FormatError(path, "not UTF-8 text") from None
+    # a regular file of at most 64 MB: a FIFO, a device or a folder is one line, never a hang
+    lines = read_text_input(path, "data_mapping", 64 << 20, "utf-8-sig").splitlines()
     mapping: dict[str, str] = {}
     for number, raw in enumerate(lines, 1):
         line = raw.strip()

@@ -21,6 +21,18 @@ from precision_shell.analysis.value_scan import (  # noqa: F401  (looks_clean & 
 from precision_shell.errors import FormatError
 from precision_shell.formats.opdebug import OverflowRecord, read_opdebug
 from precision_shell.model.dump_index import DumpFile, DumpIndex
+from precision_shell.model.execution_order import execution_entries
+
+
+_NOT_IN_GRAPH = 1 << 30     # graph_order of an op the graph does not have (sorts after the rest)
+
+
+def _execution_positions(graph, dumps: DumpIndex, findings: dict) -> dict[str, int]:
+    """Op name -> its `order` in the set's execution order (model.execution_order, as `vc` numbers
+    its rows). Dumps of ops the graph lacks are named as the scan named them (no header re-read)."""
+    named = {f.dump_path: name for name, f in findings.items() if f.dump_path is not None}
+    return {name: pos for pos, _, name, _ in
+            execution_entries(graph, dumps, lambda f: named.get(f.path))}
 
 
 @dataclass
@@ -152,7 +164,7 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True, dump_se
             op = found[0] if len(found) == 1 else None
         if op is not None:
             return op.name, op.type, op.order
-        return name, f.name.op_type, 1 << 30
+        return name, f.name.op_type, _NOT_IN_GRAPH
 
     def finding_for(f: DumpFile, op_name: str) -> OverflowFinding:
         name, op_type, order = op_identity(f, op_name)
@@ -198,7 +210,9 @@ def scan_overflow(session, *, values: bool = True, opdebug: bool = True, dump_se
             finding.outputs = [t for t in tensors if t.kind == "output"]
 
     ordered = sorted(findings.values(), key=lambda x: (x.timestamp, x.graph_order, x.op))
-    for pos, finding in enumerate(ordered, 1):
-        finding.order = pos
+    order = _execution_positions(graph, dumps, findings) if findings else {}
+    for finding in ordered:
+        # the execution order every list prints (vc/vcs rows, the report), not the list position
+        finding.order = order.get(finding.op, 0)
         finding.decide_role()
     return OverflowScan(ordered, problems, scanned, opdebug_files, values, cancelled, unreadable.tally)

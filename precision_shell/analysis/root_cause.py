@@ -24,7 +24,7 @@ from typing import Iterable
 from precision_shell.analysis.compare import CompareResult, TensorResult
 from precision_shell.analysis.metrics import JSON_KEYS
 from precision_shell.errors import UsageError
-from precision_shell.model.tensor_ref import golden_name_of, name_of
+from precision_shell.model.tensor_ref import golden_json_name, golden_name_of, name_of
 
 FUSION_SWITCH_HINT = "export suspects --format fusion-switch"
 _CONDITION = re.compile(r"^\s*([A-Za-z_ ]+?)\s*(<=|>=|<|>|==|!=)\s*([-+0-9.eEinfINFaA]+)\s*$")
@@ -125,7 +125,7 @@ class Suspect:
     def to_json(self) -> dict:
         metrics = self.worst.metrics.as_json()
         row = {"order": self.order, "op": self.op, "type": self.type, "tensor": self.worst.tensor,
-               "golden": self.golden_ops, "golden_tensor": self.worst.golden_ref}
+               "golden": self.golden_ops, "golden_tensor": golden_json_name(self.worst.golden_ref)}
         row.update(metrics)
         row.update({
             "role": self.role, "first": self.first,

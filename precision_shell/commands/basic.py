@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 from precision_shell.commands.registry import REGISTRY, arg, command
 from precision_shell.commands.results import Message, Table
-from precision_shell.commands.runner import QuitRequest, SourceRequest
+from precision_shell.commands.runner import ClearRequest, QuitRequest, SourceRequest
 from precision_shell.model.session import Session
+
+
+def _first_sentence(summary: str) -> str:
+    """The overview's line of a command: its summary's first sentence (a JSON schema or the
+    details after it are for `help CMD`)."""
+    m = re.search(r"\.\s+(?=[A-Z])", summary)
+    return summary[:m.start() + 1] if m else summary
 
 
 @command("help", summary="List the commands, or show one command's flags and an example.",
@@ -21,7 +30,7 @@ def help_(session: Session | None, args) -> Table | Message:
         text = localised_help(cmd.help_text(), session)
         return Message(text.rstrip("\n").split("\n"),
                        data={"command": cmd.name, "aliases": list(cmd.aliases), "help": text})
-    rows = [[cmd.name, ", ".join(cmd.aliases), shown.summary if shown else "(graph mode only)"]
+    rows = [[cmd.name, ", ".join(cmd.aliases), _first_sentence(shown.summary) if shown else "(graph mode only)"]
             for cmd in REGISTRY.commands() for shown in [REGISTRY.available(cmd, session)]]
     json_rows = [{"command": r[0], "aliases": list(REGISTRY.lookup(r[0]).aliases), "summary": r[2]}
                  for r in rows]
@@ -33,6 +42,12 @@ def help_(session: Session | None, args) -> Table | Message:
          example="quit", needs_session=False)
 def quit_(session, args) -> QuitRequest:
     return QuitRequest()
+
+
+@command("clear", summary="Clear the terminal screen (Ctrl-L does the same); nothing in batch mode.",
+         example="clear", needs_session=False)
+def clear(session, args) -> ClearRequest:
+    return ClearRequest()
 
 
 @command("source", summary="Run the commands of a script file, one line at a time, as `pshell -f "

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from precision_shell.commands.export import EXPORTERS
-from precision_shell.commands.finding_list import list_args
+from precision_shell.commands.finding_list import limit_arg, list_args
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.stepping import PANELS
 from precision_shell.model.session import Session
@@ -61,9 +61,7 @@ def compare(session: Session, args: Any):
                  "vcs --ranks all     # per rank: first divergence, roots, the odd rank out",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
-               arg("-l", "--limit", type=int, default=None, metavar="N",
-                   help="rows to show (0 = all; default: the `config` limit); roots are never cut, "
-                        "the footer counts the hidden rows by role"),
+               limit_arg(),
                arg("-f", "--file", nargs="+", metavar="CSV", complete="path",
                    help="vendor result_*.csv files (old and new layouts) instead of the last `vc`"),
                arg("--metric", nargs="+", action="extend", metavar="NAME<VALUE",

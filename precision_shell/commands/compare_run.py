@@ -309,11 +309,11 @@ def vcs(session: Session, args) -> Table:
         args.sort = args.sort or "-excess"      # --rank excess: highest first
     view = arrange(found.suspects, args, keys=keys, type_of=lambda s: s.type, limit=limit)
     session.results["vcs"] = found
-    replaced = follow(session, "compare", view.items, "this list")
-    if getattr(args, "plot", None) is not None:
+    if getattr(args, "plot", None) is not None:   # a chart, not a list: the cursor stays
         from precision_shell.commands.plot_cmd import compare_chart, plot_metric_key
 
         return compare_chart(found, result, plot_metric_key(args.plot))
+    replaced = follow(session, "compare", view.items, "this list")
     table = suspects_table(found, view, result.problems, info, coverage_report(session, result))
     if replaced:
         table.notes.append(replaced)
@@ -359,10 +359,10 @@ def compare_panel(session: Session, s: Suspect, position: str) -> Sections:
         failed = t.tensor in s.failed_outputs or t.tensor in s.failed_inputs
         vals = [metric_text(m.cosine), metric_text(m.max_abs_error), metric_text(m.mean_abs_error), metric_text(m.rmse),
                 metric_text(m.mean_relative_error), metric_text(m.kl_divergence)] if t.compared else ["-"] * 6
-        rows.append([name_of(t.tensor), golden_name_of(t.golden_ref), *vals, "FAIL" if failed else "",
-                     "" if t.compared else t.reason])
+        verdict = ("FAIL" if failed else "ok") if t.compared else f"not compared: {t.reason or '?'}"
+        rows.append([name_of(t.tensor), golden_name_of(t.golden_ref), *vals, verdict])
     metrics = Table(["tensor", "golden", "cosine", "max_abs", "mean_abs", "rmse", "mean_rel", "kl",
-                     "", "not compared"], rows)
+                     "verdict"], rows)
     blocks: list[tuple[str, Any]] = [("", info), ("metrics", metrics)]
     golden = golden_stats_rows(session, s.op)
     if golden is not None:

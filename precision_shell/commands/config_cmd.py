@@ -47,6 +47,7 @@ def config(session, args) -> Table | Message:
         return Message(lines, data={"setting": key, "value": value, "saved": saved,
                                     "config_file": str(cfg.path)})
     try:
+        _check_config_place(session, cfg.path)
         # only this key changes in the file: other session-only settings stay unsaved
         on_file = load_config(cfg.path)
         on_file.set(key, args.value)
@@ -57,3 +58,19 @@ def config(session, args) -> Table | Message:
         lines.append(f"applied for this session only: {exc}")
     return Message(lines, data={"setting": key, "value": value, "saved": saved,
                                 "config_file": str(cfg.path)})
+
+
+def _check_config_place(session, path) -> None:
+    """The config file is pshell's to write, but like every file pshell writes it goes through
+    the output guard: never over another input, never inside an input tree or precision_data."""
+    if session is None or path is None or not hasattr(session, "output_guard"):
+        return
+    from precision_shell.model.output_guard import FILE, resolved
+
+    guard = session.output_guard()
+    real = resolved(path)
+    guard.places = [p for p in guard.places if not (p.kind == FILE and p.real == real
+                                                    and p.what == "the config file")]
+    problem = guard.problem(real, False)
+    if problem is not None:
+        raise FormatError(path, f"refusing to write {problem}")

@@ -26,7 +26,9 @@ from precision_shell.model.session import Session
 def eval_expression(session: Session, args: Any):
     import numpy as np
 
+    from precision_shell.analysis.eval_worker import EvalLimits, ForeignValue, run_limited
     from precision_shell.analysis.expression import evaluate, parse_expression
+    from precision_shell.config import installed_config
     from precision_shell.commands.tensor_print import array_panel, parse_ranges, read_tensor
     from precision_shell.errors import CommandError
     from precision_shell.jsonable import jsonable
@@ -39,7 +41,12 @@ def eval_expression(session: Session, args: Any):
     expr = parse_expression(text)
     resolved = {name: resolve_tensor(session, name) for name in expr.tensors}
     values = {name: read_tensor(session, r) for name, r in resolved.items()}
-    value = evaluate(expr, values)
+    # in a forked worker with a memory cap and a timeout, killed on Ctrl-C (eval_worker)
+    config = installed_config()
+    value = run_limited(lambda: evaluate(expr, values),
+                        EvalLimits(memory=config.eval_memory, timeout=config.eval_timeout))
+    if isinstance(value, ForeignValue):
+        return Message(value.text.split("\n"), data={"expression": expr.text, "value": value.data})
     tensors = [r.label + r.ref.slice_text for r in resolved.values()]
     options = args.write is not None or args.hist or args.stats or ranges is not None
     if isinstance(value, (np.ndarray, np.generic, int, float, bool)) and (np.ndim(value) > 0 or options):

@@ -56,6 +56,27 @@ EXPORTERS[("overflow", "csv")] = _export_overflow("csv")
 EXPORTERS[("overflow", "json")] = _export_overflow("json")
 
 
+# what each export writes comes from: (the session result it reads, the command that makes it)
+PREREQUISITES = {"suspects": ("vcs", "vcs"), "overflow": ("overflow", "ac"), "compare": ("compare", "vc")}
+
+
+def ensure_prerequisite(session: Any, what: str) -> str | None:
+    """Run the command whose result ``export WHAT`` writes when it has not run (as ``vcs`` runs
+    ``vc`` and ``report`` runs ``ac``/``vcs``); the note saying so. The finding cursor the user was
+    stepping through stays where it was."""
+    from precision_shell.commands.registry import REGISTRY
+
+    key, name = PREREQUISITES[what]
+    if key in session.results:
+        return None
+    cursor = session.results.get("cursor")
+    cmd = REGISTRY.for_session(REGISTRY.lookup(name), session)
+    cmd.handler(session, cmd.parse([]))
+    if cursor is not None:
+        session.results["cursor"] = cursor
+    return f"`{name}` had not run, so export ran it first"
+
+
 def _default_name(what: str, fmt: str) -> str:
     ext = {"csv": "csv", "json": "json", "fusion-switch": "cfg", "keep-fp32": "txt"}[fmt]
     return f"{what}.{ext}" if fmt in ("csv", "json") else f"{what}_{fmt.replace('-', '_')}.{ext}"
@@ -78,6 +99,7 @@ def export(session: Session, args: Any) -> Message:
         raise CommandError(f"export {args.what} does not support --format {fmt}"
                            + (f" (supported: {', '.join(ok)})" if ok else " (no exporter yet)"))
     path = session.output_path(args.output, _default_name(args.what, fmt))
+    ran = ensure_prerequisite(session, args.what)
     count = exporter(session, path)
-    return Message([f"wrote {count} {args.what} row{'s' * (count != 1)} to {path}"],
+    return Message(([ran] if ran else []) + [f"wrote {count} {args.what} row{'s' * (count != 1)} to {path}"],
                    data={"what": args.what, "format": fmt, "rows": count, "file": str(path)})

@@ -30,6 +30,13 @@ def list_args(keys: str) -> list:
             arg("--role", choices=ROLES, help="only findings of this role")]
 
 
+def limit_arg(never_cut: str = "roots") -> Any:
+    """-l/--limit, one default for every list command: the `config` limit (20 unless set)."""
+    return arg("-l", "--limit", type=int, default=None, metavar="N",
+               help=f"rows to show (0 = all; default: the `config` limit, 20 unless set); {never_cut} are "
+                    "never cut, the footer counts the hidden rows by role")
+
+
 @dataclass
 class ListView:
     items: list                 # filtered and sorted: the cursor's list, `#` = position + 1
@@ -94,10 +101,16 @@ def cut(items: list, limit: int) -> tuple[list[int], str | None]:
 
 def follow(session: Any, kind: str, items: list, what: str) -> str | None:
     """Make ``items`` the list ``next``/``prev``/``goto`` walk; one line when it replaces a list
-    the cursor was on (another kind, or other findings)."""
+    the cursor was on (another kind, or other findings). The same findings again keep the cursor
+    where it was; an empty list never replaces a list with findings (`vcs; next; ac` with no
+    overflow keeps walking the compare list, and says so)."""
     old = session.results.get("cursor")
-    session.results["cursor"] = FindingCursor(kind, items)
-    if old is None or (old.kind == kind and [f.op for f in old.items] == [f.op for f in items]):
+    if old is not None and old.kind == kind and [f.op for f in old.items] == [f.op for f in items]:
+        old.items = items           # fresh objects of the same findings: the position stays
         return None
-    was = getattr(old, "position_text", old.kind)
-    return f"finding list replaced: `next` now walks {what} ({len(items)}; was {was})"
+    if not items and old is not None and old.items:
+        return f"`next` still walks the {old.kind} list ({old.position_text}): this list is empty"
+    session.results["cursor"] = FindingCursor(kind, items)
+    if old is None:
+        return None
+    return f"finding list replaced: `next` now walks {what} ({len(items)}; was {old.position_text})"

@@ -17,7 +17,7 @@ from precision_shell.commands.framework_sets import (SET_ARGS, compare_table, ov
                                                      suspects_table, wants_sets)
 from precision_shell.commands.inspect_cmd import check_limit
 from precision_shell.commands.registry import arg
-from precision_shell.commands.finding_list import arrange, follow, list_args
+from precision_shell.commands.finding_list import arrange, follow, limit_arg, list_args
 from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import PANELS
 from precision_shell.errors import CommandError, UsageError
@@ -154,8 +154,7 @@ def _printed(run, names: list[str]) -> str:
                arg("--stat-tolerance", type=float, default=None, metavar="REL",
                    help="statistics dumps: an output fails when |t-g|/max(|g|,1e-12) of its Max, Min or "
                         "Norm exceeds REL, or it is non-finite where golden is finite (default 0.1)"),
-               arg("-l", "--limit", type=int, default=None, metavar="N",
-                   help="rows to show (0 = all); roots are never cut, the footer counts the hidden rows by role"),
+               limit_arg(),
                arg("--backward", action="store_true",
                    help="backward and parameters_grad entries too (default: forward only)"),
                arg("--plot", nargs="?", const="cosine", default=None, metavar="METRIC", complete="metric",
@@ -193,11 +192,11 @@ def vcs(session, args) -> Table:
     session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)
     session.results["vcs_tolerance"] = tolerance
     stats_mode = found.mode == "statistics"
-    replaced = follow(session, COMPARE_CURSOR, view.items, "this list")
-    if args.plot is not None:
+    if args.plot is not None:       # a chart, not a list: the cursor stays
         from precision_shell.commands.plot_cmd import framework_chart, plot_metric_key
 
         return framework_chart(session, plot_metric_key(args.plot))
+    replaced = follow(session, COMPARE_CURSOR, view.items, "this list")
     rows, highlight = [], set()
     for pos in view.shown:
         s = view.items[pos]
@@ -262,9 +261,9 @@ def _compare_panel(session, s, position: str) -> Sections:
         golden = _golden_printed(session, r.pair.golden.name) if r is not None and r.pair.golden is not None \
             else "-"
         bad = t.name in s.failed_outputs or t.name in s.failed_inputs
-        rows.append([t.printed(), golden, *cells, "FAIL" if bad else ""])
-    metrics = Table(["tensor", "golden", "cosine", "euc_dist", "max_abs", "max_rel", "1‰ ratio", "5‰ ratio", ""],
-                    rows)
+        rows.append([t.printed(), golden, *cells, ("FAIL" if bad else "ok") if m is not None else "not compared"])
+    metrics = Table(["tensor", "golden", "cosine", "euc_dist", "max_abs", "max_rel", "1‰ ratio", "5‰ ratio",
+                     "verdict"], rows)
     return Sections(title=f"[{position}] {s.op} ({s.kind})", blocks=[("", info), ("metrics", metrics)],
                     data=s.to_json())
 
@@ -325,17 +324,13 @@ _OVERFLOW_KEYS = {"order": lambda f: f.index, "nan": _check_count("nan"), "inf":
 @variant(FRAMEWORK, "overflow", summary="NaN/Inf scan of the target's entries (values, or statistics "
                                         "when only statistics were dumped); producer or propagated.",
          example="ac\nac -l 0\nac; next\nac --sort -nan --type linear\nac --ranks all --steps all",
-         args=[arg("-l", "--limit", type=int, default=3,
-                   help="rows to show (0 = all; default 3); producers are never cut, the footer counts "
-                        "the hidden rows by role"),
+         args=[limit_arg("producers"),
                arg("--all", action="store_true", help="show every finding (same as -l 0)")] + SET_ARGS
          + list_args("order, or a count over the bad outputs: nan, inf, pos_inf, neg_inf"))
 def overflow(session, args) -> Table:
     from precision_shell.analysis.framework_overflow import scan_framework_overflow
 
-    limit = 0 if args.all else args.limit
-    if limit < 0:
-        raise CommandError("-l must be 0 (all) or a positive number")
+    limit = 0 if args.all else check_limit(args.limit, session)
     if wants_sets(args):
         return overflow_table(session, args, limit)
     run = session.run

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from precision_shell.atomic_write import write_atomic
-from precision_shell.commands.export import _default_name, write_rows
+from precision_shell.commands.export import _default_name, ensure_prerequisite, write_rows
 from precision_shell.commands.framework_inspect import FRAMEWORK, variant
 from precision_shell.commands.results import Message
 from precision_shell.errors import CommandError
@@ -21,19 +21,23 @@ def _need(session, key: str, command: str):
     return found
 
 
-def keep_fp32_names(suspects) -> list[str]:
+def keep_fp32_names(suspects, name_of=None) -> list[str]:
     """Root entries as the framework's precision lists name them: API ``Functional.softmax``,
-    module ``Module.attn.SelfAttention`` (no call counter, no direction), each once."""
+    module ``Module.attn.SelfAttention`` (no call counter, no direction), each once; ``name_of``
+    (a session's own rule, e.g. MindSpore graph mode's kernel types) names an entry instead."""
     names = []
     for s in suspects:
         if s.role == "root":
+            if name_of is not None:
+                names.append(name_of(s.op))
+                continue
             e = parse_entry_name(s.op)
             names.append(f"{e.prefix}.{e.op}")
     return list(dict.fromkeys(names))
 
 
 def _write_keep_fp32(session, path: Path) -> int:
-    names = keep_fp32_names(_need(session, "vcs", "vcs"))
+    names = keep_fp32_names(_need(session, "vcs", "vcs"), getattr(session, "keep_fp32_name", None))
     if not names:
         raise CommandError("no root entry in the suspect list: nothing to keep in fp32")
     write_atomic(path, lambda fh: fh.write("".join(n + "\n" for n in names)))
@@ -80,7 +84,8 @@ def export(session, args) -> Message:
         raise CommandError(f"export {args.what} does not support --format {fmt} on framework dumps "
                            f"(supported: {', '.join(ok)})")
     path = session.output_path(args.output, _default_name(args.what, fmt))
+    ran = ensure_prerequisite(session, args.what)
     count = writer(session, path)
-    return Message([f"wrote {count} {args.what} row{'s' * (count != 1)} to {path}"],
+    return Message(([ran] if ran else []) + [f"wrote {count} {args.what} row{'s' * (count != 1)} to {path}"],
                    data={"what": args.what, "format": fmt, "rows": count, "file": str(path)})
 

@@ -137,7 +137,7 @@ def list_ops(session, args) -> Table:
                      json_rows=conform([{"type": t, "ops": n, "entries": n} for t, n in ranked], "op_types"), total=len(ranked))
     shown = ops if limit == 0 else ops[:limit]
     rows = [[o.index, o.name, o.kind, _api_type(o), len(o.inputs), len(o.outputs),
-             ", ".join(parse_entry_name(m).op for m in run.module_path(o.name)[-1:]) or "-"] for o in shown]
+             ", ".join(parse_entry_name(m).op or m for m in run.module_path(o.name)[-1:]) or "-"] for o in shown]
     return Table(["#", "entry", "kind", "type", "inputs", "outputs", "module"], rows,
                  title=f"{len(ops)} of {len(run.ops)} entries match",
                  json_rows=conform([{"order": o.index, "op": o.name, "type": _api_type(o), "kind": o.kind,
@@ -183,6 +183,28 @@ def _edge_rows(run, edges, upstream: bool) -> tuple[list[list], list[dict]]:
     return rows, docs
 
 
+# where a frame is the framework's, not the user's: installed packages and the frameworks' own trees
+_LIBRARY_PARTS = ("site-packages", "dist-packages", "/torch/", "/mindspore/", "/msprobe/", "/lib/python3")
+_STACK_SHOWN = 8
+
+
+def _in_library(frame: str) -> bool:
+    path = frame.split(",", 1)[0]          # "File PATH, line N, in f, code"
+    return any(part in path for part in _LIBRARY_PARTS)
+
+
+def shown_stack(frames: list[str]) -> list[str]:
+    """The frames ``ni`` shows: the user's own first (files outside installed packages, in
+    recorded order), then the framework's, cut at 8 with what the cut hid."""
+    ordered = [f for f in frames if not _in_library(f)] + [f for f in frames if _in_library(f)]
+    hidden = ordered[_STACK_SHOWN:]
+    if not hidden:
+        return ordered
+    library = sum(_in_library(f) for f in hidden)
+    what = "in installed packages" if library == len(hidden) else f"{library} in installed packages"
+    return ordered[:_STACK_SHOWN] + [f"... {len(hidden)} more ({what})"]
+
+
 @variant(FRAMEWORK, "node_info", summary="One entry: kind, module path, tensors with dtype, shape "
                                          "and statistics, producers and consumers (edges exact or inferred).",
          example="ni Functional.softmax.0.forward\nni softmax.0.forward",
@@ -202,7 +224,7 @@ def node_info(session, args) -> Sections:
                     ("producers", Table(["input", "producer", "its output", "edge"], producers)),
                     ("consumers", Table(["output", "consumer", "its input", "edge"], consumers))]
     if stack:
-        blocks.append(("stack", list(stack[:8]) + ([f"... {len(stack) - 8} more"] if len(stack) > 8 else [])))
+        blocks.append(("stack", shown_stack(stack)))
     data = {"op": op.name, "order": op.index, "kind": op.kind, "type": _api_type(op), "modules": modules,
             "tensors": [_tensor_json(t) for t in op.tensors], "producers": p_json, "consumers": c_json,
             "stack": list(stack)}

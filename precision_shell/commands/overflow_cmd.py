@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from precision_shell.commands.finding_list import ListView, arrange, follow, list_args
+from precision_shell.commands.finding_list import ListView, arrange, follow, limit_arg, list_args
+from precision_shell.commands.inspect_cmd import check_limit
 from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Marked, Sections, Table
 from precision_shell.commands.row_schema import conform
@@ -89,9 +90,7 @@ def scan_table(scan: OverflowScan, view: ListView | None) -> Table:
                  "each a producer, propagated, or healed (nan/inf inputs, finite outputs).",
          example="ac\nac -l 0\nac --values-only\nac --plot\nac; next; next\nac --sort -inf --type Mul\n"
                  "ac --role producer\nac --ranks all --steps all",
-         args=[arg("-l", "--limit", type=int, default=3,
-                   help="rows to show (0 = all; default 3); producers are never cut, the footer counts "
-                        "the hidden rows by role"),
+         args=[limit_arg("producers"),
                arg("--all", action="store_true", help="show every finding (same as -l 0)"),
                arg("--plot", action="store_true",
                    help="instead of the table, a chart of each op's nan/inf count along execution order"),
@@ -108,9 +107,7 @@ def overflow(session: Session, args) -> Table:
             raise UsageError("ac --plot draws one dump set: drop --ranks/--steps (see `use`)")
         from precision_shell.commands.multi_set import scan_sets, select_sets, timeline_table
 
-        limit = 0 if args.all else args.limit
-        if limit < 0:
-            raise CommandError("-l must be 0 (all) or a positive number")
+        limit = 0 if args.all else check_limit(args.limit, session)
         selection = select_sets(session, args.ranks, args.steps)
         findings, warnings, cancelled = scan_sets(session, selection, values_only=args.values_only)
         session.results.pop("overflow", None)   # `export overflow` is of one set
@@ -128,16 +125,14 @@ def overflow(session: Session, args) -> Table:
 
     scan = scan_overflow(session, values=has_dumps, opdebug=not args.values_only,
                          executor=session_executor(session))
-    limit = 0 if args.all else args.limit
-    if limit < 0:
-        raise CommandError("-l must be 0 (all) or a positive number")
+    limit = 0 if args.all else check_limit(args.limit, session)
     view = arrange(scan.findings, args, keys=SORT_KEYS, type_of=lambda f: f.type, limit=limit)
     session.results["overflow"] = scan
-    replaced = follow(session, "overflow", view.items, "this list")
-    if args.plot:
+    if args.plot:                   # a chart, not a list: the cursor stays
         from precision_shell.commands.plot_cmd import overflow_chart
 
         return overflow_chart(scan)
+    replaced = follow(session, "overflow", view.items, "this list")
     table = scan_table(scan, view)
     if replaced:
         table.notes.append(replaced)

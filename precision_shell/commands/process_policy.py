@@ -1,5 +1,5 @@
-"""Where pshell may start processes: typed at the prompt or given with ``-c``, yes; from a script
-(``source FILE``, ``pshell -f FILE``, commands piped on stdin) only when the user allowed it.
+"""Where pshell may start processes: typed at the prompt, piped on stdin or given with ``-c``, yes;
+from a script (``source FILE``, ``pshell -f FILE``) only when the user allowed it (--allow-shell).
 
 A script is data someone handed over; a command in it that starts processes (``bisect``'s check
 command) would run whatever that someone wrote. ``require_process_start`` is the one check every
@@ -38,5 +38,5 @@ def in_script() -> bool:
 def require_process_start(what: str) -> None:
     """CommandError (one line) when ``what`` may not start processes here."""
     if in_script() and not _state["allowed_in_scripts"]:
-        raise CommandError(f"{what} starts processes, which a script (source, -f, stdin) may not do "
+        raise CommandError(f"{what} starts processes, which a script (source, -f) may not do "
                            f"unless pshell runs with --allow-shell; type it at the prompt or give it with -c")

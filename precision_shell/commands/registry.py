@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -24,9 +25,23 @@ class HelpRequested(Exception):
         self.text = text
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)$")
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's 'invalid choice' with a did-you-mean when a choice is close (`config set colour`
+    -> color)."""
+    m = _INVALID_CHOICE.search(message)
+    if not m:
+        return message
+    choices = re.findall(r"'([^']*)'", m["choices"])
+    close = difflib.get_close_matches(m["given"], choices, n=2, cutoff=0.6)
+    return f"{message}; did you mean {' or '.join(close)}?" if close else message
+
+
 class CommandArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):
-        raise UsageError(f"{self.prog}: {message} (see `help {self.prog}`)")
+        raise UsageError(f"{self.prog}: {_with_suggestion(message)} (see `help {self.prog}`)")
 
     def exit(self, status: int = 0, message: str | None = None):
         if status:
@@ -129,6 +144,7 @@ class Registry:
         self._by_alias: dict[str, Command] = {}
         self._variants: dict[tuple[str, str], Command] = {}
         self._shared: dict[str, set[str]] = {}
+        self._bases: dict[str, str] = {}
 
     def add(self, cmd: Command) -> Command:
         for name in (cmd.name, *cmd.aliases):
@@ -167,13 +183,22 @@ class Registry:
         """Commands whose own handler works on ``kind`` sessions too (next/prev/goto, pt, cp)."""
         self._shared.setdefault(kind, set()).update(names)
 
+    def inherit(self, kind: str, base: str) -> None:
+        """``kind`` sessions run ``base``'s variants and shared commands where ``kind`` has no
+        variant of its own (MindSpore graph-mode dumps open as framework runs)."""
+        self._bases[kind] = base
+
     def available(self, cmd: Command, session: Any) -> Command | None:
         """The command to run on ``session`` (see the class docstring); None when ``session``
         is of a kind the command does not support."""
         kind = getattr(session, "kind", "graph")
-        if kind == "graph" or not cmd.needs_session or cmd.name in self._shared.get(kind, ()):
-            return cmd
-        return self._variants.get((kind, cmd.name))
+        while True:
+            if kind == "graph" or not cmd.needs_session or cmd.name in self._shared.get(kind, ()):
+                return cmd
+            found = self._variants.get((kind, cmd.name))
+            if found is not None or kind not in self._bases:
+                return found
+            kind = self._bases[kind]
 
     def for_session(self, cmd: Command, session: Any) -> Command:
         """:meth:`available`, or CommandError in one line saying why not."""

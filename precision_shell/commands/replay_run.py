@@ -23,6 +23,7 @@ from precision_shell.config import current_config
 from precision_shell.errors import CommandError, UsageError
 from precision_shell.formats.golden_npy import load_npy
 from precision_shell.model.session import Session
+from precision_shell.model.tensor_ref import golden_json_name, golden_name_of, name_of
 from precision_shell.model.tensor_resolve import resolve_tensor
 
 # session.results key: op name -> the Verdict of its last replay (shown in the `next` panel)
@@ -51,14 +52,24 @@ def _check_shape(op: Any, j: int, array: np.ndarray) -> None:
                            f"says {tuple(shape)}: the dump does not belong to this graph")
 
 
-def _input_check(op_name: str, j: int, x: np.ndarray, ref: str | None, golden: np.ndarray | None) -> InputCheck:
+def _producer(session: Session, op: Any, j: int) -> str | None:
+    """The name of the op whose output is input ``j`` of ``op`` (from the graph's edges)."""
+    refs = [r for r in op.inputs if r.producer]
+    if j >= len(refs):
+        return None
+    node = session.graph.ops.get(refs[j].producer)
+    return node.name if node is not None else refs[j].producer
+
+
+def _input_check(op_name: str, j: int, x: np.ndarray, ref: str | None, golden: np.ndarray | None,
+                 producer: str | None) -> InputCheck:
     tensor = f"{op_name}:input:{j}"
     if golden is None or golden.size != x.size:
-        return InputCheck(j, tensor, ref if golden is not None else None, None)
+        return InputCheck(j, tensor, ref if golden is not None else None, None, producer=producer)
     g = np.asarray(golden, dtype=np.float64).reshape(x.shape)
     xf = x.astype(np.float64)
     nonfinite = bool((~np.isfinite(xf) & np.isfinite(g)).any())
-    return InputCheck(j, tensor, ref, cosine(xf, g), nonfinite)
+    return InputCheck(j, tensor, ref, cosine(xf, g), nonfinite, producer)
 
 
 def load_case(session: Session, op: Any) -> OpCase:
@@ -79,7 +90,8 @@ def load_case(session: Session, op: Any) -> OpCase:
     outputs = [_tensor(session, op.name, "output", i) for i in range(len(header.outputs))]
     in_refs, out_refs = op_golden_refs(session.graph, session.dumps, session.golden, op, header)
     in_goldens = [_golden(session, ref) for ref in in_refs]
-    checks = [_input_check(op.name, j, x, ref, g) for j, (x, ref, g) in enumerate(zip(inputs, in_refs, in_goldens))]
+    checks = [_input_check(op.name, j, x, ref, g, _producer(session, op, j))
+              for j, (x, ref, g) in enumerate(zip(inputs, in_refs, in_goldens))]
     shaped = [np.asarray(g).reshape(x.shape) if g is not None and g.size == x.size else None
               for g, x in zip(in_goldens, inputs)]
     return OpCase(op.name, op.type, plain_attrs(op), inputs, outputs,
@@ -150,7 +162,7 @@ def _result(v: Verdict, exported: str | None) -> Sections:
                      notes=["ulps of the output dtype; error vs golden: relative RMS error"],
                      highlight=highlight)
     inputs = Table(["input", "golden", "cosine"],
-                   [[c.tensor, c.golden or "-", _num(c.cosine, "{:.6f}") + (" non-finite" if c.nonfinite else "")]
+                   [[name_of(c.tensor), golden_name_of(c.golden), _num(c.cosine, "{:.6f}") + (" non-finite" if c.nonfinite else "")]
                     for c in v.inputs])
     blocks: list = [("", head), ("inputs", inputs), ("evidence", evidence)]
     if exported:
@@ -161,7 +173,7 @@ def _result(v: Verdict, exported: str | None) -> Sections:
             "advice": v.advice, "output": v.output, "dtype": v.dtype, "reason": v.reason,
             "upstream_input": v.upstream_input,
             "npu": {"error_vs_golden": v.npu_error_vs_golden, "cosine": v.npu_cosine},
-            "inputs": [{"tensor": c.tensor, "golden": c.golden, "cosine": c.cosine, "nonfinite": c.nonfinite}
+            "inputs": [{"tensor": c.tensor, "golden": golden_json_name(c.golden), "cosine": c.cosine, "nonfinite": c.nonfinite}
                        for c in v.inputs], "exported": exported}
     return Sections(title=f"replay {v.op}", blocks=blocks, data=data)
 

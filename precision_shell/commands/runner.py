@@ -65,6 +65,10 @@ class QuitRequest:
     """Returned by ``quit``/``exit``: the front end stops reading commands."""
 
 
+class ClearRequest:
+    """Returned by ``clear``: the front end clears a terminal screen (nothing in batch output)."""
+
+
 @dataclass
 class SourceRequest:
     """Returned by ``source FILE``: the front end runs the file's lines as a script."""
@@ -214,11 +218,17 @@ def execute(session: Any, statement: Statement, registry: Registry = REGISTRY) -
         args = cmd.parse(argv)
         if cmd.needs_session and session is None:
             raise PshellError(f"{cmd.name}: no workspace loaded")
-        if isinstance(getattr(session, "history", None), list):
-            session.history.append(statement.text or " ".join(statement.argv))
+        # the commands that produced the session's results (the report lists them, itself too):
+        # a command that failed produced nothing and is taken out again
+        history = session.history if isinstance(getattr(session, "history", None), list) else []
+        history.append(statement.text or " ".join(statement.argv))
+        ran = False
         try:
             outcome.result = cmd.handler(session, args)
+            ran = True
         finally:
+            if not ran:
+                history.pop()
             if session is not None and hasattr(session, "after_command"):
                 session.after_command()
         outcome.quit = isinstance(outcome.result, QuitRequest)

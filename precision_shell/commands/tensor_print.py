@@ -161,6 +161,10 @@ def _element_text(array: np.ndarray, threshold: int) -> Callable[[Any], str]:
                 v = float(x)
                 if not math.isfinite(v):
                     return str(v)
+                if v.is_integer():
+                    # exactly: the shortest string that round-trips an fp16 8192 is "8190."
+                    # (numpy's), which reads as another number beside the header's 8192.0
+                    return f"{int(v)}."
                 # the numpy scalar, not float(x): "unique" must mean shortest for ITS dtype
                 return np.format_float_positional(x, precision=prec, unique=True, trim=".")
     else:

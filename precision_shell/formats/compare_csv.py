@@ -15,10 +15,11 @@ import csv
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..atomic_write import write_atomic
+from ..safe_text import csv_row, csv_uncell
 from ..errors import FormatError
+from .input_files import open_regular
 
 __all__ = ["DEFAULT_METRICS", "CompareRow", "read_compare_csv", "rows_equal", "write_compare_csv"]
 
@@ -103,7 +104,7 @@ def _tensor(text: str) -> tuple[str, int]:
 def read_compare_csv(path: str | os.PathLike) -> list[CompareRow]:
     """Rows of a vendor compare result CSV (new or old layout); FormatError if it is not one."""
     try:
-        with Path(path).open(newline="", encoding="utf-8-sig") as handle:
+        with os.fdopen(open_regular(path), newline="", encoding="utf-8-sig") as handle:   # no FIFO hang
             table = list(csv.reader(handle))
     except OSError as exc:
         raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
@@ -132,7 +133,7 @@ def read_compare_csv(path: str | os.PathLike) -> list[CompareRow]:
         kind, tensor_index = _tensor(tensor)
         rows.append(CompareRow(
             index=index, op_type=cells[col["OpType"]].strip() if "OpType" in col else "",
-            npu_op=cells[npu_col].strip() if npu_col is not None else "",
+            npu_op=csv_uncell(cells[npu_col].strip()) if npu_col is not None else "",   # pshell's own CSV
             golden_ops=[g.strip() for g in golden.split(",") if g.strip()] if golden not in ("", "*") else [],
             tensor=tensor, kind=kind, tensor_index=tensor_index,
             shape=_shape(cells[col["Shape"]]) if "Shape" in col else None,
@@ -189,7 +190,7 @@ def write_compare_csv(path: str | os.PathLike, rows: list[CompareRow], *,
     def write(handle) -> None:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow([name for name, _ in columns])
-        writer.writerows([cell(row) for _, cell in columns] for row in rows)
+        writer.writerows(csv_row([cell(row) for _, cell in columns]) for row in rows)   # no formulas
 
     write_atomic(path, write)
 

@@ -22,6 +22,7 @@ import re
 from typing import Iterable, NamedTuple
 
 from ..errors import FormatError
+from .input_files import open_regular
 from .quoting import clipped
 
 _ESCAPED_CHARS = str.maketrans({".": "_", "/": "_", "\\": "_", " ": "_"})
@@ -77,6 +78,19 @@ def is_dump_name(name: str) -> bool:
 def dump_names_in(names: Iterable[str]) -> list[str]:
     """The bare file names among ``names`` that are dump names (``is_dump_name``), in order."""
     return list(filter(_DUMP_NAME.match, names))
+
+
+# what a dump folder holds beside dumps: decoded siblings, stats, mapping.csv, notes
+_NOT_DUMP_SUFFIXES = (".npy", ".json", ".csv", ".txt", ".log", ".md", ".pb", ".pbtxt", ".png", ".svg",
+                      ".html", ".gz", ".tar", ".zip", ".ini", ".yaml", ".yml", ".sh", ".py")
+
+
+def unparseable_dump_names(names: Iterable[str]) -> list[str]:
+    """Names that look like dump names (``type.name.fields...``, no other file's suffix) but do
+    not parse (a field that is not all digits, too few fields): a renamed or damaged dump, said
+    with a count rather than skipped without a word."""
+    return [n for n in names if n.count(".") >= 2 and not n.isdigit() and _DUMP_NAME.match(n) is None
+            and not n.lower().endswith(_NOT_DUMP_SUFFIXES) and not n.startswith(".")]
 
 
 _dump_name = DumpName._make  # tuple.__new__ directly: a third of the cost of DumpName(...)
@@ -155,7 +169,7 @@ def read_mapping_csv(path: str | os.PathLike) -> dict[str, str]:
     Two columns, no header. Blank lines are skipped; any other row shape is a FormatError.
     """
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with os.fdopen(open_regular(path), newline="", encoding="utf-8") as f:   # no FIFO hang
             rows = list(csv.reader(f))
     except UnicodeDecodeError:
         raise FormatError(path, "mapping file is not UTF-8 text") from None

@@ -181,6 +181,11 @@ def _checked(path: str, shape, fortran, dtype: np.dtype, offset: int, file_size:
     check_dims(shape, path, "shape")
     if dtype.hasobject:
         raise FormatError(path, "object arrays are not supported (they need pickle)")
+    # no tensor is text, dates or records: said here, with the file, not later by a compare
+    if dtype.kind in "USMm" or dtype.fields is not None or dtype.subdtype is not None:
+        kind = "structured" if dtype.fields is not None or dtype.subdtype is not None else {
+            "U": "string", "S": "bytes", "M": "datetime", "m": "timedelta"}[dtype.kind]
+        raise FormatError(path, f"holds {kind} values ({clipped(str(dtype))}), not numbers")
     header = NpyHeader(path, tuple(int(d) for d in shape), dtype, bool(fortran), offset)
     if offset + header.nbytes > file_size:
         raise FormatError(path, f"truncated: shape {shown(list(header.shape))} of {dtype} needs {header.nbytes} bytes "

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 from ..errors import FormatError
-from .input_files import cannot_list, read_regular
+from .input_files import cannot_list, open_regular, read_regular
 from .quoting import clipped
 
 __all__ = ["find_graph_files", "load_graph_file"]
@@ -58,7 +58,7 @@ def _counter_key(path: Path, counter: str | None) -> tuple:
 
 def _looks_like_graph_json(path: Path, warnings: list[str]) -> bool:
     try:
-        with path.open("rb") as handle:
+        with os.fdopen(open_regular(path), "rb") as handle:   # a FIFO named *.json: no hang
             head = handle.read(8192)
     except OSError as exc:
         warnings.append(f"{path}: cannot read ({exc.strerror or exc})")
@@ -99,9 +99,39 @@ def load_graph_file(path: str | os.PathLike):
         return parse_graph_json(path)
     if suffix == ".pb":
         try:
-            return ge_ir_pb().ModelDef.FromString(read_regular(path))
+            data = read_regular(path)
         except OSError as exc:
             raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
+        try:
+            model = ge_ir_pb().ModelDef.FromString(data)
         except DecodeError as exc:
-            raise FormatError(path, f"not a binary ModelDef: {clipped(exc)}") from None
+            model, problem = None, f"not a binary ModelDef: {clipped(exc)}"
+        if model is not None and any(g.op for g in model.graph):
+            return model
+        # a protobuf of another kind parses as a ModelDef of 0 ops (unknown fields are skipped):
+        # never a graph; say what it is when we know
+        if _is_mindspore_graph(path, data):
+            raise FormatError(path, f"a MindSpore ANF IR graph, not a GE ModelDef: open the MindSpore "
+                                    f"dump (its rank_R or root folder) as PATH instead")
+        raise FormatError(path, problem if model is None else "not a GE ModelDef: no graph with ops")
+    if _head(path).startswith(b"# IR entry"):
+        raise FormatError(path, "a MindSpore IR text (.ir), not a GE graph: open the MindSpore dump "
+                                "(its rank_R or root folder) as PATH instead")
     return parse_graph_text(path)
+
+
+def _is_mindspore_graph(path: Path, data: bytes) -> bool:
+    from .mindspore_graph.anf_graph import is_anf_model, parse_anf_model
+
+    try:
+        return is_anf_model(parse_anf_model(str(path), data))
+    except FormatError:
+        return False
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(64)
+    except OSError:
+        return b""      # the text parser says why it cannot read it

@@ -24,6 +24,7 @@ import re
 from typing import NamedTuple
 
 from ..errors import FormatError
+from .input_files import open_regular
 from .protoload import ge_ir_pb
 from .quoting import clipped
 from .text_wire import TextError, Translator, line_of, text_to_wire
@@ -132,7 +133,7 @@ class OpTextReader:
         """The whole file (kept: many ops are being read)."""
         if self._data is None:
             try:
-                with open(self.path, "rb") as handle:
+                with os.fdopen(open_regular(self.path), "rb") as handle:
                     self._check_stamp(handle.fileno())
                     self._data = handle.read()
             except OSError as exc:
@@ -146,7 +147,7 @@ class OpTextReader:
             return self.data()[start:end]
         self._reads += 1
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_regular(self.path)    # swapped for a FIFO since the scan: no hang
             try:
                 self._check_stamp(fd)
                 return os.pread(fd, end - start, start)

@@ -12,6 +12,8 @@ import errno
 import os
 import stat
 
+from precision_shell.errors import FormatError
+
 NOT_REGULAR = "not a regular file (a FIFO, socket or device)"
 
 
@@ -40,3 +42,30 @@ def cannot_list(folder, exc: OSError) -> str:
     """The one line for a folder whose entries cannot be read (EACCES, ...): never taken for an
     empty folder."""
     return f"{folder}: cannot list folder ({exc.strerror or exc})"
+
+
+TEXT_CAP = 16 << 20     # scripts, config files: a few KB in practice
+
+
+def read_text_input(path: str | os.PathLike, what: str = "file", cap: int = TEXT_CAP,
+                    encoding: str = "utf-8") -> str:
+    """A text input (a script, the config, a mapping) read whole, but only from a regular file of
+    at most ``cap`` bytes: a FIFO, a device (``/dev/zero``), a folder or a huge file is one
+    FormatError line naming the file, never a hang or a read without end."""
+    shown = os.fspath(path)
+    try:
+        fd = open_regular(os.path.expanduser(shown))
+    except OSError as exc:
+        raise FormatError(shown, f"cannot read {what} ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > cap:
+            raise FormatError(shown, f"cannot read {what}: {size:,} bytes, more than the "
+                                     f"{cap:,} a {what} may have")
+        data = handle.read(cap + 1)
+    if len(data) > cap:     # grew while read
+        raise FormatError(shown, f"cannot read {what}: more than {cap:,} bytes")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise FormatError(shown, f"cannot read {what}: not UTF-8 text (byte {exc.start})") from None

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import FormatError
 from .golden_npy import load_npy, read_npy_header
-from .msprobe_json import load_json, read_json_text, salvage_object
+from .msprobe_json import load_json, read_json_text_lenient, salvage_object
 from .msprobe_leaves import Leaf, LeafCounts, build_leaves, check_leaves, leaf_nodes
 from .msprobe_layout import TENSOR_DIR, RankDir, entry_name_fields, find_rank_dirs, split_tensor_file_name
 from .torch_pt import PtTensor, load_pt_tensor, open_pt
@@ -154,13 +154,22 @@ def _list_tensor_files(tensor_dir: str, warnings: list[str]) -> list[str]:
 
 def _read_dump_json(rank: RankDump, json_path: str, tensor_dir: str, files: list[str]) -> None:
     try:
-        doc, cut = salvage_object(read_json_text(json_path))
+        text, bad_bytes = read_json_text_lenient(json_path)
     except FormatError as e:
         rank.warnings.append(str(e))
         return
-    if cut is not None:
-        rank.warnings.append(f"{json_path}: truncated or invalid ({cut}); kept the "
+    read = salvage_object(text, surrogates=bad_bytes)
+    doc = read.doc
+    if read.cut is not None:
+        rank.warnings.append(f"{json_path}: truncated or invalid ({read.cut}); kept the "
                              f"{len(doc.get('data') or {})} entries before it")
+    rank.warnings.extend(f"{json_path}: entry {name}: {why}, skipped (the other entries load)"
+                         for name, why in read.skipped)
+    if read.duplicates:
+        names = sorted(set(read.duplicates))
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        rank.warnings.append(f"{json_path}: {len(read.duplicates)} duplicate entries (the last of each "
+                             f"kept, as json.load keeps it): {shown}")
     header = {}
     for key in ("framework", "task", "level", "dump_data_dir"):
         value = doc.get(key)
@@ -239,7 +248,15 @@ def load_leaf(leaf: Leaf) -> np.ndarray:
     """The values of a tensor leaf's file; FormatError when it has none or it cannot be read."""
     if leaf.file is None:
         raise FormatError(None, f"{leaf.path}: no tensor file (statistics-only dump or not saved)")
-    array = load_npy(leaf.file) if leaf.file.endswith(".npy") else load_pt_tensor(leaf.file)
+    if leaf.file.endswith(".npy"):
+        array = load_npy(leaf.file)
+    elif leaf.file.endswith(".pt"):
+        array = load_pt_tensor(leaf.file)
+    else:    # a CANN binary kernel dump (MindSpore graph mode on Ascend): its leaf path says which tensor
+        from .mindspore_graph.cann import load_cann_tensor
+
+        io, _, index = leaf.path.partition(".")
+        array = load_cann_tensor(leaf.file, io, int(index))
     if leaf.shape is not None and tuple(array.shape) != leaf.shape:
         raise FormatError(leaf.file, f"shape {list(array.shape)} differs from dump.json's {list(leaf.shape)}")
     return array

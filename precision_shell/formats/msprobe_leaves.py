@@ -15,6 +15,7 @@ Paths: ``input.0``, ``input.1.2``, ``input.dim`` for a keyword, ``output.0``,
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Iterator
@@ -222,7 +223,10 @@ def _shape(value) -> tuple[int, ...] | None:
 
 def _stat(value) -> float | None:
     if isinstance(value, (bool, int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:   # an integer of more than 308 digits: beyond any float
+            return math.inf if value > 0 else -math.inf
     if isinstance(value, str):     # older dumps wrote "inf"/"nan" as strings
         try:
             return float(value)

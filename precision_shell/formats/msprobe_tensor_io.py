@@ -43,6 +43,8 @@ def locate(leaf: Leaf) -> TensorBytes | None:
     shape other than dump.json's."""
     if leaf.file is None:
         raise FormatError(None, f"{leaf.path}: no tensor file (statistics-only dump or not saved)")
+    if not leaf.file.endswith((".npy", ".pt")):
+        return None     # a CANN binary kernel dump: load_leaf reads it
     if leaf.file.endswith(".npy"):
         header = read_npy_header(leaf.file)
         found = None

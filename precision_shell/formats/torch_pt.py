@@ -8,6 +8,12 @@ names, so :class:`_RestrictedUnpickler` maps an explicit allow-list of names to 
 constructors and refuses every other global: a ``.pt`` can carry ``os.system`` as easily as a
 tensor. Only ``pickle.Unpickler`` is used here (tests/test_no_code_from_data.py checks that).
 
+A pickle cannot steer what it builds: the opcodes that call constructors or extension registries
+(INST, OBJ, NEWOBJ, EXT) are refused by a pre-scan; BUILD (``__setstate__`` / ``__dict__``
+writes) reaches only objects that refuse it (tensors, storages, the allow-list's callables and
+constants) or a fresh state dict that drops it; allowed callables take plain values, validated;
+and the result is copied into plain containers before anyone sees it.
+
 Opening a file reads the zip directory and the pickle; a :class:`PtTensor` reads its bytes from
 ``data/<key>`` only when :meth:`PtTensor.load` is called, and only the part of the storage the
 view covers.
@@ -16,47 +22,24 @@ view covers.
 from __future__ import annotations
 
 import io
-import math
 import os
 import pickle
 import pickletools
-import struct
 import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
-import ml_dtypes
 import numpy as np
 
 from ..errors import FormatError
 from .input_files import open_regular
+# the tensor side, also imported from here by the dump readers
+from .torch_tensor import (MAX_EXPANDED_BYTES, TORCH_DTYPES, PtStorage, PtTensor, _contiguous_strides,  # noqa: F401
+                           _Disallowed, _int_tuple, _Sealed, storage_data)
 
 # A pickle is opcodes only (tensor bytes live in data/N): even a state dict with 10k tensors
 # needs ~1.5 MB, so anything larger is not a torch.save file worth unpickling.
 MAX_PICKLE_BYTES = 8 << 20
-# a view cannot be larger than its storage, which the file holds, unless it repeats elements
-MAX_EXPANDED_BYTES = 1 << 30
-_MAX_DIM = 1 << 62
-
-# torch dtype names (as in `torch.bfloat16` and in msprobe's "torch.bfloat16") -> numpy dtypes
-TORCH_DTYPES: dict[str, np.dtype] = {
-    "float64": np.dtype("<f8"), "double": np.dtype("<f8"),
-    "float32": np.dtype("<f4"), "float": np.dtype("<f4"),
-    "float16": np.dtype("<f2"), "half": np.dtype("<f2"),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "float8_e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz),
-    "float8_e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
-    "complex128": np.dtype("<c16"), "cdouble": np.dtype("<c16"),
-    "complex64": np.dtype("<c8"), "cfloat": np.dtype("<c8"),
-    "int64": np.dtype("<i8"), "long": np.dtype("<i8"),
-    "int32": np.dtype("<i4"), "int": np.dtype("<i4"),
-    "int16": np.dtype("<i2"), "short": np.dtype("<i2"),
-    "int8": np.dtype("i1"), "uint8": np.dtype("u1"),
-    "uint16": np.dtype("<u2"), "uint32": np.dtype("<u4"), "uint64": np.dtype("<u8"),
-    "bool": np.dtype("?"),
-}
 
 # the typed storage classes torch pickles as `torch.<Name>Storage`
 _STORAGE_DTYPES: dict[str, str] = {
@@ -68,15 +51,6 @@ _STORAGE_DTYPES: dict[str, str] = {
 
 # NPU storage formats whose bytes are in the plain row-major layout (ACL aclFormat codes)
 _PLAIN_NPU_FORMATS = {0: "NCHW", 1: "NHWC", 2: "ND", 30: "NCDHW"}
-
-
-@dataclass(frozen=True)
-class _Sealed:
-    """The allow-list's objects are shared by every file read: a pickle's BUILD opcode (which
-    would set attributes on them through ``__setstate__`` or ``__dict__``) is refused."""
-
-    def __setstate__(self, state):
-        raise ValueError(f"BUILD on {type(self).__name__} is not allowed")
 
 
 @dataclass(frozen=True)
@@ -99,156 +73,16 @@ class NpuFormat(_Sealed):
     code: int
 
 
-@dataclass(frozen=True)
-class PtStorage:
-    """One ``data/<key>`` member: ``numel`` elements of ``dtype`` (bytes read on demand)."""
-    path: str
-    member: str
-    dtype: np.dtype
-    numel: int
-    location: str
-    big_endian: bool
-
-
-@dataclass(frozen=True)
-class PtTensor:
-    """A tensor of a ``.pt`` file: a strided view of a storage, read by :meth:`load`."""
-    storage: PtStorage
-    offset: int
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    dtype: np.dtype
-    requires_grad: bool = False
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    def load(self) -> np.ndarray:
-        """The tensor's values as a C-contiguous array (a copy only when the view is strided)."""
-        if self.size == 0:
-            return np.empty(self.shape, self.dtype)
-        span = _span(self.shape, self.stride)
-        try:
-            flat = _read_elements(self.storage, self.dtype, self.offset, span)
-            if span == self.size and self.stride == _contiguous_strides(self.shape):
-                return flat.reshape(self.shape)
-            view = np.lib.stride_tricks.as_strided(
-                flat, self.shape, tuple(s * self.dtype.itemsize for s in self.stride), writeable=False)
-            return np.ascontiguousarray(view)
-        except MemoryError:
-            raise FormatError(self.storage.path, f"tensor of {self.size * self.dtype.itemsize} bytes "
-                                                 f"does not fit in memory") from None
-
-
-def _span(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
-    """Storage elements (in the tensor's dtype) from the view's first element to its last."""
-    return 1 + sum((n - 1) * s for n, s in zip(shape, stride))
-
-
-def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
-
-
-def _read_elements(storage: PtStorage, dtype: np.dtype, start: int, count: int) -> np.ndarray:
-    """``count`` elements of ``dtype`` from element ``start`` of a storage, read from the zip."""
-    path = storage.path
-    raw_dtype = _big_endian(dtype) if storage.big_endian else dtype
-    try:
-        with os.fdopen(open_regular(path), "rb") as f:
-            data_start, size = _member_data(f, storage)
-            begin = start * dtype.itemsize
-            if begin + count * dtype.itemsize > size:
-                raise FormatError(path, f"{storage.member} holds {size} bytes, fewer than the tensor needs")
-            f.seek(data_start + begin)
-            flat = np.fromfile(f, dtype=raw_dtype, count=count)
-    except FormatError:
-        raise
-    except (OSError, ValueError) as e:
-        raise FormatError(path, f"cannot read {storage.member}: {e}") from None
-    if flat.size != count:
-        raise FormatError(path, f"{storage.member} is truncated")
-    if raw_dtype is not dtype:
-        flat = _from_big_endian(flat, dtype)
-    return flat
-
-
-def storage_data(storage: PtStorage) -> tuple[int, int]:
-    """(file offset, size in bytes) of a storage's raw bytes: members are stored uncompressed,
-    so a reader can read them in place (``pread``) instead of through the zip module."""
-    try:
-        with os.fdopen(open_regular(storage.path), "rb") as f:
-            return _member_data(f, storage)
-    except FormatError:
-        raise
-    except OSError as e:
-        raise FormatError(storage.path, f"cannot read {storage.member}: {e}") from None
-
-
-def _member_data(f, storage: PtStorage) -> tuple[int, int]:
-    path = storage.path
-    try:
-        with zipfile.ZipFile(f) as zf:
-            info = zf.getinfo(storage.member)
-    except (KeyError, zipfile.BadZipFile, ValueError, EOFError) as e:
-        raise FormatError(path, f"cannot read {storage.member}: {e}") from None
-    # torch stores members uncompressed; a deflated one could be a zip bomb
-    if info.compress_type != zipfile.ZIP_STORED:
-        raise FormatError(path, f"{storage.member} is compressed (torch.save never does that)")
-    f.seek(info.header_offset)
-    local = f.read(30)
-    if len(local) != 30 or local[:4] != b"PK\x03\x04":
-        raise FormatError(path, f"{storage.member}: bad zip local header")
-    name_len, extra_len = struct.unpack_from("<HH", local, 26)
-    data_start = info.header_offset + 30 + name_len + extra_len
-    if data_start + info.file_size > os.fstat(f.fileno()).st_size:
-        raise FormatError(path, f"{storage.member} is truncated")
-    return data_start, info.file_size
-
-
-def _big_endian(dtype: np.dtype) -> np.dtype:
-    if dtype.itemsize == 1:
-        return dtype
-    if dtype.kind in "biufc":
-        return dtype.newbyteorder(">")
-    return np.dtype(f">u{dtype.itemsize}")   # ml_dtypes floats: swap the bit pattern
-
-
-def _from_big_endian(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    if raw.dtype.kind == "u" and dtype.kind not in "biufc":
-        return raw.astype(raw.dtype.newbyteorder("<")).view(dtype)
-    return raw.astype(dtype)
-
-
 # --- the restricted unpickler -------------------------------------------------------------------
-
-def _int_tuple(value, what: str) -> tuple[int, ...]:
-    if not isinstance(value, (tuple, list)) or len(value) > 64 or not all(
-            type(v) is int and 0 <= v < _MAX_DIM for v in value):
-        raise ValueError(f"bad tensor {what} {value!r:.80}")
-    return tuple(value)
-
 
 def _tensor(storage, offset, size, stride, requires_grad=False, dtype: np.dtype | None = None) -> PtTensor:
     if not isinstance(storage, PtStorage):
         raise ValueError("tensor storage is not a persistent storage reference")
-    shape, strides = _int_tuple(size, "size"), _int_tuple(stride, "stride")
-    if len(shape) != len(strides) or type(offset) is not int or not 0 <= offset < _MAX_DIM:
-        raise ValueError(f"bad tensor geometry size={shape} stride={strides} offset={offset!r:.40}")
-    dtype = storage.dtype if dtype is None else dtype
-    storage_elems = storage.numel * storage.dtype.itemsize // dtype.itemsize
-    size = math.prod(shape)
-    if size and offset + _span(shape, strides) > storage_elems:
-        raise ValueError(f"tensor size {list(shape)} stride {list(strides)} offset {offset} "
-                         f"exceeds its storage of {storage_elems} elements")
-    # stride-0 (expanded) views hold more elements than their storage: cap what load() allocates
-    if size > storage_elems and size * dtype.itemsize > MAX_EXPANDED_BYTES:
-        raise ValueError(f"expanded tensor of {size} elements over a storage of {storage_elems}")
-    return PtTensor(storage, offset, shape, strides, dtype, bool(requires_grad))
+    if type(requires_grad) is not bool:
+        raise ValueError(f"tensor requires_grad {requires_grad!r:.40} is not a bool")
+    # the geometry as plain tuples of ints, checked by PtTensor before it exists
+    return PtTensor(storage, offset, _int_tuple(size, "size"), _int_tuple(stride, "stride"),
+                    storage.dtype if dtype is None else dtype, requires_grad)
 
 
 def _rebuild_tensor(storage, storage_offset, size, stride):
@@ -264,6 +98,8 @@ def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, bac
                        metadata=None):
     if not isinstance(dtype, TorchDtype):
         raise ValueError(f"tensor dtype {dtype!r:.40} is not a torch dtype")
+    if not isinstance(storage, PtStorage):
+        raise ValueError("tensor storage is not a persistent storage reference")
     if storage.numel * storage.dtype.itemsize % dtype.dtype.itemsize:
         raise ValueError(f"storage of {storage.numel} bytes is not a whole number of {dtype.name}")
     return _tensor(storage, storage_offset, size, stride, requires_grad, dtype.dtype)
@@ -272,7 +108,9 @@ def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, bac
 def _rebuild_parameter(data, requires_grad, backward_hooks):
     if not isinstance(data, PtTensor):
         raise ValueError("parameter data is not a tensor")
-    return replace(data, requires_grad=bool(requires_grad))
+    if type(requires_grad) is not bool:
+        raise ValueError(f"parameter requires_grad {requires_grad!r:.40} is not a bool")
+    return replace(data, requires_grad=requires_grad)
 
 
 def _rebuild_npu_tensor(storage, storage_offset, size, stride, requires_grad, backward_hooks,
@@ -290,19 +128,43 @@ def _npu_format(code):
     return NpuFormat(code)
 
 
+class _StateDict(OrderedDict):
+    """What ``collections.OrderedDict()`` makes while unpickling. torch pickles a state dict's
+    ``_metadata`` attribute as BUILD state; written into ``__dict__`` it could shadow the mapping's
+    own methods (``keys``), so it is dropped here and the dict is copied to a plain OrderedDict."""
+
+    def __setstate__(self, state):
+        if not isinstance(state, dict):
+            raise _Disallowed("pickle BUILD with slot state on an OrderedDict")
+
+
+@dataclass(frozen=True, eq=False)
+class _AllowedCall(_Sealed):
+    """A callable of the allow-list. Functions and classes take BUILD state (``__dict__``,
+    ``__defaults__`` by slot state) for the whole process; this wrapper refuses it."""
+    name: str
+    function: object
+
+    def __call__(self, *args):
+        return self.function(*args)
+
+
 _ALLOWED: dict[tuple[str, str], object] = {
-    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
-    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
-    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
-    ("torch_npu.utils.storage", "_rebuild_npu_tensor"): _rebuild_npu_tensor,
-    ("torch_npu.npu._format", "Format"): _npu_format,
-    ("collections", "OrderedDict"): OrderedDict,
+    ("torch._utils", "_rebuild_tensor"): _AllowedCall("_rebuild_tensor", _rebuild_tensor),
+    ("torch._utils", "_rebuild_tensor_v2"): _AllowedCall("_rebuild_tensor_v2", _rebuild_tensor_v2),
+    ("torch._utils", "_rebuild_tensor_v3"): _AllowedCall("_rebuild_tensor_v3", _rebuild_tensor_v3),
+    ("torch._utils", "_rebuild_parameter"): _AllowedCall("_rebuild_parameter", _rebuild_parameter),
+    ("torch_npu.utils.storage", "_rebuild_npu_tensor"): _AllowedCall("_rebuild_npu_tensor", _rebuild_npu_tensor),
+    ("torch_npu.npu._format", "Format"): _AllowedCall("Format", _npu_format),
+    ("collections", "OrderedDict"): _AllowedCall("OrderedDict", _StateDict),
     ("torch.storage", "UntypedStorage"): StorageType("UntypedStorage", np.dtype("u1")),
     ("torch", "UntypedStorage"): StorageType("UntypedStorage", np.dtype("u1")),
     **{("torch", name): StorageType(name, TORCH_DTYPES[dt]) for name, dt in _STORAGE_DTYPES.items()},
     **{("torch", name): TorchDtype(name, dt) for name, dt in TORCH_DTYPES.items()},
 }
+
+# a storage key is a member name inside data/: torch writes decimal numbers
+_STORAGE_KEY_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-.")
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
@@ -319,12 +181,14 @@ class _RestrictedUnpickler(pickle.Unpickler):
             raise _Disallowed(f"disallowed pickle global {module}.{name}") from None
 
     def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+        if not (type(pid) is tuple and len(pid) == 5 and pid[0] == "storage"):
             raise ValueError(f"unsupported persistent id {pid!r:.80}")
         _, storage_type, key, location, numel = pid
-        if not isinstance(storage_type, StorageType) or not isinstance(key, str) \
-                or not isinstance(location, str) or type(numel) is not int or numel < 0:
+        if not isinstance(storage_type, StorageType) or type(key) is not str \
+                or type(location) is not str or type(numel) is not int or numel < 0:
             raise ValueError(f"bad storage reference {pid!r:.80}")
+        if not key or key in (".", "..") or len(key) > 64 or not set(key) <= _STORAGE_KEY_CHARS:
+            raise _Disallowed(f"storage key {key!r:.80} does not name a member of data/")
         if key in self._storages:   # views of one storage share it (and its bytes)
             return self._storages[key]
         member = f"{self._prefix}data/{key}"
@@ -339,22 +203,59 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return storage
 
 
-class _Disallowed(Exception):
-    pass
+_PRIMITIVES = (type(None), bool, int, float, complex, str, bytes)
+_KEPT = (PtTensor, StorageType, TorchDtype, NpuFormat)
+
+
+def _plain(obj, done: dict[int, object], busy: set[int]):
+    """``obj`` rebuilt from plain containers (dict, OrderedDict, list, tuple, set), primitives and
+    the sealed objects above: nothing a pickle made survives as the object it made. Shared parts
+    stay shared; a container holding itself is refused."""
+    if type(obj) in _PRIMITIVES or type(obj) in _KEPT:
+        return obj
+    key = id(obj)
+    if key in done:
+        return done[key]
+    if key in busy:
+        raise _Disallowed("data.pkl holds a container that contains itself")
+    busy.add(key)
+    kind = type(obj)
+    if kind is _StateDict or kind is dict:
+        out = (OrderedDict if kind is _StateDict else dict)(
+            (_plain(k, done, busy), _plain(v, done, busy)) for k, v in obj.items())
+    elif kind in (list, tuple, set, frozenset):
+        out = kind(_plain(v, done, busy) for v in obj)
+    elif kind is bytearray:
+        out = bytes(obj)
+    else:
+        raise _Disallowed(f"data.pkl builds a {kind.__name__}")
+    busy.discard(key)
+    done[key] = out
+    return out
 
 
 _MEMO_PUTS = {"PUT", "BINPUT", "LONG_BINPUT"}
+# opcodes torch.save never writes that build objects by calling classes (INST, OBJ, NEWOBJ*),
+# through copyreg's extension registry (EXT*), or out of band (buffers, text persistent ids)
+_REFUSED_OPCODES = {"INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "EXT1", "EXT2", "EXT4",
+                    "NEXT_BUFFER", "READONLY_BUFFER", "PERSID"}
 
 
-def _check_memo_indices(data: bytes) -> None:
-    """CPython's C unpickler sizes its memo array by the largest index a PUT names and zeroes it
-    all: a 6-byte ``LONG_BINPUT 0x40000000`` commits 16 GB before any allow-list is asked. An
-    honest pickle memoizes at most one object per opcode, so an index above the opcode count so
-    far is refused. ``pickletools.genops`` only decodes opcodes (nothing is built or run); ~25 us
-    for msprobe's per-tensor pickles."""
+def _prescan(data: bytes) -> None:
+    """Refuses opcodes torch.save does not write, and memo bombs: CPython's C unpickler sizes its
+    memo array by the largest index a PUT names and zeroes it all (a 6-byte ``LONG_BINPUT
+    0x40000000`` commits 16 GB before any allow-list is asked); an honest pickle memoizes at most
+    one object per opcode, so an index above the opcode count so far is refused.
+    ``pickletools.genops`` only decodes opcodes (nothing is built or run); ~25 us for msprobe's
+    per-tensor pickles."""
     for count, (op, arg, _) in enumerate(pickletools.genops(data)):
         if op.name in _MEMO_PUTS and not (isinstance(arg, int) and 0 <= arg <= count):
             raise ValueError(f"memo index {arg!r:.20} at opcode {count} (a memory bomb, not a torch pickle)")
+        if op.name == "INST":    # names its class like GLOBAL: say which
+            module, _, name = str(arg).partition(" ")
+            raise _Disallowed(f"disallowed pickle global {module}.{name} (opcode INST)")
+        if op.name in _REFUSED_OPCODES:
+            raise _Disallowed(f"pickle opcode {op.name} at opcode {count} (torch.save never writes it)")
 
 
 # --- the archive ---------------------------------------------------------------------------------
@@ -413,8 +314,8 @@ def open_pt(path: str | os.PathLike):
     if byteorder not in ("little", "big"):
         raise FormatError(path, f"unknown byteorder {byteorder!r}")
     try:
-        _check_memo_indices(data)
-        return _RestrictedUnpickler(data, path, prefix, members, byteorder == "big").load()
+        _prescan(data)
+        return _plain(_RestrictedUnpickler(data, path, prefix, members, byteorder == "big").load(), {}, set())
     except _Disallowed as e:
         raise FormatError(path, str(e)) from None
     except RecursionError:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_names import (
     DumpName, dump_names_in, escape_op_name, parse_dump_name, parse_dump_names, read_mapping_csv,
+    unparseable_dump_names,
 )
 from precision_shell.formats.quoting import shown
 from precision_shell.model.cache_codec import need, strings
@@ -212,6 +213,11 @@ def _select_dumps(names: list[str], folder: Path, warnings: list[str]) -> tuple[
     Opdebug files). All-digit names are hashed over-long names: the real name is in the folder's
     ``mapping.csv`` (formats.md §1.1)."""
     accepted = dump_names_in(names)
+    if len(accepted) < len(names):
+        odd = unparseable_dump_names(names)
+        if odd:
+            warnings.append(f"{folder}: {len(odd)} file name{'s' if len(odd) > 1 else ''} not in the dump name "
+                            f"form type.name.task[.stream].timestamp, skipped (e.g. {shown(odd[0])})")
     hashed: dict[str, str] = {}
     for filename in (n for n in names if n.isdigit()):
         real = _mapping(folder, warnings).get(filename)

@@ -110,7 +110,9 @@ def _encode_graph(graph: OpGraph) -> dict:
     col["reader"], col["start"], col["end"] = (packed(c) for c in (zip(*spans) if spans else ((), (), ())))
     col["details"], col["descs"] = details, descs.encoded()
     return {"graphs": [[g.name, g.source, g.ops, g.fused_ops, g.passes] for g in graphs], "warnings": warnings,
-            "readers": [[r.path, r.stamp[0], r.stamp[1]] for r in readers], "ops": col}
+            # resolved paths: the entry is keyed by resolved paths, and a relative one would not
+            # match the key when pshell starts from another folder (the same workspace, reused)
+            "readers": [[os.path.realpath(r.path), r.stamp[0], r.stamp[1]] for r in readers], "ops": col}
 
 
 def _decode_graph(value, key: tuple) -> OpGraph:

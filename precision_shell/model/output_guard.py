@@ -10,7 +10,10 @@ through its existing part, so a link anywhere on the way into an input folder is
 - nothing inside an input tree (dump roots and leaves, ``npu/debug_N`` with its ``dump`` and
   ``graph``, golden, overflow, vendor CSV folders, ``--npu/--golden/--overflow`` folders);
 - never over an input file (graph files, fusion report, vendor CSVs, the script given with ``-f``,
-  the config file).
+  the config file);
+- not through the default ``precision_data/temp/pshell`` when it (or ``temp``) is a symbolic link
+  resolving outside ``precision_data``: a shared workspace could send outputs anywhere; a folder
+  the user gives with ``-o`` is followed.
 
 Everything here is path logic; the caller creates folders and writes.
 """
@@ -47,16 +50,29 @@ class InputPlace:
 
 
 class OutputGuard:
-    def __init__(self, places: list[InputPlace], precision_data: Path | None, output_dir: Path):
+    def __init__(self, places: list[InputPlace], precision_data: Path | None, output_dir: Path,
+                 output_given: bool = True):
         self.places = places
         self.output_dir = output_dir
         self.precision_data = resolved(precision_data) if precision_data is not None else None
         self.allowed: list[Path] = []   # the folders inside precision_data that take outputs
+        self.planted_link: tuple[Path, Path] | None = None   # (default folder, where it leads)
         if self.precision_data is not None:
             own = resolved(output_dir)
             self.allowed = [self.precision_data / "temp" / "pshell"]
             if own.is_relative_to(self.precision_data / "temp"):
                 self.allowed.append(own)
+            default = Path(precision_data) / "temp" / "pshell"
+            if not output_given and Path(output_dir) == default and not own.is_relative_to(self.precision_data):
+                self.planted_link = (default, own)
+
+    def link_problem(self) -> str | None:
+        """The line for a default output folder that a symbolic link takes outside the workspace."""
+        if self.planted_link is None:
+            return None
+        default, target = self.planted_link
+        return (f"{default}: a symbolic link to {target}, outside the workspace; pshell does not write "
+                f"there unless given with -o DIR")
 
     def check(self, path: str | os.PathLike, *, folder: bool = False) -> None:
         """Raise CommandError when writing the file ``path`` (or files inside the folder
@@ -72,6 +88,9 @@ class OutputGuard:
 
     def problem(self, real: Path, folder: bool) -> str | None:
         """Why writing at the resolved path ``real`` is refused, or None."""
+        if self.planted_link is not None and real.is_relative_to(self.planted_link[1]):
+            return (f"through {self.planted_link[0]}, a symbolic link to {self.planted_link[1]} outside "
+                    f"the workspace")
         for place in self.places:
             if place.kind == FILE and real == place.real:
                 return f"over the input file {place.path} ({place.what})"

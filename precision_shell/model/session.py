@@ -105,6 +105,9 @@ class Session(OutputWriter):
         try:
             self.check_writable_location(folder, folder=True)
         except CommandError:
+            link = self.output_guard().link_problem()   # said at start-up, once
+            if link is not None:
+                self.load_warnings.append(link)
             return LoadCache(None)  # an output folder inside the inputs: never write there
         return LoadCache(folder, self.load_warnings)
 
@@ -269,4 +272,5 @@ class Session(OutputWriter):
 
     def output_guard(self, output_dir: Path | None = None) -> OutputGuard:
         ws = self.workspace
-        return OutputGuard(self.input_places(), ws.precision_data, output_dir or ws.output_dir)
+        return OutputGuard(self.input_places(), ws.precision_data, output_dir or ws.output_dir,
+                           output_given=ws.output_given or output_dir is not None)

@@ -69,6 +69,16 @@ def golden_name_of(ref: str | None) -> str:
     return tensor_name(escape_op_name(op), "output", idx, golden=True) if sep and idx.isdigit() else ref
 
 
+def golden_json_name(ref: str | None) -> str | None:
+    """A compare row's golden side in JSON: the long form, as the NPU side's ``OP:output:I``, and
+    with the ``golden:`` prefix the printed name has (``FRAMEWORK_OP:I`` -> ``golden:ESCAPED_OP:
+    output:I``; another NPU run's ``OP:output:I`` as it is), so both resolve in ``pt``."""
+    if not ref or _LONG.match(ref):
+        return ref or None
+    op, sep, idx = ref.rpartition(":")
+    return f"golden:{escape_op_name(op)}:output:{idx}" if sep and idx.isdigit() else ref
+
+
 def op_of(text: str) -> str:
     """The op part of an NPU tensor name, slice and all (``ni fc1/MatMul:0[0]`` shows fc1/MatMul);
     other text as is."""
@@ -96,7 +106,9 @@ class TensorRef:
 
 def pointed(text: str, column: int, reason: str) -> CommandError:
     """One error whose lines show ``text`` with a caret under ``column``."""
-    return CommandError(f"{reason} (column {column + 1})\n  {text}\n  {' ' * column}^")
+    error = CommandError(f"{reason} (column {column + 1})\n  {text}\n  {' ' * column}^")
+    error.laid_out = True   # its lines are its own: the front end escapes each, keeps the breaks
+    return error
 
 
 def split_slice(text: str) -> tuple[str, str]:

@@ -57,6 +57,7 @@ class Workspace:
     fusion_file: Path | None = None
     compare_csvs: list[Path] = field(default_factory=list)
     output_dir: Path = Path("pshell_out")
+    output_given: bool = False     # -o DIR: the user chose it (a symlink there is theirs to follow)
     missing: list[str] = field(default_factory=list)
     # folders that could not be listed, graph paths that are folders: one line each, shown at
     # start-up, so an unreadable folder is not taken for an empty one
@@ -262,7 +263,7 @@ def discover(path: str | os.PathLike | None = None, *, npu: str | None = None,
         ws.compare_csvs = sorted((pd / "temp" / "vector_compare").glob("*/result_*.csv"))
 
     if output:
-        ws.output_dir = Path(output)
+        ws.output_dir, ws.output_given = Path(output), True
     elif pd is not None:
         ws.output_dir = pd / "temp" / "pshell"
     else:

@@ -14,6 +14,7 @@ import shutil
 
 from precision_shell.commands.results import Chart
 from precision_shell.render.style import PLAIN, Style
+from precision_shell.safe_text import escape_controls
 
 FILE_SIZE = (100, 25)
 MIN_HEIGHT, MAX_HEIGHT = 12, 40
@@ -36,6 +37,7 @@ def chart_size(width: int | None) -> tuple[int, int]:
 def chart_text(chart: Chart, style: Style = PLAIN, width: int | None = None) -> str:
     import plotext as plt
 
+    names = [escape_controls(n) for n in chart.names]   # op names from data label the ticks
     plt.clear_figure()
     cols, rows = chart_size(width)
     plt.plotsize(cols, rows)
@@ -70,27 +72,27 @@ def chart_text(chart: Chart, style: Style = PLAIN, width: int | None = None) -> 
         if shown:
             plt.scatter(shown, [drawn_at(values[x]) for x in shown], marker=symbol,
                         color=colour if style.color else None)
-        legend.append(f"{symbol} {label}")
+        legend.append(f"{symbol} {escape_controls(label)}")
     edge = [x for x, y in zip(chart.x, chart.y) if not math.isfinite(y)]
     if edge:
         plt.scatter(edge, [drawn_at(values[x]) for x in edge], marker=EDGE[0],
                     color=EDGE[1] if style.color else None)
         legend.append(f"{EDGE[0]} nan/inf ({len(edge)}, on the edge)")
-    if len(chart.x) <= 12 and sum(len(n) + 2 for n in chart.names) < cols - 10:
-        plt.xticks(chart.x, chart.names)     # few points: name them
+    if len(chart.x) <= 12 and sum(len(n) + 2 for n in names) < cols - 10:
+        plt.xticks(chart.x, names)     # few points: name them
     if chart.kind == "bar" and xs:
         plt.ylim(0, max(ys) * 1.1 or 1)
-    plt.xlabel(chart.xlabel)
-    plt.ylabel(chart.ylabel)
+    plt.xlabel(escape_controls(chart.xlabel))
+    plt.ylabel(escape_controls(chart.ylabel))
     text = plt.build()
     plt.clear_figure()
     if not style.color:
         text = _ANSI.sub("", text)
-    lines = [style(chart.title, "bold")] + [line.rstrip() for line in text.split("\n")]
+    lines = [style(escape_controls(chart.title), "bold")] + [line.rstrip() for line in text.split("\n")]
     if legend:
         lines.append("  " + "   ".join(legend))
-    lines += [f"  {note}" for note in chart.notes]
-    lines += [f"warning: {w}" for w in chart.warnings]
+    lines += [f"  {escape_controls(note)}" for note in chart.notes]
+    lines += [f"warning: {escape_controls(w)}" for w in chart.warnings]
     return "\n".join(lines)
 
 

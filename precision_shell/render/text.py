@@ -13,6 +13,7 @@ from precision_shell.commands.results import Chain, Chart, Marked, Message, Sect
 from precision_shell.jsonable import to_json_text
 from precision_shell.render.layout import expanded_records, fit_table, wrap, wrap_lines
 from precision_shell.render.style import PLAIN, Style
+from precision_shell.safe_text import csv_row, escape_controls, escape_styled
 
 
 def _cell(value: Any) -> str:
@@ -26,7 +27,7 @@ def _cell(value: Any) -> str:
         return f"{value:.6g}"
     if isinstance(value, (list, tuple)):
         return ", ".join(_cell(v) for v in value)
-    return str(value)
+    return escape_controls(value)   # a name from data never breaks the row or drives the terminal
 
 
 _MIN_VALUE = 20     # narrower than this, a panel value is left unwrapped
@@ -46,7 +47,7 @@ def table_text(table: Table, style: Style = PLAIN, layout: Layout = Layout()) ->
     width = layout.width
     lines = []
     if table.title:
-        lines += [style(line, "bold") for line in wrap(table.title, width or 0)]
+        lines += [style(line, "bold") for line in wrap(escape_controls(table.title), width or 0)]
     if table.rows:
         rows = [[_cell(v) for v in row] for row in table.rows]
         fitted = fit_table(table.headers, rows, width, layout.expanded)
@@ -69,12 +70,13 @@ def table_text(table: Table, style: Style = PLAIN, layout: Layout = Layout()) ->
         more = table.more or f"... {table.total - len(table.rows)} more (use -l 0)"
         lines += [style(line, "dim") for line in wrap(more, width or 0, "  ")]
     notes = table.notes + (table.hints if layout.hints else [])
-    lines += [wrapped for note in notes + warning_lines(table) for wrapped in wrap(note, width or 0, "  ")]
+    lines += [wrapped for note in notes + warning_lines(table)
+              for wrapped in wrap(escape_controls(note), width or 0, "  ")]
     return "\n".join(lines)
 
 
 def warning_lines(result: Any) -> list[str]:
-    return [f"warning: {w}" for w in getattr(result, "warnings", ())]
+    return [f"warning: {escape_controls(w)}" for w in getattr(result, "warnings", ())]
 
 
 @singledispatch
@@ -89,12 +91,13 @@ def _(result: Table, style: Style = PLAIN, layout: Layout = Layout()) -> str:
 
 @render_text.register
 def _(result: Message, style: Style = PLAIN, layout: Layout = Layout()) -> str:
-    return wrap_lines("\n".join(result.lines + warning_lines(result)), layout.width)
+    lines = [escape_controls(line) for line in result.lines]
+    return wrap_lines("\n".join(lines + warning_lines(result)), layout.width)
 
 
 @render_text.register
 def _(result: Sections, style: Style = PLAIN, layout: Layout = Layout()) -> str:
-    lines = [style(result.title, "bold")] if result.title else []
+    lines = [style(escape_controls(result.title), "bold")] if result.title else []
     for heading, block in result.blocks:
         if isinstance(block, Table):
             if heading:
@@ -107,12 +110,13 @@ def _(result: Sections, style: Style = PLAIN, layout: Layout = Layout()) -> str:
             hang = " " * (width + 4)
             room = (layout.width or 0) - len(hang)
             for key, value in block:
+                key, value = escape_controls(key), escape_controls(value)
                 first, *rest = wrap(str(value), room) if room > _MIN_VALUE else [str(value)]
                 lines.append(f"  {style(key.ljust(width), 'cyan')}  {first}")
                 lines += [hang + line for line in rest]
         else:
             lines.append(f"  {style(heading, 'bold_yellow' if heading == 'errors' else 'bold')}")
-            lines += [w for item in block for w in wrap(f"    {item}", layout.width or 0, " " * 6)]
+            lines += [w for item in block for w in wrap(f"    {escape_controls(item)}", layout.width or 0, " " * 6)]
     return "\n".join(lines)
 
 
@@ -151,7 +155,7 @@ def render_csv(result: Any) -> str:
                 cells += [_cell(value.value), "true" if value.mark else "false"]
             else:
                 cells += [_cell(value), "false"]
-        writer.writerow(cells)
+        writer.writerow(csv_row(cells))    # a cell from data is never a spreadsheet formula
     return buf.getvalue().rstrip("\n")
 
 
@@ -166,4 +170,5 @@ def render(result: Any, fmt: str = "table", style: Style = PLAIN, layout: Layout
         return render_json(result)
     if fmt == "csv":
         return render_csv(result)
-    return render_text(result, style, layout)
+    # the last guard: only pshell's own colour codes and line breaks reach the terminal raw
+    return escape_styled(render_text(result, style, layout), any_colour=isinstance(result, Chart))

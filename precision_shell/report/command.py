@@ -40,7 +40,7 @@ def report(session: Session, args: Any) -> Message:
     from precision_shell.report.html import render_html
 
     notes = ensure_results(session)
-    if getattr(session, "kind", "graph") == "framework":
+    if getattr(session, "kind", "graph") != "graph":    # msprobe, capture, MindSpore graph-mode runs
         from precision_shell.report.framework import gather_framework as gather
     data = gather(session, roots=args.roots, notes=notes)
     text = render_html(data)

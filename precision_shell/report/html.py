@@ -14,8 +14,11 @@ from precision_shell.commands.results import Table
 from precision_shell.render.text import _cell
 from precision_shell.report.gather import ExportFile, ReportData
 from precision_shell.report.svg import histogram_svg, graph_svg, metric_chart
+from precision_shell.safe_text import escape_lines
 
-INSTALL_HINT = "pip install 'precision-shell[report]'"
+from precision_shell.errors import install_hint
+
+INSTALL_HINT = install_hint("report")
 
 
 def _sort_key(value: Any) -> str:
@@ -47,8 +50,11 @@ def render_html(data: ReportData) -> str:
     import jinja2
     from markupsafe import Markup
 
+    # autoescape makes names from data HTML-safe; finalize also escapes the terminal controls in
+    # them (a saved page is read with `less` and `cat` too)
     env = jinja2.Environment(loader=jinja2.PackageLoader("precision_shell.report", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined)
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             finalize=lambda v: escape_lines(v) if type(v) is str else v)
     env.tests["table"] = lambda v: isinstance(v, Table)
     env.tests["pair"] = lambda v: isinstance(v, tuple) and len(v) == 2
     env.globals.update(fmt=_cell, sort_key=_sort_key, packed=packed)

@@ -8,10 +8,16 @@ point. Every text is escaped; numbers are rounded to what a picture can show.
 from __future__ import annotations
 
 import math
-from html import escape
+from html import escape as _html_escape
 
 from precision_shell.analysis.neighbourhood import _LOW_COSINE_FILL, _ROLE_FILL
 from precision_shell.report.layout import NODE_H, NODE_W, GraphPicture
+from precision_shell.safe_text import escape_lines
+
+
+def escape(text) -> str:
+    """HTML-escaped, terminal controls but line breaks too (op names from data label the pictures)."""
+    return _html_escape(escape_lines(str(text)))
 
 CHART_W = 1100
 PAD_L, PAD_R, PAD_T = 64, 16, 24
@@ -110,16 +116,29 @@ def metric_chart(points: list, threshold: float | None, labelled_roots: int) -> 
         out.append(f'<g class="{kind}" data-op="{escape(p.op)}" data-order="{p.order}">'
                    f'<line x1="{xx}" y1="{cos_top}" x2="{xx}" y2="{err_bottom}">'
                    f'{_title(f"#{p.order} {p.op} ({p.type}): root")}</line>{label}</g>')
-    for y_of, key, cls in ((y_cos, "cosine", "cos"), (y_err, "max_abs_error", "err")):
-        path = " ".join(f"{_fmt(x(p.order))},{_fmt(y_of(getattr(p, key)))}" for p in points)
-        out.append(f'<polyline class="series {cls}" points="{path}"/>')
+    # the cosine line joins finite points only: a NaN cosine is no value, not a 0 (as the
+    # terminal chart does, it is marked with an x on the panel's bottom edge, with a legend)
+    cos_path = " ".join(f"{_fmt(x(p.order))},{_fmt(y_cos(p.cosine))}" for p in points if p.cosine == p.cosine)
+    err_path = " ".join(f"{_fmt(x(p.order))},{_fmt(y_err(p.max_abs_error))}" for p in points)
+    out.append(f'<polyline class="series cos" points="{cos_path}"/>'
+               f'<polyline class="series err" points="{err_path}"/>')
     for p in points:
         tip = _title(f"#{p.order} {p.op} ({p.type})\ncosine {_num(p.cosine)}\n"
                      f"max_abs_error {_num(p.max_abs_error)}" + (f"\n{p.role}" if p.role else ""))
         bad = " bad" if p.role else ""
         xx = _fmt(x(p.order))
-        out.append(f'<circle class="pt cos{bad}" cx="{xx}" cy="{_fmt(y_cos(p.cosine))}" r="2.5">{tip}</circle>'
-                   f'<circle class="pt err{bad}" cx="{xx}" cy="{_fmt(y_err(p.max_abs_error))}" r="2">{tip}</circle>')
+        if p.cosine == p.cosine:
+            out.append(f'<circle class="pt cos{bad}" cx="{xx}" cy="{_fmt(y_cos(p.cosine))}" r="2.5">{tip}</circle>')
+        else:
+            x0, y0 = x(p.order), cos_bottom
+            out.append(f'<path class="nan-mark" data-order="{p.order}" d="M{_fmt(x0 - 3.5)},{_fmt(y0 - 3.5)}'
+                       f'L{_fmt(x0 + 3.5)},{_fmt(y0 + 3.5)}M{_fmt(x0 - 3.5)},{_fmt(y0 + 3.5)}'
+                       f'L{_fmt(x0 + 3.5)},{_fmt(y0 - 3.5)}">{tip}</path>')
+        out.append(f'<circle class="pt err{bad}" cx="{xx}" cy="{_fmt(y_err(p.max_abs_error))}" r="2">{tip}</circle>')
+    nan_count = sum(1 for p in points if p.cosine != p.cosine)
+    if nan_count:
+        out.append(f'<text class="nan-legend" x="{CHART_W - PAD_R}" y="{cos_bottom - 6}" text-anchor="end">'
+                   f'× NaN cosine ({nan_count} op{"s" if nan_count != 1 else ""}), on the edge</text>')
     out.append("</svg>")
     return "".join(out)
 

@@ -17,6 +17,7 @@ from typing import Any
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 
+from precision_shell.safe_text import escape_controls
 from precision_shell.commands.registry import REGISTRY, Registry
 from precision_shell.shell import framework_names
 from precision_shell.shell.line_context import ArgumentSlot, argument_slot, parse_line
@@ -224,6 +225,17 @@ class ShellCompleter(Completer):
     # -- prompt_toolkit entry point --------------------------------------------------------
     def get_completions(self, document: Document, complete_event: CompleteEvent
                         ) -> Iterator[Completion]:
+        # the menu shows names from data: escaped, so a name cannot drive the terminal
+        for completion in self._completions(document, complete_event):
+            display, meta = completion.display_text, completion.display_meta_text
+            if escape_controls(display) != display or escape_controls(meta) != meta:
+                completion = Completion(completion.text, completion.start_position,
+                                        display=escape_controls(display),
+                                        display_meta=escape_controls(meta))
+            yield completion
+
+    def _completions(self, document: Document, complete_event: CompleteEvent
+                     ) -> Iterator[Completion]:
         backticked = _open_backtick(document.text_before_cursor)
         if backticked is not None:      # `eval ... `OP:outp`: a tensor name inside an expression
             yield from self.complete_tensors(backticked, complete_event)

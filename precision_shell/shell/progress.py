@@ -12,12 +12,14 @@ from typing import Iterator
 
 from prompt_toolkit.shortcuts import ProgressBar
 
+from precision_shell.safe_text import escape_controls
+
 SHOW_AFTER_SECONDS = 0.3
 
 
 class _LazyBar:
     def __init__(self, label: str, total: int | None, output=None):
-        self.label, self.total, self.output = label, total, output
+        self.label, self.total, self.output = escape_controls(label), total, output
         self.done = 0
         self.start = time.monotonic()
         self._bar: ProgressBar | None = None

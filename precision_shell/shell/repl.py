@@ -36,7 +36,9 @@ from precision_shell.errors import FormatError, PshellError
 from precision_shell.frontend import Frontend, terminal_width
 from precision_shell.logfile import log_internal_error
 from precision_shell.render.style import Style, color_wanted
-from precision_shell.render.text import render
+from precision_shell.render.layout import wrap
+from precision_shell.render.text import Layout, render
+from precision_shell.safe_text import escape_controls
 from precision_shell.shell.completer import ShellCompleter
 from precision_shell.shell.lexer import STYLE_RULES, ShellLexer
 from precision_shell.shell.pager import PagingWriter, pager_wanted
@@ -87,19 +89,20 @@ def load_repl_config(path: str | None) -> tuple[Config, list[str]]:
     return config, list(config.warnings)
 
 
-def banner_text(session: Any, style: Style) -> str:
-    """The ``info`` panel (what is loaded, what is missing) and a hint line."""
+def banner_text(session: Any, style: Style, width: int | None = None) -> str:
+    """The ``info`` panel (what is loaded, what is missing) and a hint line, fitted to ``width``
+    as ``info`` is (the terminal would otherwise break paths and words mid-way)."""
     title = f"precision-shell {__version__}"
     try:
         outcome = execute(session, Statement(["info"], text="info"), REGISTRY)
         if outcome.error is not None:
-            body = f"{title}\nerror: {outcome.error}"
+            body = f"{title}\nerror: {escape_controls(outcome.error)}"
         else:
-            body = render(outcome.result, "table", style)
+            body = render(outcome.result, "table", style, Layout(width))
     except Exception as exc:  # the banner must never stop the shell from starting
         log_internal_error("banner (info)")
-        body = f"{title}\nerror: info failed: {type(exc).__name__}: {exc}"
-    return f"{body}\n{style(HINT, 'dim')}"
+        body = f"{title}\nerror: info failed: {type(exc).__name__}: {escape_controls(exc)}"
+    return body + "\n" + "\n".join(style(line, "dim") for line in wrap(HINT, width or 0))
 
 
 def line_is_complete(text: str) -> bool:
@@ -219,16 +222,17 @@ def run_repl(session: Any, opts: Any, log_path: Path | None, *, input: Any = Non
 
     frontend = Frontend(session, fmt=getattr(opts, "format", None) or "table",
                         style=Style(color_now()), err=err, log_path=log_path,
-                        width=lambda: terminal_width(out))
+                        width=lambda: terminal_width(out),
+                        allow_shell=bool(getattr(opts, "allow_shell", False)))
     frontend.follow_config()
     pager = PagingWriter(out, enabled=lambda: pager_wanted(no_pager, session.settings.pager, out))
     frontend.out = pager
     history, history_warning = open_history(getattr(opts, "history_file", None))
     warnings += [history_warning] if history_warning else []
 
-    print(banner_text(session, frontend.style), file=out, flush=True)
+    print(banner_text(session, frontend.style, frontend.width()), file=out, flush=True)
     for warning in warnings:
-        print(f"warning: {warning}", file=err, flush=True)
+        frontend.warn(warning)
     frontend.show_warnings()
 
     prompt = make_prompt_session(session, config, history, color_now(), input, output)

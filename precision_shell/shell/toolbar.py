@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from precision_shell.safe_text import escape_controls
+
 
 def describe_cursor(cursor: Any) -> str:
     """The position in the current finding list, whatever shape ``results["cursor"]`` has.
@@ -50,7 +52,7 @@ def toolbar_items(session: Any) -> list[tuple[str, str]]:
         items.append(("ws", _short_path(getattr(ws, "precision_data", None) or ws.root)))
     active = getattr(session, "active", None)
     selected = getattr(session, "selected", None)      # a framework session: the step and rank in use
-    if getattr(session, "kind", "graph") == "framework" and selected is not None:
+    if getattr(session, "kind", "graph") != "graph" and selected is not None:   # msprobe, MindSpore graph
         loc = selected.location
         golden = "vs golden" if getattr(session, "golden_dump", None) is not None else "no golden"
         where = [getattr(session.target, "framework", None) or "msprobe",
@@ -72,7 +74,7 @@ def toolbar_items(session: Any) -> list[tuple[str, str]]:
     cursor = results.get("cursor") if hasattr(results, "get") else None
     if cursor is not None:
         items.append(("finding", describe_cursor(cursor)))
-    return items
+    return [(label, escape_controls(value)) for label, value in items]   # paths, runs from data
 
 
 # When the toolbar is too wide, items go in this order of importance (the rest are dropped): where

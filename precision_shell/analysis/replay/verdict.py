@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from precision_shell.model.tensor_ref import golden_name_of, name_of
+
 INHERENT_ULPS = 4.0
 EMULATED_SHARE = 0.25
 GOLDEN_RATIO = (0.5, 2.0)
@@ -40,6 +42,7 @@ class InputCheck:
     golden: str | None          # the golden it meets ("name:idx"), None when it has none
     cosine: float | None
     nonfinite: bool = False     # non-finite NPU values where the golden is finite
+    producer: str | None = None  # the op whose output this input is (None: not known)
 
 
 @dataclass
@@ -79,11 +82,13 @@ def judge(op: str, op_type: str, dtype: str, output: int, candidates: list[Candi
     for check in inputs:
         bad_cos = check.cosine is not None and check.cosine <= threshold
         if bad_cos or check.nonfinite:
-            why = (f"cosine {check.cosine:.6f} <= {threshold:g} vs {check.golden}" if bad_cos
-                   else f"non-finite where {check.golden} is finite")
+            golden = golden_name_of(check.golden)
+            why = (f"cosine {check.cosine:.6f} <= {threshold:g} vs {golden}" if bad_cos
+                   else f"non-finite where {golden} is finite")
+            producer = f": `replay {check.producer}`" if check.producer else ""
             return verdict("upstream", None,
-                           f"the error is inherited from {check.tensor}: replay its producer",
-                           f"{check.tensor}: {why}", check.tensor)
+                           f"the error is inherited from {name_of(check.tensor)}; replay its producer{producer}",
+                           f"{name_of(check.tensor)}: {why}", check.tensor)
     exact = candidates[0]
     if exact.error_vs_npu <= INHERENT_ULPS:
         return verdict("inherent", None,

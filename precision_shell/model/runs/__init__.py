@@ -15,6 +15,8 @@ Adapters today:
   ``GePairing`` over its golden ``.npy`` index);
 - ``msprobe`` / ``capture``: :mod:`.msprobe` (``FrameworkRun``, one ``dump.json``; pairing rows
   from ``analysis/framework_pairing``).
+- ``mindspore-graph``: :mod:`.mindspore_graph` (``MsRun``, one iteration folder of MindSpore's own
+  graph-mode dump; edges from its ANF graph; ``MsPairing`` by full name, input|output, slot).
 
 Writing an adapter for a new family (e.g. ``mindspore-graph``):
 
