@@ -252,3 +252,46 @@ def test_golden_of_another_shape_is_one_line(sample_ws, capsys, tmp_path):
     assert [r["op"] for r in rows] == ["act1/LeakyRelu"]          # the rest goes on
     lines = [line for line in (out + err).splitlines() if "shapes do not match" in line]
     assert len(lines) == 1 and "ln1/add_1/LayerNorm:0 has shape (16, 24)" in lines[0]
+
+
+def test_mindspore_graph_root_replay_and_impact_on_the_loss(capsys, tmp_path):
+    """The MindSpore graph-mode sample: Kernel.* entries with their attributes as constant inputs
+    (MatMul's transpose_b, Softmax's axis) replay and recompute; the loss after substituting the
+    designed root's golden is the MSE chain computed here in float32."""
+    import json
+    from pathlib import Path
+
+    from precision_shell.model.mindspore_graph_session import MindsporeGraphSession
+
+    base = Path(__file__).parents[1] / "sample_data" / "mindspore_graph"
+    if not (base / "manifest.json").is_file():
+        pytest.skip("sample_data/mindspore_graph is not in this checkout")
+    truth = json.loads((base / "manifest.json").read_text())["iterations"]["0"]["precision"]
+    root = truth["first_root"]
+    s = MindsporeGraphSession.open(base / "target_fp16", golden=base / "golden_fp32")
+    run, golden = s.run, s.golden_run()
+    scope = "Default/network-WithLossCell/"
+    matmul, bias_add = scope + "_backbone-Block/fc2-Dense/MatMul-op0", scope + "_backbone-Block/fc2-Dense/BiasAdd-op0"
+    sub, loss = scope + "_loss_fn-MSELoss/Sub-op0", scope + "_loss_fn-MSELoss/ReduceMean-op0"
+
+    def d(name):
+        return run.load(name).astype(np.float64)
+    f32 = np.float32
+    probs = golden.load(f"{root}:output:0").astype(np.float16).astype(f32)        # cast to the NPU dtype
+    logits = (probs.astype(np.float64) @ d(f"{matmul}:input:1").T).astype(f32)     # transpose_b
+    out = (logits.astype(np.float64) + d(f"{bias_add}:input:1")).astype(f32)
+    diff = (out.astype(np.float64) - d(f"{sub}:input:1")).astype(f32)
+    after_loss = np.array((diff.astype(np.float64) ** 2).astype(f32).astype(np.float64).mean(), f32)
+    golden_loss = golden.load(f"{loss}:output:0").astype(np.float64)
+    before = _rel_l2(run.load(f"{loss}:output:0"), golden_loss)
+
+    rc, out_text, err = run_cli(capsys, base / "target_fp16", "--golden", base / "golden_fp32", "-o", tmp_path / "o",
+                                "-c", f"replay {root}", "-c", f"impact {root} --to {loss}", "--format", "json")
+    assert rc == 0, err
+    verdict, rows = json_docs(out_text)
+    assert verdict["verdict"] == "inherent"            # +5000 puts fp16 logits on a grid of 4
+    row = rows[0]
+    assert row["measured"] == [f"{loss}:0"] and row["unrecomputable"] == []
+    assert row["error_before"] == pytest.approx(before, rel=1e-9)
+    assert row["error_after"] == pytest.approx(_rel_l2(after_loss, golden_loss), rel=1e-3, abs=1e-7)
+    assert row["share_removed"] > 0.9 and row["self_check"] <= 1e-6

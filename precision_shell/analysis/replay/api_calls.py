@@ -275,6 +275,31 @@ def _api_table() -> dict[str, Callable]:
 API = _api_table()
 
 
+# MindSpore primitives and graph-mode kernels take their attributes as trailing constant inputs
+# (MatMul(x, w, transpose_a, transpose_b), Softmax(x, axis), ReduceMean(x, axis, keep_dims)):
+# the constants, in order, under the names the kernels read
+_PRIMITIVE_ATTRS = {
+    "MatMul": ("transpose_a", "transpose_b"), "BatchMatMul": ("transpose_a", "transpose_b"),
+    "Softmax": ("axes",), "LogSoftmax": ("axes",), "ReduceSum": ("axes", "keep_dims"),
+    "ReduceMean": ("axes", "keep_dims"), "ReduceMax": ("axes", "keep_dims"),
+    "LayerNorm": ("begin_norm_axis", "begin_params_axis", "epsilon"), "RmsNorm": ("epsilon",),
+    "BiasAdd": ("data_format",), "Transpose": ("perm",), "LeakyRelu": ("alpha",),
+}
+_OPERAND_TYPES = ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum", "Pow")
+_DATA_FORMATS = {0: "NCHW", 1: "NHWC"}      # MindSpore's Format enum as a kernel input
+
+
+def _primitive(op_type: str, args: list) -> Binding:
+    if op_type in _OPERAND_TYPES:
+        return Binding(op_type, [_operand(a) for a in args if a is not None])
+    inputs = [a for a in args if isinstance(a, TensorArg)]
+    values = [a for a in args if not isinstance(a, TensorArg)]
+    attrs = dict(zip(_PRIMITIVE_ATTRS.get(op_type, ()), values))
+    if isinstance(attrs.get("data_format"), int):
+        attrs["data_format"] = _DATA_FORMATS.get(attrs["data_format"], "NCHW")
+    return Binding(op_type, inputs, attrs)
+
+
 def split_key(key: str) -> tuple[str, str]:
     """``Functional.linear`` -> (Functional, linear); ``Mint.nn.functional.softmax`` -> (Mint, softmax)."""
     prefix, _, rest = key.partition(".")
@@ -286,8 +311,8 @@ def bind_call(key: str, args: list, kwargs: dict, n_out: int, ge_types: Callable
     ``ge_types(name)`` says whether the kernel table has a GE op type of that name (for
     MindSpore ``Primitive.X``)."""
     prefix, name = split_key(key)
-    if prefix == "Primitive" and ge_types(name):
-        return Binding(name, [a for a in args if isinstance(a, TensorArg)], {})
+    if prefix in ("Primitive", "Kernel") and ge_types(name):
+        return _primitive(name, args)
     binder = API.get(name) or API.get(name.lower())
     if binder is None:
         raise NoKernel(f"no reference kernel for {key}")
