@@ -16,7 +16,7 @@ _HELP_JSON = ("JSON (--format json): a row per root, then `together`: {op, measu
               "error_before, error_after (relative L2 vs golden), share_removed (1 - after/before; 1 when "
               "only before is non-finite, null when undefined), unrecomputable (ops without a kernel: path "
               "cut there), recomputed, note, self_check, self_check_reliable}.")
-_ARGS = [arg("ops", nargs="*", complete="op", metavar="OP",
+_ARGS = [arg("op", nargs="*", complete="op", metavar="OP",
              help="ops whose outputs are made golden, each on its own (default: the roots of the last `vcs`, "
                   "which runs first when there is none)"),
          arg("--to", metavar="OP", complete="op",
@@ -62,7 +62,7 @@ def run_impact(session: Any, args: Any, run: Any, pairing: Any, load_golden) -> 
         raise CommandError(f"impact recomputes values: {run.path} has statistics only (dump with msprobe "
                            "task 'tensor')")
     ran: list[str] = []
-    given = list(args.ops) or _vcs_roots(session, ran)
+    given = list(args.op) or _vcs_roots(session, ran)
     problems: list[str] = []
     roots: list[str] = []
     left_out = 0
@@ -73,7 +73,7 @@ def run_impact(session: Any, args: Any, run: Any, pairing: Any, load_golden) -> 
             problems.append(f"{name}: {exc}")
             continue
         if not in_scope(op):
-            if args.ops:
+            if args.op:
                 problems.append(f"{op.name}: a {op.kind if op.kind != 'forward' else 'module'} entry; "
                                 "impact substitutes kernels and forward API calls")
             else:
