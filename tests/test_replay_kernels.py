@@ -118,6 +118,40 @@ CASES = {
 CASES["Div"] = CASES["RealDiv"]
 
 
+def _loop_attention(q, k, v, causal):
+    out = np.zeros(q.shape[:-1] + (v.shape[-1],))
+    for b in np.ndindex(q.shape[:-2]):
+        for i in range(q.shape[-2]):
+            s = [math.fsum(q[b][i] * k[b][j]) / math.sqrt(q.shape[-1]) for j in range(k.shape[-2])]
+            s = [x if (not causal or j <= i) else -math.inf for j, x in enumerate(s)]
+            e = [math.exp(x - max(s)) for x in s]
+            out[b][i] = sum(w / math.fsum(e) * v[b][j] for j, w in enumerate(e))
+    return out
+
+
+def _loop_cross_entropy(logits, target, ignore):
+    losses = [math.log(math.fsum(math.exp(z) for z in row)) - row[t]
+              for row, t in zip(logits, target) if t != ignore]
+    return np.array(math.fsum(losses) / len(losses))
+
+
+# framework APIs without one GE op of their own (analysis/replay/framework_ops)
+CASES.update({
+    "Embedding": lambda: (([ids := np.array([[2, 0], [1, 2]]), w := _n(3, 4)], {}),
+                          [np.array([[w[i] for i in row] for row in ids])]),
+    "GeluTanh": lambda: (([a := _n(6)], {}),
+                         [np.array([0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+                                    for x in a])]),
+    "ScaledDotProductAttention": lambda: (([q := _n(2, 3, 4), k := _n(2, 3, 4), v := _n(2, 3, 2)],
+                                           {"is_causal": True}), [_loop_attention(q, k, v, True)]),
+    "CrossEntropy": lambda: (([z := _n(4, 5), t := np.array([1, -100, 4, 0])], {"ignore_index": -100}),
+                             [_loop_cross_entropy(z, t, -100)]),
+    "ReduceVar": lambda: (([a := _n(3, 4)], {"axes": [1], "correction": 1}),
+                          [np.array([math.fsum((x - r.mean()) ** 2 for x in r) / 3 for r in a])]),
+    "SplitSizes": lambda: (([a := _n(2, 5)], {"axis": -1, "size": 2}), [a[:, :2], a[:, 2:4], a[:, 4:]]),
+})
+
+
 def test_every_registered_type_has_a_case():
     assert set(KERNELS) == set(CASES)
 

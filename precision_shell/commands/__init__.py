@@ -13,6 +13,8 @@ from precision_shell.commands import bisect_cmd  # noqa: F401  (bisect: rerun a 
 # framework variants of the commands above (msprobe dumps); after them: they extend them
 from precision_shell.commands import framework_analysis, framework_exports, framework_inspect  # noqa: F401
 from precision_shell.commands import mindspore_graph_cmd  # noqa: F401  (MindSpore graph-mode dumps)
+from precision_shell.commands import framework_replay  # noqa: F401  (replay on framework dumps)
+from precision_shell.commands import impact_cmd  # noqa: F401  (impact: share of the error per root)
 from precision_shell.commands.registry import REGISTRY
 
 __all__ = ["REGISTRY"]

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from precision_shell.analysis.compare_mapping import op_golden_refs
+from precision_shell.analysis.replay.calls import plain_attrs
 from precision_shell.analysis.replay.engine import OpCase, ReplayError, excess_ratio, ideal_error, replay
 from precision_shell.analysis.replay.kernels import Kernel, kernel_for
 from precision_shell.analysis.replay.metrics import cosine
@@ -25,22 +26,8 @@ from precision_shell.model.session import Session
 from precision_shell.model.tensor_ref import golden_json_name, golden_name_of, name_of
 from precision_shell.model.tensor_resolve import resolve_tensor
 
-_SCALARS = (str, int, float, bool)
 # session.results key: op name -> the Verdict of its last replay (shown in the `next` panel)
 REPLAYED = "replay"
-
-
-def _plain_attrs(op: Any) -> dict:
-    """The attributes a kernel reads, as JSON values (GE's own bookkeeping attrs left out)."""
-    out = {}
-    for key, value in op.attrs.items():
-        if key.startswith("_") or key.endswith("_kernelname"):
-            continue
-        if isinstance(value, _SCALARS) or (isinstance(value, list) and all(isinstance(v, _SCALARS) for v in value)):
-            out[key] = value
-    # a fused Conv2D+...+Relu says so through the framework ops it replaces
-    out["fused_relu"] = any(name.lower().endswith("relu") for name in op.original_ops[1:])
-    return out
 
 
 def _tensor(session: Session, op_name: str, io: str, index: int) -> np.ndarray:
@@ -107,7 +94,7 @@ def load_case(session: Session, op: Any) -> OpCase:
               for j, (x, ref, g) in enumerate(zip(inputs, in_refs, in_goldens))]
     shaped = [np.asarray(g).reshape(x.shape) if g is not None and g.size == x.size else None
               for g, x in zip(in_goldens, inputs)]
-    return OpCase(op.name, op.type, _plain_attrs(op), inputs, outputs,
+    return OpCase(op.name, op.type, plain_attrs(op), inputs, outputs,
                   [o.dtype.name for o in outputs], [_golden(session, r) for r in out_refs], checks,
                   list(op.passes), input_goldens=shaped, input_dtypes=[x.dtype.name for x in inputs])
 

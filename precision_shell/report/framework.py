@@ -149,4 +149,5 @@ def gather_framework(session: Any, *, roots: int, notes: list[str]) -> ReportDat
         threshold=threshold if found is not None and found.mode == "tensor" else None,
         points=points, overflow=overflow, suspects=table,
         suspect_rows=[s.to_json() for s in suspects],
-        roots=details, roots_total=len(all_roots), fusion=None, exports=exports, notes=notes)
+        roots=details, roots_total=len(all_roots), fusion=None, exports=exports, notes=notes,
+        impact=session.results.get("impact"))

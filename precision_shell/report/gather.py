@@ -61,6 +61,7 @@ class ReportData:
     exports: list[ExportFile]
     notes: list[str] = field(default_factory=list)   # what could not be computed, and why
     curve: Table | None = None          # the session's last `curve`: its findings and events
+    impact: Table | None = None         # the session's last `impact`: a bar per root (json_rows)
 
 
 def _run(session: Any, name: str, argv: list[str]) -> Any:
@@ -156,7 +157,8 @@ def gather(session: Any, *, roots: int = DEFAULT_ROOTS, notes: list[str] = ()) -
         if found is not None and result is not None else None,
         suspect_rows=[s.to_json() for s in suspects],
         roots=details, roots_total=len(all_roots), fusion=fusion, exports=exports,
-        notes=notes + export_notes, curve=curve_table(session.results.get("curve")))
+        notes=notes + export_notes, curve=curve_table(session.results.get("curve")),
+        impact=session.results.get("impact"))
 
 
 def curve_table(found: Any) -> Table | None:

@@ -17,6 +17,8 @@ def cast(ar, xs, attrs, out_shapes):
 
 
 def transpose(ar, xs, attrs, out_shapes):
+    if "swap" in attrs:       # torch's transpose(dim0, dim1)
+        return [np.swapaxes(xs[0], *attrs["swap"])]
     perm = attrs.get("perm")
     if perm is None and len(xs) > 1:
         perm = [int(v) for v in np.asarray(xs[1]).reshape(-1)]

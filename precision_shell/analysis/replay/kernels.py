@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass
 from typing import Callable
 
-from . import activation, cast_layout, conv, elementwise, math as math_ops, matmul, norm, reduce, softmax
+from . import activation, cast_layout, conv, elementwise, framework_ops, math as math_ops, matmul, norm, reduce, softmax
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,13 @@ def _table() -> dict[str, Kernel]:
     add(("Transpose", "TransposeD"), cast_layout, "transpose", False)
     add(("ConcatV2", "ConcatV2D", "ConcatD"), cast_layout, "concat", False)
     add(("Split", "SplitD"), cast_layout, "split", False)
+    # framework APIs without one GE op of their own (api_calls maps API names onto these keys)
+    add(("Embedding",), framework_ops, "embedding", False)
+    add(("GeluTanh",), framework_ops, "gelu_tanh", False, True)
+    add(("ScaledDotProductAttention",), framework_ops, "attention", False)
+    add(("CrossEntropy",), framework_ops, "cross_entropy", False)
+    add(("ReduceVar",), framework_ops, "variance", False)
+    add(("SplitSizes",), framework_ops, "split_sizes", False)
     return table
 
 

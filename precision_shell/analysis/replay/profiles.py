@@ -289,7 +289,7 @@ class Arith:
     ``sum``/``dot`` for reductions; the engine calls ``out`` on each output."""
 
     def __init__(self, profile: Profile, out_fmt: str = "float64"):
-        self.p = profile
+        self.p, self.out_fmt = profile, out_fmt
         if profile.trunc is not None:
             self.work, self.bits = "float32", profile.trunc
         elif profile.acc is not None:
