@@ -250,8 +250,8 @@ def _assert_bare_forms_agree(names):
 
 
 def test_golden_keys_in_many_names_agrees_with_parsing_each_name():
-    """The joined-text fast path (one findall over all names) and the per-name path taken when a
-    name holds a newline give what parse_golden_name gives name by name."""
+    """What start-up counts goldens with gives what parse_golden_name gives name by name, names
+    holding a newline included."""
     from precision_shell.formats.dump_names import golden_keys_in, parse_golden_name
 
     names = ["conv1_Conv2D.0.1700000000000001.npy", "a.0.npy", ".0.npy", "x.input.0.npy",

@@ -66,9 +66,6 @@ _DUMP_NAME = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+(?:\.[0-9]{1,30}){2,}\Z"
 # read as (index, timestamp), as in the field rules; an empty op is rejected after the match.
 _GOLDEN_NAME = re.compile(r"([.A-Za-z0-9_-]*?)\.([0-9]+)(?:\.([0-9]+))?\.npy\Z")
 _DECODED = ("input", "output")  # ….input.0.npy / ….output.0.npy are decoded NPU files, not goldens
-# _GOLDEN_NAME over many names at once, one per line of their "\n"-joined text: one C-level
-# findall instead of a match call per name (400k goldens: ~3x faster)
-_GOLDEN_LINES = re.compile(r"^(([.A-Za-z0-9_-]*?)\.([0-9]+)(?:\.[0-9]+)?\.npy)$", re.M)
 
 
 def is_dump_name(name: str) -> bool:
@@ -144,11 +141,6 @@ def parse_golden_names(names: Iterable[str]) -> list[GoldenName | None]:
 def golden_keys_in(names: Iterable[str]) -> list[tuple[str, str, int]]:
     """``(name, op_name, output_index)`` for each golden file name among bare ``names``, in order:
     what start-up needs to count tensors, at half the cost of parsing the names."""
-    names = names if isinstance(names, list) else list(names)
-    text = "\n".join(names)
-    if text.count("\n") == len(names) - 1:   # no name holds a newline: one line per name
-        return [(name, op, int(index)) for name, op, index in _GOLDEN_LINES.findall(text)
-                if op and not (op.endswith(_DECODED) and op.rpartition(".")[2] in _DECODED)]
     found = []
     for m in filter(None, map(_GOLDEN_NAME.match, names)):
         op, index = m.group(1, 2)

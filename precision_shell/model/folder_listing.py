@@ -185,16 +185,6 @@ def _scan_one(folder: Path, select: NameSelector) -> tuple[list[str], Any, list[
         warnings = [cannot_list(folder, exc)]
         return *select([], folder, warnings), [], warnings, False
     names, subdirs, links, special, warnings = [], [], {}, [], []
-    try:   # the common case, regular files and plain folders only: two C-speed passes
-        regular = [entry.is_file(follow_symlinks=False) for entry in entries]
-        plain = [] if all(regular) else [entry for entry, r in zip(entries, regular) if not r]
-        if all(entry.is_dir(follow_symlinks=False) for entry in plain):
-            names = [entry.name for entry, r in zip(entries, regular) if r] if plain else \
-                [entry.name for entry in entries]
-            subdirs = [entry.name for entry in plain]
-            entries = []
-    except OSError:   # a type the folder did not record and a file gone meanwhile: one by one
-        names, subdirs = [], []
     for entry in entries:
         try:
             if entry.is_dir():
