@@ -343,8 +343,11 @@ def _wanted_options(scale_mb: float | None, files: int | None, seed: int) -> dic
     return {"seed": seed, "scale_mb": float(scale_mb) if scale_mb is not None else None, "files": files}
 
 
-def manifest_matches(manifest: dict, scale_mb: float | None, files: int | None, seed: int = 0) -> bool:
+def manifest_matches(manifest: dict, scale_mb: float | None, files: int | None, seed: int = 0,
+                     small_tensors: bool = False) -> bool:
     options = manifest.get("options", {})
+    if bool(options.get("small_tensors")) != small_tensors:
+        return False
     wanted = _wanted_options(scale_mb, files, seed)
     defaults = {"name_fields": 5, "opdebug_layout": "old", "fusion_shape": 1, "variant": "convnet"}
     return (all(options.get(k) == v for k, v in wanted.items())
@@ -352,10 +355,14 @@ def manifest_matches(manifest: dict, scale_mb: float | None, files: int | None, 
 
 
 def ensure_workspace(parent: Path, *, scale_mb: float | None = None, files: int | None = None,
-                     seed: int = 0, log: Callable[[str], None] = print) -> BenchWorkspace:
-    """``parent/scale_MB`` or ``parent/files_N``: reused when its manifest records the same
+                     seed: int = 0, log: Callable[[str], None] = print,
+                     small_tensors: bool = False) -> BenchWorkspace:
+    """``parent/scale_MB`` or ``parent/files_N`` (``small_MB`` with ``small_tensors``: the
+    generator's ``--small-tensors``, many ~0.35 MB ops): reused when its manifest records the same
     generator options (and the dumps are still there), else (re)generated in a child process."""
     name = f"scale_{scale_mb:g}" if scale_mb is not None else f"files_{files}"
+    if small_tensors:
+        name = f"small_{scale_mb:g}"
     path = Path(parent) / name
     manifest_path = path / MANIFEST
     if manifest_path.exists() and (path / "precision_data").is_dir():
@@ -363,9 +370,10 @@ def ensure_workspace(parent: Path, *, scale_mb: float | None = None, files: int 
             manifest = json.loads(manifest_path.read_text())
         except ValueError:
             manifest = {}
-        if manifest_matches(manifest, scale_mb, files, seed):
+        if manifest_matches(manifest, scale_mb, files, seed, small_tensors):
             return BenchWorkspace(name, path, manifest, generated=False)
     size = ["--scale", f"{scale_mb:g}"] if scale_mb is not None else ["--files", str(files)]
+    size += ["--small-tensors"] if small_tensors else []
     log(f"generating {path} ({' '.join(size)}) ...")
     run = run_child([sys.executable, "-m", "precision_shell.samples", str(path), *size,
                      "--seed", str(seed), "--force"])

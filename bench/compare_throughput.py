@@ -17,6 +17,7 @@ vendor / pshell and numpy / C. The C and numpy runs must write byte-identical CS
 same JSON (timings aside): checked on every workspace, a difference is printed as ``DIFFER``.
 
     python bench/compare_throughput.py --sizes 400,2000 --runs 3 --vendor-runs 3,1
+    python bench/compare_throughput.py --small-tensors --sizes 740 --runs 5 --vendor-runs 0 --against /work/main
 """
 
 from __future__ import annotations
@@ -197,6 +198,9 @@ def parse_args(argv: list[str] | None = None):
                    help="runs of the vendor engine per size, comma-separated, last one repeated; 0 = skip "
                         "(it takes ~50 s per GB)")
     p.add_argument("--jobs", type=int, default=2, help="vc -j")
+    p.add_argument("--small-tensors", action="store_true",
+                   help="many small ops instead (issue 31): the generator's --small-tensors at each size "
+                        "(--sizes 740: ~1,000 ops, ~4,000 tensors of 0.35-0.56 MB, 1.85 GB with goldens)")
     p.add_argument("--against", type=Path, default=None,
                    help="a pshell source tree (e.g. /work/main) whose vc and ac output must be byte-identical "
                         "to this one's (before/after a change; one run each, not timed)")
@@ -212,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     records = []
     for i, size in enumerate(sizes):
-        ws = ensure_workspace(Path(opts.workdir), scale_mb=size)
+        ws = ensure_workspace(Path(opts.workdir), scale_mb=size, small_tensors=opts.small_tensors)
         print(f"{ws.name}: {ws.totals['npu_dump_files']} dumps ({ws.totals['npu_dump_bytes'] / 1e9:.2f} GB) + "
               f"{ws.totals['golden_files']} golden ({ws.totals['golden_bytes'] / 1e9:.2f} GB)", flush=True)
         records.append(measure_workspace(ws, opts.runs, vendor_runs[min(i, len(vendor_runs) - 1)], opts.jobs,

@@ -1,7 +1,8 @@
 """`vc`, `vcs` and `ac` give byte-identical output whichever way the data goes: the C kernel or
 the numpy path (``PSHELL_NO_EXT=1``), in-process or over workers, on the sample workspaces (the
 default convnet, the bf16 AMP one, and a ``--scale`` one large enough to run in parallel, with
-NC1HWC0, FRACTAL_Z and FRACTAL_NZ dumps)."""
+NC1HWC0, FRACTAL_Z and FRACTAL_NZ dumps, and a ``--small-tensors`` one: many small ops whose
+outputs take those three layouts in turn, several ops to a task)."""
 
 from __future__ import annotations
 
@@ -24,14 +25,19 @@ TIMING_KEYS = ("seconds", "mb_per_s", "csv", "workers")
 @pytest.fixture(scope="module")
 def workspaces(sample_ws, tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("paths")
-    amp, scale = root / "amp", root / "scale"
+    amp, scale, small = root / "amp", root / "scale", root / "small"
     write_workspace(amp, SampleOptions(seed=1, variant="bf16-amp"))
     manifest = write_workspace(scale, SampleOptions(seed=2, scale_mb=12))
     totals = manifest["totals"]
     assert totals["npu_dump_bytes"] + totals["golden_bytes"] > INLINE_BELOW_BYTES   # runs on workers
     formats = {t["format"] for op in manifest["ops"] for t in op.get("inputs", []) + op.get("outputs", [])}
     assert {"NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ"} <= formats
-    return {"convnet": sample_ws[0], "bf16-amp": amp, "scale": scale}
+    manifest = write_workspace(small, SampleOptions(seed=3, scale_mb=9, small_tensors=True))
+    totals = manifest["totals"]
+    assert totals["npu_dump_bytes"] + totals["golden_bytes"] > INLINE_BELOW_BYTES
+    blocks = [op for op in manifest["ops"] if op.get("tower_block") is not None]
+    assert len(blocks) >= 9   # ~0.8 MB an op: several ops to each task of >= 4 MB
+    return {"convnet": sample_ws[0], "bf16-amp": amp, "scale": scale, "small": small}
 
 
 def _run(ws: Path, out: Path, commands: str, numpy_path: bool) -> tuple[list, list[bytes]]:
@@ -48,7 +54,7 @@ def _run(ws: Path, out: Path, commands: str, numpy_path: bool) -> tuple[list, li
     return docs, csvs
 
 
-@pytest.mark.parametrize("name", ["convnet", "bf16-amp", "scale"])
+@pytest.mark.parametrize("name", ["convnet", "bf16-amp", "scale", "small"])
 def test_vc_vcs_ac_are_byte_identical_across_paths(workspaces, tmp_path, name):
     ws = workspaces[name]
     commands = "vc -j 2; vcs; ac -l 0"

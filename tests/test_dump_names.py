@@ -247,3 +247,23 @@ def _assert_bare_forms_agree(names):
     assert parse_dump_names(names) == dumps
     assert parse_golden_names(names) == goldens
     assert golden_keys_in(names) == [(n, g.op_name, g.output_index) for n, g in zip(names, goldens) if g]
+
+
+def test_golden_keys_in_many_names_agrees_with_parsing_each_name():
+    """What start-up counts goldens with gives what parse_golden_name gives name by name, names
+    holding a newline included."""
+    from precision_shell.formats.dump_names import golden_keys_in, parse_golden_name
+
+    names = ["conv1_Conv2D.0.1700000000000001.npy", "a.0.npy", ".0.npy", "x.input.0.npy",
+             "x.output.3.5.npy", "y.b.output.0.npy", "z.1.2.npy", "bad", "c.01.npy", "d.0.npyx",
+             "e..0.npy", "f.0.0.0.npy", "g.-1.npy", "output.0.npy", "h.output.0.1.npy", "",
+             "k l.0.npy", "m.0.npy\n", "n.7.npy"]
+    for batch in (names, names + ["p\nq.0.npy", "r.0.npy\ns.1.npy"], iter(names)):
+        batch = list(batch)
+        expected = [(n, g.op_name, g.output_index) for n in batch
+                    if "\n" not in n and (g := parse_golden_name(n)) is not None]
+        assert golden_keys_in(batch) == expected
+        assert golden_keys_in(iter(batch)) == expected
+    # decoded NPU files (….input/output.N.npy), names outside the grammar and blanks are not goldens
+    assert [k[1:] for k in golden_keys_in(names)] == [("conv1_Conv2D", 0), ("a", 0), ("z", 1), ("c", 1), ("e.", 0),
+                                                      ("f.0", 0), ("n", 7)]

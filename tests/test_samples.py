@@ -331,6 +331,22 @@ def test_tower_block_text_matches_text_format():
         assert template.render(block, op.inputs[0].source.rsplit(":", 1)[0], graph_id) == graph_builder.op_text(op)
 
 
+def test_small_tensor_tower_text_matches_text_format_in_every_layout():
+    """--small-tensors: outputs rotate through three device layouts; one template per (input,
+    output) layout pair still prints what text_format prints."""
+    t = tw.Tower(0, tw.TowerPlan(7, tw.SMALL_SHAPE, tw.SMALL_FORMATS))
+    templates, seen = {}, []
+    for graph_id, (op, _, block) in enumerate(t.executed_ops(trans_start=10), start=40):
+        op.graph_id = graph_id
+        if block is None:
+            continue
+        key = (op.inputs[0].tensor.format, op.outputs[0].format)
+        seen.append(op.outputs[0].format)
+        templates.setdefault(key, tw.BlockText(op))
+        assert templates[key].render(block, op.inputs[0].source.rsplit(":", 1)[0], graph_id) == graph_builder.op_text(op)
+    assert set(seen) == {"NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ"} and len(templates) == 4
+
+
 def _json_objects(text: str) -> list[dict]:
     dec, pos, objs = json.JSONDecoder(), 0, []
     while pos < len(text):

@@ -61,6 +61,9 @@ _ATTR = re.compile(rb'\n    attr \{\n      key: "(' + ORIGINAL_OP_NAMES.encode()
 _LIST_ITEM = re.compile(rb'          s: ' + _S + rb'\n')
 
 
+_decode = bytes.decode   # map(_decode, ...): no generator frame per op (1M ops at start-up)
+
+
 def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
@@ -187,12 +190,12 @@ def _value(s_value: bytes | None, list_lines: bytes | None) -> tuple[str, tuple[
     if s_value is not None:
         return "s", (s_value.decode(),)  # the scan checked the file is UTF-8
     if list_lines is not None:
-        return "list", tuple(v.decode() for v in _LIST_ITEM.findall(list_lines))
+        return "list", tuple(map(_decode, _LIST_ITEM.findall(list_lines)))
     return None
 
 
 def _names(value: tuple[str, tuple[str, ...]] | None) -> tuple[str, ...]:
-    return tuple(v for v in value[1] if v) if value is not None else ()  # as names_of
+    return tuple(filter(None, value[1])) if value is not None else ()  # as names_of
 
 
 def _string(value: tuple[str, tuple[str, ...]] | None) -> str | None:
@@ -243,7 +246,9 @@ def _scan(data: bytes, reader: OpTextReader) -> list[ScannedGraph]:
     n_inputs, find, g, a = 0, data.find, 0, 0
     # types, engines and pass lists repeat: one object each (smaller, faster start-up cache)
     pool: dict = {}
-    shared = lambda value: pool.setdefault(value, value)  # noqa: E731
+    shared = pool.setdefault   # shared(v, v): no lambda frame per op
+    other_keys = (_ORIGINAL, _PASS, _LIB)   # the keys _ATTR matches besides *_kernelname
+    new_op = tuple.__new__     # ScannedOp without its Python-level __new__ (1M ops at start-up)
     ops = result[0].ops
     pos = find(_OP_OPEN)
     while pos >= 0:
@@ -265,21 +270,23 @@ def _scan(data: bytes, reader: OpTextReader) -> list[ScannedGraph]:
         head = heads.get(pos)
         if head is not None and None not in found.values():
             raw_name, raw_type, raw_inputs = head
-            inputs = tuple(v.decode() for v in _INPUT.findall(raw_inputs)) if raw_inputs else ()
+            inputs = tuple(map(_decode, _INPUT.findall(raw_inputs))) if raw_inputs else ()
             n_inputs += len(inputs)
+            op_type = raw_type.decode()
             if found:
                 kernel = found.get(raw_name + _KERNEL_SUFFIX)
-                if kernel is None:
+                if kernel is None and len(found) > sum(k in found for k in other_keys):
                     kernel = next((v for k, v in sorted(found.items()) if k.endswith(_KERNEL_SUFFIX)), None)
                 original = found.get(_ORIGINAL)
-                op = ScannedOp(raw_name.decode(), shared(raw_type.decode()), inputs,
-                               _names(original) if original is not None else None,
-                               shared(_names(found.get(_PASS))), _string(kernel),
-                               shared(_string(found.get(_LIB))),
-                               pos + 8, end + 1)
+                passes = _names(found.get(_PASS))
+                engine = _string(found.get(_LIB))
+                op = new_op(ScannedOp, (raw_name.decode(), shared(op_type, op_type), inputs,
+                                        _names(original) if original is not None else None,
+                                        shared(passes, passes), _string(kernel), shared(engine, engine),
+                                        pos + 8, end + 1))
             else:
-                op = ScannedOp(raw_name.decode(), shared(raw_type.decode()), inputs, None, (), None, None,
-                               pos + 8, end + 1)
+                op = new_op(ScannedOp, (raw_name.decode(), shared(op_type, op_type), inputs, None, (), None,
+                                        None, pos + 8, end + 1))
         else:  # unusual head or attr value: this op by the exact parser
             op = _exact_op(reader, data, pos + 8, end + 1)
             n_inputs += data.count(_INPUT_LINE, pos, end)

@@ -169,8 +169,9 @@ class OpGraph:
                     self.warnings.append(f"op {key!r}: input {len(inputs)} from missing op {name_!r}")
                     inputs.append((None, None, raw))
                 else:  # raw None: it is "producer:output" (spelled out again in _make_nodes)
-                    inputs.append((producer, int(index), None if producer == name_ and
-                                   index == str(int(index)) else raw))
+                    out = int(index)
+                    inputs.append((producer, out, None if producer == name_ and
+                                   (index == "0" or index[0] != "0") else raw))
                 continue
             parsed = _split_input(raw) if raw else None
             producer = out = None

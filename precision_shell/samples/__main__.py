@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     size = p.add_mutually_exclusive_group()
     size.add_argument("--scale", type=float, metavar="MB", help="large mode: about MB megabytes of NPU dumps")
     size.add_argument("--files", type=int, metavar="N", help="large mode: about N small NPU dump files")
+    p.add_argument("--small-tensors", action="store_true",
+                   help="with --scale: ~0.35 MB fp16 tensors (about 1,000 ops at --scale 740), outputs in "
+                        "NC1HWC0, FRACTAL_Z and FRACTAL_NZ in turn (the many-small-ops bench)")
     p.add_argument("--ranks", type=int, metavar="N",
                    help="multi-device: N device folders (odd rank and late overflow, see multi_rank.py)")
     p.add_argument("--steps", type=int, metavar="M", help="multi-step: M step folders per device")
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     options = SampleOptions(seed=args.seed, name_fields=args.name_fields, opdebug_layout=args.opdebug_layout,
                             fusion_shape=args.fusion_shape, scale_mb=args.scale, files=args.files,
+                            small_tensors=args.small_tensors,
                             variant=args.variant, fusion_off=tuple(fusion_off), keep_fp32=tuple(keep_fp32))
     start = time.perf_counter()
     multi = None if args.ranks is None and args.steps is None else (args.ranks or 1, args.steps or 1)

@@ -17,12 +17,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import kernels as K
+from .device_layouts import device_shape
 from .graph_builder import kernel_name, op_text
 from .records import FrameworkOp, NpuInput, NpuOp, NpuTensor
 
 CHANNELS = 13               # not a multiple of 16: NC1HWC0 padding on every block
 SCALE_SHAPE = (4, CHANNELS, 112, 112)
 FILES_SHAPE = (1, CHANNELS, 4, 4)
+# --small-tensors: many ~0.35 MB fp16 dumps (real networks have thousands of small ops); N = 16
+# keeps FRACTAL_Z unpadded on N, 26 x 26 pads FRACTAL_NZ's rows and columns to 32
+SMALL_SHAPE = (16, CHANNELS, 26, 26)
+SMALL_FORMATS = ("NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ")   # block k's output: SMALL_FORMATS[k % 3]
 PASS_MUL_ADD = "MulAddFusionPass"
 DATA_NAME = "input/Data_1"
 
@@ -31,24 +36,35 @@ DATA_NAME = "input/Data_1"
 class TowerPlan:
     blocks: int
     shape: tuple[int, int, int, int]      # logical NCHW of every block tensor
+    formats: tuple[str, ...] = ("NC1HWC0",)   # block k's output format: formats[k % len(formats)]
 
     @property
     def block_dump_bytes(self) -> int:
-        return 2 * _nc1hwc0_bytes(self.shape) + 2 * _nc1hwc0_bytes((1, CHANNELS, 1, 1))
+        """Mean dump bytes of a block (its input and output in their formats, scale and shift)."""
+        laid = [_fp16_bytes(self.shape, fmt) for fmt in self.formats]
+        return round(2 * sum(laid) / len(laid)) + 2 * _fp16_bytes((1, CHANNELS, 1, 1), "NC1HWC0")
+
+    def output_format(self, k: int) -> str:
+        return self.formats[k % len(self.formats)]
+
+
+def _fp16_bytes(shape, fmt: str) -> int:
+    return 2 * math.prod(device_shape(shape, fmt))
 
 
 def _nc1hwc0_bytes(shape) -> int:
+    return _fp16_bytes(shape, "NC1HWC0")
+
+
+def plan_for_scale(megabytes: float, base_bytes: int, small_tensors: bool = False) -> TowerPlan:
+    """Enough blocks for ~``megabytes`` MB (1e6 bytes) of NPU dump in total; ``small_tensors``:
+    ~0.35 MB blocks whose outputs rotate through NC1HWC0, FRACTAL_Z and FRACTAL_NZ."""
+    shape, formats = (SMALL_SHAPE, SMALL_FORMATS) if small_tensors else (SCALE_SHAPE, ("NC1HWC0",))
     n, c, h, w = shape
-    return n * math.ceil(c / 16) * h * w * 16 * 2
-
-
-def plan_for_scale(megabytes: float, base_bytes: int) -> TowerPlan:
-    """Enough blocks for ~``megabytes`` MB (1e6 bytes) of NPU dump in total."""
-    n, c, h, w = SCALE_SHAPE
-    prefix = n * c * h * w * (4 + 2 + 2) + _nc1hwc0_bytes(SCALE_SHAPE)   # Cast and TransData dumps
-    plan = TowerPlan(1, SCALE_SHAPE)
+    prefix = n * c * h * w * (4 + 2 + 2) + _nc1hwc0_bytes(shape)   # Cast and TransData dumps
+    plan = TowerPlan(1, shape, formats)
     left = megabytes * 1e6 - base_bytes - prefix
-    return TowerPlan(max(1, round(left / plan.block_dump_bytes)), SCALE_SHAPE)
+    return TowerPlan(max(1, round(left / plan.block_dump_bytes)), shape, formats)
 
 
 def plan_for_files(files: int, base_files: int) -> TowerPlan:
@@ -105,7 +121,8 @@ class Tower:
             add = K.g_add(mul, b32)
             framework = [FrameworkOp(f"{scope}/mul", "Mul", [gref, "bert/scale:0"], [mul]),
                          FrameworkOp(f"{scope}/add", "Add", [f"{scope}/mul:0", "bert/shift:0"], [add])]
-            out = NpuTensor(K.npu_fused_mul_add(tensor.npu, a16, b16), "NC1HWC0", "NCHW", f"{scope}/add:0", add)
+            out = NpuTensor(K.npu_fused_mul_add(tensor.npu, a16, b16), self.plan.output_format(k), "NCHW",
+                            f"{scope}/add:0", add)
             op = NpuOp(_block_name(k), "FusedMulAdd",
                        [NpuInput(source, tensor, gref, golden), _inp("bert/scale:0", self.scale.outputs[0]),
                         _inp("bert/shift:0", self.shift.outputs[0])],

@@ -52,6 +52,7 @@ class SampleOptions:
     fusion_shape: int = 1                # fusion_result.json shape 1..4 (formats.md §4)
     scale_mb: float | None = None        # large mode: ~this many MB of NPU dumps
     files: int | None = None             # large mode: ~this many NPU dump files
+    small_tensors: bool = False          # with scale_mb: ~0.35 MB tensors in three device layouts
     variant: str = "convnet"             # a key of VARIANTS
     # compiler knobs (--fusion-switch / --keep-fp32, compiler_knobs.py); convnet only
     fusion_off: tuple[str, ...] = ()     # passes switched off ("ALL:graph" / "ALL:ub": a section)
@@ -64,6 +65,8 @@ class SampleOptions:
         """The options as the manifest records them; the knobs only when given (the default
         sample's manifest is what it always was)."""
         entry = asdict(self)
+        if not entry["small_tensors"]:
+            del entry["small_tensors"]
         for name in ("fusion_off", "keep_fp32"):
             if entry[name]:
                 entry[name] = sorted(entry[name])
@@ -87,6 +90,8 @@ class SampleOptions:
             raise ValueError("--fusion-shape must be 1, 2, 3 or 4")
         if self.scale_mb is not None and self.files is not None:
             raise ValueError("--scale and --files are exclusive")
+        if self.small_tensors and self.scale_mb is None:
+            raise ValueError("--small-tensors shapes a --scale workspace")
         if (self.scale_mb is not None and self.scale_mb <= 0) or (self.files is not None and self.files <= 0):
             raise ValueError("--scale and --files must be positive")
 
@@ -124,7 +129,7 @@ class WorkspaceWriter:
         self._ts = self.time.dump_start_us
         self._golden_ts = self.time.golden_start_us
         self._dump_paths: dict[str, Path] = {}          # network ops only (not tower blocks)
-        self._block_text: tw.BlockText | None = None
+        self._block_text: dict[tuple[str, str], tw.BlockText] = {}   # by (input, output) format
         self.warnings: list[str] = []
 
     def rel(self, path: Path) -> str:
@@ -163,9 +168,10 @@ class WorkspaceWriter:
             graph.add(op)
             self.ops_manifest.append(mf.op_entry(op, dump_file=self.rel(path), timestamp=ts))
             return
-        if self._block_text is None:
-            self._block_text = tw.BlockText(op)
-        graph.add(op, self._block_text.render(block, op.inputs[0].source.rsplit(":", 1)[0], op.graph_id))
+        formats = (op.inputs[0].tensor.format, op.outputs[0].format)
+        if formats not in self._block_text:
+            self._block_text[formats] = tw.BlockText(op)
+        graph.add(op, self._block_text[formats].render(block, op.inputs[0].source.rsplit(":", 1)[0], op.graph_id))
         self.ops_manifest.append({"name": op.name, "type": op.type, "graph_id": op.graph_id, "order": op.order,
                                   "task_id": op.task_id, "stream_id": op.stream_id, "timestamp": ts,
                                   "dump_file": self.rel(path), "original_ops": op.original_ops,
@@ -272,7 +278,8 @@ class WorkspaceWriter:
         if self.opt.files is not None:
             plan = tw.plan_for_files(self.opt.files, len(run.executed))
         else:
-            plan = tw.plan_for_scale(self.opt.scale_mb, sum(_op_dump_bytes(op) for op in run.executed))
+            plan = tw.plan_for_scale(self.opt.scale_mb, sum(_op_dump_bytes(op) for op in run.executed),
+                                     self.opt.small_tensors)
         return tw.Tower(self.opt.seed, plan)
 
     def _manifest(self, run: NetworkRun, used, overflow: dict | None, build: Path) -> dict:
