@@ -1,8 +1,8 @@
-"""Builds the optional C metrics kernel (precision_shell.analysis._fused_metrics).
+"""Builds the optional C metrics kernel (precision_shell.analysis.compare._fused_metrics).
 
 Everything else is declared in setup.cfg / pyproject.toml. The kernel is optional: without a
 working C compiler (or numpy's headers) the install still succeeds with a warning, and pshell
-computes the metrics with numpy (analysis/fused_metrics.py picks the path at run time).
+computes the metrics with numpy (analysis/compare/fused_metrics.py picks the path at run time).
 
 Flags: -O3 vectorises; -march=native because pshell is installed from source on the machine
 that runs it (pip install -e . / pip install .), and the kernel's vectors are as wide as that
@@ -58,14 +58,14 @@ class OptionalBuildExt(build_ext):
 
 setup(
     ext_modules=[Extension(
-        "precision_shell.analysis._fused_metrics",
-        [f"precision_shell/analysis/{name}.c" for name in ("_fused_metrics", "_fused_passes")],
-        depends=[f"precision_shell/analysis/{name}.h" for name in ("_fused_metrics", "_fused_vectors")],
+        "precision_shell.analysis.compare._fused_metrics",
+        [f"precision_shell/analysis/compare/{name}.c" for name in ("_fused_metrics", "_fused_passes")],
+        depends=[f"precision_shell/analysis/compare/{name}.h" for name in ("_fused_metrics", "_fused_vectors")],
         optional=True),
-        # msprobe's tensor-mode sums for framework dumps (analysis/framework_kernel.py)
-        Extension("precision_shell.analysis._framework_metrics",
-                  ["precision_shell/analysis/_framework_metrics.c"],
-                  depends=[f"precision_shell/analysis/{name}.h" for name in ("_fused_metrics", "_fused_vectors")],
+        # msprobe's tensor-mode sums for framework dumps (analysis/compare/msprobe/kernel.py)
+        Extension("precision_shell.analysis.compare._framework_metrics",
+                  ["precision_shell/analysis/compare/_framework_metrics.c"],
+                  depends=[f"precision_shell/analysis/compare/{name}.h" for name in ("_fused_metrics", "_fused_vectors")],
                   optional=True),
         # TFRecord framing + masked CRC32C + scalar Event decoding for `curve`
         # (formats/logs/events.py; without it: protobuf per record, same results, slower)

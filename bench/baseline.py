@@ -246,7 +246,7 @@ def overflow_scan(ws: Path) -> dict:
 
 
 def compare(ws: Path) -> dict:
-    from precision_shell.analysis.compare_mapping import plan_golden_compare
+    from precision_shell.analysis.compare.mapping import plan_golden_compare
     from precision_shell.model.session import Session
 
     start = time.perf_counter()

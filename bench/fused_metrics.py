@@ -29,9 +29,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 
-from precision_shell.analysis import fused_metrics as fm  # noqa: E402
-from precision_shell.analysis import metrics_kernels as k  # noqa: E402
-from precision_shell.analysis.metrics import DEFAULT_CHUNK  # noqa: E402
+from precision_shell.analysis.compare import fused_metrics as fm  # noqa: E402
+from precision_shell.analysis.compare import metrics_kernels as k  # noqa: E402
+from precision_shell.analysis.compare.metrics import DEFAULT_CHUNK  # noqa: E402
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 

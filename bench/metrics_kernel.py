@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from baseline import naive_metrics  # noqa: E402  (formats.md A.8.3 the straightforward way)
 from common import median_wall_cpu as median_seconds  # noqa: E402
-from precision_shell.analysis.metrics import DEFAULT_CHUNK, compute_metrics  # noqa: E402
+from precision_shell.analysis.compare.metrics import DEFAULT_CHUNK, compute_metrics  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -98,7 +98,7 @@ def _read_mapping(path: str | None) -> tuple[dict[str, str] | None, list[str]]:
     """The --mapping file, or the one line saying why not (the dumps still open)."""
     if path is None:
         return None, []
-    from precision_shell.analysis.framework_pairing import read_data_mapping
+    from precision_shell.analysis.compare.msprobe.pairing import read_data_mapping
 
     try:
         return read_data_mapping(path), []

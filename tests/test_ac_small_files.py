@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from precision_shell.analysis import value_scan
-from precision_shell.analysis.overflow import _SmallFileBatch, dump_looks_clean, scan_overflow
+from precision_shell.analysis.overflow import values as value_scan
+from precision_shell.analysis.overflow.scan import _SmallFileBatch, dump_looks_clean, scan_overflow
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_file import (
     DumpTensor, read_device_array, read_dump, read_dump_header, read_small_file, v2_tensor_layout, write_dump,

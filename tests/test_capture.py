@@ -268,9 +268,9 @@ def test_autocast_run_has_the_same_dataflow_graph_as_fp32(runs):
 def test_first_divergence_of_the_capture_pair_is_the_designed_softmax(runs):
     """pshell's framework compare and root-cause walk over the capture's exact edges name the
     designed root (framework sample README: the +300 logit shift rounds in bf16)."""
-    from precision_shell.analysis.framework_compare import compare_pairs
-    from precision_shell.analysis.framework_pairing import pair_dumps
-    from precision_shell.analysis.framework_root_cause import find_framework_suspects
+    from precision_shell.analysis.compare.msprobe.engine import compare_pairs
+    from precision_shell.analysis.compare.msprobe.pairing import pair_dumps
+    from precision_shell.analysis.root_cause.run import find_framework_suspects
     from precision_shell.model.framework_run import FrameworkRun
     target = read_msprobe_dump(runs["bf16"]["rank_dir"]).ranks[0]
     golden = read_msprobe_dump(runs["fp32"]["rank_dir"]).ranks[0]

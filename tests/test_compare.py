@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from precision_shell.analysis import compare as engine
-from precision_shell.analysis.compare import run_compare
-from precision_shell.analysis.compare_mapping import plan_golden_compare
-from precision_shell.analysis.compare_worker import PairJob, TensorSource, compare_job
-from precision_shell.analysis.metrics import METRIC_COLUMNS, compute_metrics
+from precision_shell.analysis.compare import engine
+from precision_shell.analysis.compare.engine import run_compare
+from precision_shell.analysis.compare.mapping import plan_golden_compare
+from precision_shell.analysis.compare.worker import PairJob, TensorSource, compare_job
+from precision_shell.analysis.compare.metrics import METRIC_COLUMNS, compute_metrics
 from precision_shell.cli import main
 from precision_shell.formats.compare_csv import read_compare_csv
 from precision_shell.formats.dump_file import read_dump_header, read_logical_array

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from precision_shell.analysis.metrics import compute_metrics
+from precision_shell.analysis.compare.metrics import compute_metrics
 from precision_shell.cli import main
 from precision_shell.formats.dump_file import read_dump_header, read_logical_array
 from precision_shell.samples.writer import SampleOptions, write_workspace

@@ -15,9 +15,9 @@ import json
 import numpy as np
 import pytest
 
-from precision_shell.analysis.compare import run_compare
-from precision_shell.analysis.compare_mapping import plan_golden_compare
-from precision_shell.analysis.metrics import compute_metrics
+from precision_shell.analysis.compare.engine import run_compare
+from precision_shell.analysis.compare.mapping import plan_golden_compare
+from precision_shell.analysis.compare.metrics import compute_metrics
 from precision_shell.cli import main
 from precision_shell.model.session import Session
 from precision_shell.samples import kernels as K

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from precision_shell.analysis import fused_metrics as fm
-from precision_shell.analysis.compare import INLINE_BELOW_BYTES
+from precision_shell.analysis.compare import fused_metrics as fm
+from precision_shell.analysis.compare.engine import INLINE_BELOW_BYTES
 from precision_shell.samples.writer import SampleOptions, write_workspace
 
 # the only fields allowed to differ between two runs: timings and the output file's name

@@ -10,7 +10,7 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from precision_shell.analysis.metric_series import PLOT_METRICS
+from precision_shell.analysis.inspect.metric_series import PLOT_METRICS
 from precision_shell.model.framework_session import FrameworkSession
 from precision_shell.model.session import Session
 from precision_shell.model.tensor_resolve import resolve_tensor

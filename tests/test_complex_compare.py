@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import json_docs, run_cli
-from precision_shell.analysis.metrics import compute_metrics
-from precision_shell.analysis.tensor_compare import compare_pair
+from precision_shell.analysis.compare.metrics import compute_metrics
+from precision_shell.analysis.compare.tensor import compare_pair
 
 
 def _expected(x: np.ndarray, y: np.ndarray) -> dict:

@@ -127,7 +127,7 @@ def test_a_worker_dying_mid_run_costs_nothing_or_is_reported(capsys, tmp_path):
 def test_a_rank_folder_gone_from_the_workers_view_is_reported_per_file(capsys, cluster, tmp_path, monkeypatch):
     """The client listed rank 1, then the shared filesystem lost its folder before the workers
     read it: that rank's files are unreadable rows named in the warnings; other ranks complete."""
-    from precision_shell.analysis import executors
+    from precision_shell.analysis.compare import executors
 
     lc, _ = cluster
     manifest = write_workspace(tmp_path, SampleOptions(seed=0), multi=(3, 1))

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from precision_shell.analysis.expression import ExpressionError, evaluate, parse_expression
+from precision_shell.analysis.inspect.expression import ExpressionError, evaluate, parse_expression
 from precision_shell.cli import main
 from precision_shell.samples.network import run_network
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from framework_dumps import sample
-from precision_shell.analysis.framework_compare import (N_A, NAN, SHAPE_UNMATCHED, UNSUPPORTED, TensorMetrics,
+from precision_shell.analysis.compare.msprobe.engine import (N_A, NAN, SHAPE_UNMATCHED, UNSUPPORTED, TensorMetrics,
                                                         compare_pairs, is_failing, stat_diff, tensor_metrics)
-from precision_shell.analysis.framework_csv import header, table_rows, write_compare_csv
-from precision_shell.analysis.framework_pairing import pair_dumps
-from precision_shell.analysis.framework_root_cause import find_framework_suspects
+from precision_shell.analysis.compare.msprobe.csv_layout import header, table_rows, write_compare_csv
+from precision_shell.analysis.compare.msprobe.pairing import pair_dumps
+from precision_shell.analysis.root_cause.run import find_framework_suspects
 from precision_shell.commands.framework_exports import keep_fp32_names
 from precision_shell.formats.msprobe_dump import load_leaf, read_msprobe_dump
 from precision_shell.model.framework_run import FrameworkRun

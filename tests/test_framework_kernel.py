@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from framework_dumps import sample, write_dump
-from precision_shell.analysis import framework_compare as fc
-from precision_shell.analysis import framework_kernel as fk
-from precision_shell.analysis.framework_pairing import pair_dumps
+from precision_shell.analysis.compare.msprobe import engine as fc
+from precision_shell.analysis.compare.msprobe import kernel as fk
+from precision_shell.analysis.compare.msprobe.pairing import pair_dumps
 from precision_shell.errors import FormatError
 from precision_shell.formats.msprobe_dump import Leaf, load_leaf, read_msprobe_dump
 from precision_shell.formats.msprobe_tensor_io import ReadBuffer, locate, read_into
@@ -28,7 +28,7 @@ def _reference(x, y) -> tuple:
 
 
 def test_extension_is_built_where_a_compiler_exists():
-    assert fk._ext is not None, "precision_shell.analysis._framework_metrics did not build: " \
+    assert fk._ext is not None, "precision_shell.analysis.compare._framework_metrics did not build: " \
                                 "run 'python setup.py build_ext --inplace' and read its warning"
 
 

@@ -180,7 +180,7 @@ def test_next_on_a_statistics_list_shows_the_statistics_beside_the_golden(capsys
 
 def test_statistics_verdict_rules():
     """The rule of §15 on hand-picked statistics (each expected value worked out here)."""
-    from precision_shell.analysis.stat_verdict import judge_stats
+    from precision_shell.analysis.root_cause.stat_verdict import judge_stats
     from precision_shell.model.runs import Stats
 
     g = Stats(10.0, -10.0, 0.0, 100.0)

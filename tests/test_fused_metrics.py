@@ -1,4 +1,4 @@
-"""The C metrics kernel (analysis/fused_metrics.py + _fused_metrics.c) against the numpy kernels.
+"""The C metrics kernel (analysis/compare/fused_metrics.py + _fused_metrics.c) against the numpy kernels.
 
 The numpy path (metrics_kernels.first_pass / second_pass / bool_counts) is the reference: the C
 path must give the same FirstPass / SecondPass / BoolCounts, counts and extremes exactly, sums
@@ -15,8 +15,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from precision_shell.analysis import fused_metrics as fm
-from precision_shell.analysis import metrics_kernels as k
+from precision_shell.analysis.compare import fused_metrics as fm
+from precision_shell.analysis.compare import metrics_kernels as k
 
 needs_ext = pytest.mark.skipif(not fm.built(), reason="the C kernel _fused_metrics is not built "
                                "(no C compiler when the package was installed)")
@@ -177,7 +177,7 @@ def test_no_ext_variable_selects_the_numpy_path(monkeypatch):
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler on this machine")
 def test_extension_is_built_where_a_compiler_exists():
     # so that CI never tests only the fallback without saying so
-    assert fm.built(), "a C compiler exists but precision_shell.analysis._fused_metrics " \
+    assert fm.built(), "a C compiler exists but precision_shell.analysis.compare._fused_metrics " \
                        "did not build: run 'python -m pip install -e .' and read its warning"
 
 
@@ -232,7 +232,7 @@ def _parts(values: np.ndarray) -> list[np.ndarray]:
 
 
 def _expected(part: np.ndarray) -> tuple[int, int, int, int]:
-    from precision_shell.analysis.tensor_compare import tensor_stats
+    from precision_shell.analysis.compare.tensor import tensor_stats
 
     with np.errstate(invalid="ignore"):     # signalling NaNs
         stats = tensor_stats(part)
@@ -243,7 +243,7 @@ def _expected(part: np.ndarray) -> tuple[int, int, int, int]:
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16], ids=str)
 def test_value_counts_agree_with_the_numpy_statistics(dtype):
     """ac's C check counts nan, ±inf and fp16 saturation exactly as ``tensor_stats`` does."""
-    from precision_shell.analysis import value_scan
+    from precision_shell.analysis.overflow import values as value_scan
 
     for part in _parts(_edge_values(dtype)):
         want = _expected(part)
@@ -254,7 +254,7 @@ def test_value_counts_agree_with_the_numpy_statistics(dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16], ids=str)
 def test_value_check_without_the_kernel_decides_the_same(dtype, monkeypatch):
     """The numpy fallback of ac's check (PSHELL_NO_EXT=1) decides as the statistics do."""
-    from precision_shell.analysis import value_scan
+    from precision_shell.analysis.overflow import values as value_scan
 
     monkeypatch.setenv(fm.DISABLE_VARIABLE, "1")
     values = _edge_values(dtype)

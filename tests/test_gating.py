@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import json_docs, run_cli
-from precision_shell.analysis.coverage import NO_GOLDEN, reason_kind
+from precision_shell.analysis.compare.coverage import NO_GOLDEN, reason_kind
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_file import read_dump_header
 

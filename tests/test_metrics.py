@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from precision_shell.analysis.metrics import (
+from precision_shell.analysis.compare.metrics import (
     DEFAULT_CHUNK, JSON_KEYS, METRIC_COLUMNS, RATIO_COLUMNS, Metrics, compute_metrics,
 )
-from precision_shell.analysis.metrics_kernels import Float32Chunks
+from precision_shell.analysis.compare.metrics_kernels import Float32Chunks
 from precision_shell.errors import CommandError
 
 EPS = np.finfo(np.float64).eps

@@ -14,7 +14,7 @@ PACKAGE = Path(precision_shell.__file__).resolve().parent
 UNPICKLER_MODULE = PACKAGE / "formats" / "torch_pt.py"
 # `eval EXPR` evaluates the user's numpy expression: the one module allowed to call eval(), and only
 # on a tree its allow-list checked first (tests/test_eval.py tries the ways out)
-EXPRESSION_MODULE = PACKAGE / "analysis" / "expression.py"
+EXPRESSION_MODULE = PACKAGE / "analysis" / "inspect" / "expression.py"
 CODE_MODULES = {"pickle", "marshal", "shelve", "dill", "cloudpickle", "joblib"}
 # in the torch module, the only names of pickle it may use
 UNPICKLER_NAMES = {"Unpickler", "UnpicklingError"}

@@ -12,7 +12,7 @@ from pathlib import Path
 import precision_shell
 
 ROOT = Path(precision_shell.__file__).resolve().parent.parent
-EXTENSIONS = ("precision_shell.analysis._fused_metrics", "precision_shell.analysis._framework_metrics",
+EXTENSIONS = ("precision_shell.analysis.compare._fused_metrics", "precision_shell.analysis.compare._framework_metrics",
               "precision_shell.formats.logs._tfrecord")
 
 
@@ -53,6 +53,6 @@ def test_pshell_without_the_kernels_uses_numpy_with_the_same_results(sample_ws, 
 
 
 def _built() -> bool:
-    from precision_shell.analysis import fused_metrics
+    from precision_shell.analysis.compare import fused_metrics
 
     return fused_metrics.built()

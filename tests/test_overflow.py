@@ -115,7 +115,7 @@ def test_export_overflow_csv_and_json(sample_ws, capsys, tmp_path):
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "bfloat16"])
 def test_looks_clean_agrees_with_numpy_on_special_values(dtype):
     import ml_dtypes
-    from precision_shell.analysis.overflow import looks_clean
+    from precision_shell.analysis.overflow.scan import looks_clean
 
     dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
     rng = np.random.default_rng(0)

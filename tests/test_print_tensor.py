@@ -12,8 +12,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from precision_shell.analysis import compare_worker
-from precision_shell.analysis.histogram import histogram, histogram_lines
+from precision_shell.analysis.compare import worker as compare_worker
+from precision_shell.analysis.inspect.histogram import histogram, histogram_lines
 from precision_shell.cli import main
 from precision_shell.commands.tensor_print import TensorPrint, parse_ranges
 from precision_shell.errors import CommandError

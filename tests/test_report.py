@@ -171,7 +171,7 @@ def test_nothing_computable_is_one_line(tmp_path, capsys):
 
 
 def test_a_large_neighbourhood_keeps_the_nearest_ops(report_data, monkeypatch):
-    from precision_shell.analysis.neighbourhood import neighbourhood
+    from precision_shell.analysis.inspect.neighbourhood import neighbourhood
     from precision_shell.report import layout
 
     session, data, manifest = report_data

@@ -110,10 +110,10 @@ def test_stats_overflow_reads_max_and_min_only():
 
 
 def test_the_overflow_analysis_runs_on_either_adapter(ge_session):
-    """analysis/framework_overflow is written against the Run interface: on the GE adapter it
+    """analysis/overflow/run_scan is written against the Run interface: on the GE adapter it
     names the sample's designed overflow producer and its downstream (the generator's manifest),
     judging each tensor from the dump files' values."""
-    from precision_shell.analysis.framework_overflow import scan_framework_overflow
+    from precision_shell.analysis.overflow.run_scan import scan_framework_overflow
 
     manifest = json.loads((ROOT / "convnet" / "pshell_sample_manifest.json").read_text())["overflow"]
     scan = scan_framework_overflow(ge_session.run)
@@ -125,7 +125,7 @@ def test_the_overflow_analysis_runs_on_either_adapter(ge_session):
 
 
 def test_msprobe_pairing_follows_msprobes_joined_rows(fw_session):
-    from precision_shell.analysis.framework_pairing import pair_dumps
+    from precision_shell.analysis.compare.msprobe.pairing import pair_dumps
     from precision_shell.model.runs.msprobe import MsprobePairing
 
     target, golden = fw_session.run, fw_session.golden_run()

@@ -1,13 +1,13 @@
-"""The executor interface of the engines (analysis/executors.py) without a cluster: a lost
+"""The executor interface of the engines (analysis/compare/executors.py) without a cluster: a lost
 worker's task is reported, a failing task does not stop the others, Ctrl-C keeps what finished."""
 
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from precision_shell.analysis.compare import run_compare
-from precision_shell.analysis.compare_mapping import plan_golden_compare
-from precision_shell.analysis.executors import run_tasks
+from precision_shell.analysis.compare.engine import run_compare
+from precision_shell.analysis.compare.mapping import plan_golden_compare
+from precision_shell.analysis.compare.executors import run_tasks
 from precision_shell.model.session import Session
 from precision_shell.samples.writer import SampleOptions, write_workspace
 
@@ -108,7 +108,7 @@ def test_only_the_executors_module_imports_dask_and_only_when_asked(tmp_path):
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             if any(n.split(".")[0] in ("dask", "distributed") for n in names):
                 importers.append(path.relative_to(package).as_posix())
-    assert sorted(set(importers)) == ["analysis/executors.py"]
+    assert sorted(set(importers)) == ["analysis/compare/executors.py"]
     # and a session that never asks for a scheduler never loads it
     code = ("import sys; from precision_shell.cli import main; "
             f"main([{str(tmp_path)!r}, '-c', 'help']); "

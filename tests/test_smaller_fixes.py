@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from precision_shell.analysis.overflow import OverflowFinding, OverflowScan
-from precision_shell.analysis.tensor_compare import tensor_stats
-from precision_shell.analysis.value_scan import TensorOverflow
+from precision_shell.analysis.overflow.scan import OverflowFinding, OverflowScan
+from precision_shell.analysis.compare.tensor import tensor_stats
+from precision_shell.analysis.overflow.values import TensorOverflow
 from precision_shell.cli import main
 from precision_shell.commands import REGISTRY
 from precision_shell.commands.overflow_cmd import scan_table

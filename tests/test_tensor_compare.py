@@ -8,8 +8,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from precision_shell.analysis.metrics import compute_metrics
-from precision_shell.analysis.tensor_compare import compare_pair, tensor_stats
+from precision_shell.analysis.compare.metrics import compute_metrics
+from precision_shell.analysis.compare.tensor import compare_pair, tensor_stats
 from precision_shell.errors import CommandError
 
 

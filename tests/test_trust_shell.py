@@ -387,7 +387,7 @@ def test_eval_timeout_stops_a_computation_that_never_checks_signals(sample_ws, t
 
 
 def test_eval_results_come_back_whole_from_the_worker(sample_ws, capsys, tmp_path):
-    from precision_shell.analysis.eval_worker import EvalLimits, ForeignValue, run_limited
+    from precision_shell.analysis.inspect.eval_worker import EvalLimits, ForeignValue, run_limited
 
     import ml_dtypes
 

@@ -12,12 +12,12 @@ import struct
 import numpy as np
 import pytest
 
-from precision_shell.analysis.compare import make_tasks, run_compare
-from precision_shell.analysis.compare_mapping import plan_golden_compare
-from precision_shell.analysis.compare_results import CompareResult, RowView
-from precision_shell.analysis.compare_tasks import pack_header, run_task
-from precision_shell.analysis.compare_worker import compare_job
-from precision_shell.analysis.root_cause import Criteria, find_suspects
+from precision_shell.analysis.compare.engine import make_tasks, run_compare
+from precision_shell.analysis.compare.mapping import plan_golden_compare
+from precision_shell.analysis.compare.results import CompareResult, RowView
+from precision_shell.analysis.compare.tasks import pack_header, run_task
+from precision_shell.analysis.compare.worker import compare_job
+from precision_shell.analysis.root_cause.graph import Criteria, find_suspects
 from precision_shell.errors import FormatError
 from precision_shell.formats.dtypes import DT_FLOAT, DT_FLOAT16, FORMAT_ND
 from precision_shell.formats.dump_file import DumpTensor, read_dump_header, write_dump
@@ -171,7 +171,7 @@ def test_read_buffers_are_reused_aligned_and_not_kept_by_the_main_thread(sample,
     """Reads go to 64-byte aligned buffers that are reused (no fresh allocation per tensor); a
     compare run in this thread gives them back when it ends, and every output repeated by a
     later input was checked against the bytes kept from its own read (none left kept)."""
-    from precision_shell.analysis import compare_tasks
+    from precision_shell.analysis.compare import tasks as compare_tasks
     from precision_shell.formats import dump_file
 
     buffers = dump_file.ReadBuffers()

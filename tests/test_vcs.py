@@ -11,8 +11,8 @@ import shutil
 
 import pytest
 
-from precision_shell.analysis.metrics import METRIC_COLUMNS
-from precision_shell.analysis.root_cause import parse_condition
+from precision_shell.analysis.compare.metrics import METRIC_COLUMNS
+from precision_shell.analysis.root_cause.graph import parse_condition
 from precision_shell.cli import main
 from precision_shell.errors import UsageError
 from precision_shell.formats.compare_csv import read_compare_csv

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from precision_shell.analysis.bisect import Candidate
-from precision_shell.analysis.root_cause import guess_pass_kind, pass_kind_map
+from precision_shell.analysis.root_cause.graph import guess_pass_kind, pass_kind_map
 from precision_shell.errors import CommandError, FormatError
 from precision_shell.formats.quoting import shown
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from precision_shell.analysis.compare import write_vendor_csv
-from precision_shell.analysis.root_cause import Suspect, fusion_switch_config, keep_fp32_names
+from precision_shell.analysis.compare.engine import write_vendor_csv
+from precision_shell.analysis.root_cause.graph import Suspect, fusion_switch_config, keep_fp32_names
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.export import write_rows
 from precision_shell.errors import CommandError

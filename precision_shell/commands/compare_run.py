@@ -14,12 +14,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from precision_shell.analysis.compare import (
+from precision_shell.analysis.compare.engine import (
     CompareResult, default_workers, result_from_csv, run_compare, write_vendor_csv,
 )
-from precision_shell.analysis.compare_mapping import plan_golden_compare, plan_npu_compare
-from precision_shell.analysis.coverage import Coverage
-from precision_shell.analysis.root_cause import (
+from precision_shell.analysis.compare.mapping import plan_golden_compare, plan_npu_compare
+from precision_shell.analysis.compare.coverage import Coverage
+from precision_shell.analysis.root_cause.graph import (
     Criteria, Suspect, SuspectList, find_suspects, parse_condition,
 )
 from precision_shell.commands.finding_list import ListView, arrange, follow
@@ -119,7 +119,7 @@ def prepare_vc(session: Session, *, npu: str | None = None, golden: str | None =
     path = session.output_path(None, f"compare/result_{stamp}{where}.csv")
     workers = jobs or default_workers()
     if executor is None and session.settings.scheduler:
-        from precision_shell.analysis.executors import executor_for
+        from precision_shell.analysis.compare.executors import executor_for
 
         executor = executor_for(session.settings.scheduler)
     if executor is None and EXECUTOR_FACTORY is not None and workers > 1:

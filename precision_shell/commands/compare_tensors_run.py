@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from precision_shell.analysis.tensor_compare import compare_pair
+from precision_shell.analysis.compare.tensor import compare_pair
 from precision_shell.commands.compare_run import metric_text
 from precision_shell.commands.results import Sections, Table
 from precision_shell.errors import CommandError, UsageError

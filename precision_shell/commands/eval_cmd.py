@@ -1,5 +1,5 @@
 """``eval``: a numpy expression over tensors named in backticks (tfdbg's ``eval``), shown as ``pt``
-shows a tensor. The expression is checked by :mod:`precision_shell.analysis.expression` before it
+shows a tensor. The expression is checked by :mod:`precision_shell.analysis.inspect.expression` before it
 runs; each backticked name goes through the one tensor resolver, so it is written exactly as
 ``pt`` takes it (slice included)."""
 
@@ -26,8 +26,8 @@ from precision_shell.model.session import Session
 def eval_expression(session: Session, args: Any):
     import numpy as np
 
-    from precision_shell.analysis.eval_worker import EvalLimits, ForeignValue, run_limited
-    from precision_shell.analysis.expression import evaluate, parse_expression
+    from precision_shell.analysis.inspect.eval_worker import EvalLimits, ForeignValue, run_limited
+    from precision_shell.analysis.inspect.expression import evaluate, parse_expression
     from precision_shell.config import installed_config
     from precision_shell.commands.tensor_print import array_panel, parse_ranges, read_tensor
     from precision_shell.errors import CommandError

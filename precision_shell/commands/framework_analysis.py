@@ -54,7 +54,7 @@ def compare(session, args) -> Message:
                             "seconds": round(found.seconds, 4), "problems": found.problems,
                             "entry_problems": problems, "coverage": coverage.to_json()}
     if found.mode == "tensor":
-        from precision_shell.analysis.framework_compare import is_failing
+        from precision_shell.analysis.compare.msprobe.engine import is_failing
 
         threshold = session.settings.threshold
         failing = {r.pair.target.entry.name: r.pair.target.entry.kind for r in found.rows   # by output
@@ -64,7 +64,7 @@ def compare(session, args) -> Message:
                      f"forward" + ("; `vcs` lists their roots and propagated (`--backward`: all)"
                                    if failing else ""))
         data.update(failing_ops=len(failing), failing_forward=forward, threshold=threshold)
-        from precision_shell.analysis.framework_root_cause import find_framework_suspects
+        from precision_shell.analysis.root_cause.run import find_framework_suspects
 
         # the cursor follows the newest compare: `next` walks its failing entries
         replaced = follow(session, COMPARE_CURSOR, find_framework_suspects(session.run, found.rows, threshold),
@@ -129,7 +129,7 @@ def _rel(value) -> str:
 
 
 def stat_tolerance(args) -> float:
-    from precision_shell.analysis.stat_verdict import DEFAULT_TOLERANCE
+    from precision_shell.analysis.root_cause.stat_verdict import DEFAULT_TOLERANCE
 
     value = getattr(args, "stat_tolerance", None)
     if value is None:
@@ -163,7 +163,7 @@ def _printed(run, names: list[str]) -> str:
          + list_args("order, stat_error (statistics dumps), or a metric of the row's failing output: cosine, "
                      "euc_dist, max_abs_err, max_relative_err, one_thousandth, five_thousandths"))
 def vcs(session, args) -> Table:
-    from precision_shell.analysis.framework_root_cause import find_framework_suspects
+    from precision_shell.analysis.root_cause.run import find_framework_suspects
 
     threshold = session.settings.threshold if args.cosine is None else args.cosine
     if not -1.0 <= threshold <= 1.0:
@@ -271,7 +271,7 @@ def _compare_panel(session, s, position: str) -> Sections:
 def _stats_table(session, s, op, by_name) -> Table:
     """Each tensor's Max, Min and Norm beside the golden's, and the largest relative error of
     the three (what a statistics-mode verdict reads)."""
-    from precision_shell.analysis.stat_verdict import judge_stats
+    from precision_shell.analysis.root_cause.stat_verdict import judge_stats
     from precision_shell.model.runs.base import Stats
 
     tolerance = session.results.get("vcs_tolerance", 0.1)
@@ -328,7 +328,7 @@ _OVERFLOW_KEYS = {"order": lambda f: f.index, "nan": _check_count("nan"), "inf":
                arg("--all", action="store_true", help="show every finding (same as -l 0)")] + SET_ARGS
          + list_args("order, or a count over the bad outputs: nan, inf, pos_inf, neg_inf"))
 def overflow(session, args) -> Table:
-    from precision_shell.analysis.framework_overflow import scan_framework_overflow
+    from precision_shell.analysis.overflow.run_scan import scan_framework_overflow
 
     limit = 0 if args.all else check_limit(args.limit, session)
     if wants_sets(args):

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from precision_shell.gc_pause import gc_paused
 
 if TYPE_CHECKING:      # numpy: imported by the first compare, not at start-up
-    from precision_shell.analysis.framework_compare import RowResult
-    from precision_shell.analysis.framework_pairing import Pairing
+    from precision_shell.analysis.compare.msprobe.engine import RowResult
+    from precision_shell.analysis.compare.msprobe.pairing import Pairing
 
 
 @dataclass
@@ -29,7 +29,7 @@ class FrameworkCompare:
     @cached_property
     def coverage(self):
         """Compared and skipped rows by reason (``analysis/framework_coverage``), counted once."""
-        from precision_shell.analysis.framework_coverage import framework_coverage
+        from precision_shell.analysis.compare.msprobe.coverage import framework_coverage
 
         return framework_coverage(self.rows, self.mode)
 
@@ -48,9 +48,9 @@ def compare_mode(session, target=None) -> str:
 def run_compare(session, target=None) -> FrameworkCompare:
     """``vc`` of the selection, or of another target rank (``--ranks``: then the session's
     ``compare`` result, which ``vcs``/``next``/``export`` read, is left as it was)."""
-    from precision_shell.analysis.framework_compare import compare_pairs
-    from precision_shell.analysis.framework_csv import iter_table_rows, write_compare_csv
-    from precision_shell.analysis.framework_pairing import pair_dumps
+    from precision_shell.analysis.compare.msprobe.engine import compare_pairs
+    from precision_shell.analysis.compare.msprobe.csv_layout import iter_table_rows, write_compare_csv
+    from precision_shell.analysis.compare.msprobe.pairing import pair_dumps
 
     selected = target is None or target is session.selected
     target = target or session.selected

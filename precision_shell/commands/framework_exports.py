@@ -45,7 +45,7 @@ def _write_keep_fp32(session, path: Path) -> int:
 
 
 def _write_compare_csv(session, path: Path) -> int:
-    from precision_shell.analysis.framework_csv import iter_table_rows, write_compare_csv
+    from precision_shell.analysis.compare.msprobe.csv_layout import iter_table_rows, write_compare_csv
 
     found = _need(session, "compare", "vc")
     write_compare_csv(path, iter_table_rows(found.rows, found.mode, session.selected.stack), found.mode)
@@ -53,7 +53,7 @@ def _write_compare_csv(session, path: Path) -> int:
 
 
 def _write_compare_json(session, path: Path) -> int:
-    from precision_shell.analysis.framework_csv import table_rows
+    from precision_shell.analysis.compare.msprobe.csv_layout import table_rows
 
     found = _need(session, "compare", "vc")
     return write_rows(path, table_rows(found.rows, found.mode, session.selected.stack), "json")

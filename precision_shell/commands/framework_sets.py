@@ -113,7 +113,7 @@ def compare_table(session, args) -> Message:
 
 
 def suspects_table(session, args, threshold: float, tolerance: float) -> Table:
-    from precision_shell.analysis.framework_root_cause import find_framework_suspects
+    from precision_shell.analysis.root_cause.run import find_framework_suspects
 
     done, merged, warnings = compare_ranks(session, select_ranks(session, args.ranks, args.steps))
     lines = []
@@ -148,7 +148,7 @@ def overflow_table(session, args, limit: int) -> Table:
     in step, rank and dump order, each row with its rank and step; a step x rank grid of counts."""
     from collections import Counter
 
-    from precision_shell.analysis.framework_overflow import scan_framework_overflow
+    from precision_shell.analysis.overflow.run_scan import scan_framework_overflow
 
     ranks = select_ranks(session, args.ranks, args.steps)
     rows, json_rows, warnings, firsts = [], [], [], []

@@ -22,11 +22,11 @@ def human_bytes(n: int) -> str:
 
 
 def metrics_kernel() -> str:
-    """Which path computes compare metrics (analysis/fused_metrics.py decides the same way), found
+    """Which path computes compare metrics (analysis/compare/fused_metrics.py decides the same way), found
     without importing the kernel: it pulls in numpy, which start-up does not load."""
     if os.environ.get("PSHELL_NO_EXT") == "1":
         return "numpy (PSHELL_NO_EXT=1)"
-    if find_spec("precision_shell.analysis._fused_metrics") is None:
+    if find_spec("precision_shell.analysis.compare._fused_metrics") is None:
         return "numpy (the C kernel was not built: reinstall with a C compiler)"
     return "c-extension"
 

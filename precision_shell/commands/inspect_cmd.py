@@ -262,7 +262,7 @@ def render_svg(dot_path, svg_path) -> str | None:
 def write_neighbourhood(session: Session, op: Any, depth: int, given: str | None = None) -> dict:
     """The depth-``depth`` neighbourhood as DOT, and as SVG when Graphviz is installed; ``given``:
     the file the user named (``.dot`` or ``.svg``), else ``<output>/graphs/<op>_d<depth>.dot``."""
-    from precision_shell.analysis.neighbourhood import neighbourhood_dot
+    from precision_shell.analysis.inspect.neighbourhood import neighbourhood_dot
 
     hood, text = neighbourhood_dot(session, op.key, depth)
     default = f"graphs/{graph_file_stem(op.key)}_d{depth}.dot"
@@ -318,7 +318,7 @@ def node_info(session: Session, args: Any) -> Sections:
     require_graph(session)
     op = op_argument(session, args.op)
     subgraph = _subgraph_request(args.subgraph, args.depth)
-    from precision_shell.analysis.node_panel import node_panel  # numpy: not at start-up
+    from precision_shell.analysis.inspect.node_panel import node_panel  # numpy: not at start-up
 
     panel = node_panel(session, op, all_attrs=args.attrs)
     blocks = _panel_sections(panel, op.key)
@@ -342,7 +342,7 @@ def _tree(session: Session, args: Any, direction: str) -> Message:
     op = op_argument(session, args.op)
     if args.depth < 0:
         raise CommandError("-d DEPTH must be 0 (unlimited) or more")
-    from precision_shell.analysis.neighbourhood import op_tree, tree_lines
+    from precision_shell.analysis.inspect.neighbourhood import op_tree, tree_lines
 
     rows = op_tree(graph, op.key, direction, args.depth, control=args.control)
     lines = tree_lines(op.key, op.type, rows, direction)

@@ -87,7 +87,7 @@ def selection_of(session: Session, args) -> Selection | None:
 
 def compare_sets_table(session: Session, args):
     """``vc --ranks/--steps``: each set compared, one line each and the merged CSV."""
-    from precision_shell.analysis.root_cause import Criteria
+    from precision_shell.analysis.root_cause.graph import Criteria
 
     return _sets_table(session, args, Criteria(session.settings.threshold))
 
@@ -110,7 +110,7 @@ def _sets_table(session: Session, args, criteria):
 
 
 def session_executor(session: Session):
-    from precision_shell.analysis.executors import executor_for
+    from precision_shell.analysis.compare.executors import executor_for
 
     return executor_for(session.settings.scheduler)
 
@@ -168,7 +168,7 @@ def compare_sets(session: Session, selection: Selection, jobs: int | None) -> tu
     """``vc`` of each set (one vendor CSV each) and the merged CSV with Rank and Step columns.
     Sets are planned one after the other here and run ``_SETS_IN_FLIGHT`` at a time on one
     executor, so the cluster (or pool) has the next set's tasks while a set finishes."""
-    from precision_shell.analysis.compare import INLINE_BELOW_BYTES, _pool, default_workers
+    from precision_shell.analysis.compare.engine import INLINE_BELOW_BYTES, _pool, default_workers
     from precision_shell.commands.compare_run import coverage_report, finish_vc, prepare_vc
     from precision_shell.model.dump_index import scan_dump_dir
 
@@ -279,7 +279,7 @@ def rank_table(session: Session, done: list[SetResult], criteria, merged: Path,
     """Per (rank, step): first divergence and root count; ranks whose first divergence is not
     the majority's (within their step) are flagged as the odd ones out. Sets the cursor on the
     merged failing-op list."""
-    from precision_shell.analysis.root_cause import find_suspects
+    from precision_shell.analysis.root_cause.graph import find_suspects
 
     lines, merged_list = [], []
     for item in done:
@@ -326,7 +326,7 @@ def sets_table(lines: list[RankLine], threshold: float, merged: Path, warnings: 
 def scan_sets(session: Session, selection: Selection, *, values_only: bool) -> tuple[list, list[str], bool]:
     """``ac`` of each set; every finding carries its rank and step. Returns (findings in time
     order, warnings, cancelled)."""
-    from precision_shell.analysis.overflow import scan_overflow
+    from precision_shell.analysis.overflow.scan import scan_overflow
     from precision_shell.model.dump_index import scan_dump_dir
 
     executor = session_executor(session)

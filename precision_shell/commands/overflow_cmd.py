@@ -15,7 +15,7 @@ from precision_shell.model.tensor_ref import tensor_name
 from precision_shell.model.session import Session
 
 if TYPE_CHECKING:
-    from precision_shell.analysis.overflow import OverflowFinding, OverflowScan
+    from precision_shell.analysis.overflow.scan import OverflowFinding, OverflowScan
 
 
 def _num(v: float) -> str:
@@ -119,7 +119,7 @@ def overflow(session: Session, args) -> Table:
     if not has_dumps and not has_opdebug:
         raise CommandError("nothing to scan: no NPU dumps and no Opdebug files "
                            "(dump with overflow detection into precision_data/overflow/, or pass --npu/--overflow)")
-    from precision_shell.analysis.overflow import scan_overflow  # numpy: on first use
+    from precision_shell.analysis.overflow.scan import scan_overflow  # numpy: on first use
 
     from precision_shell.commands.multi_set import session_executor
 

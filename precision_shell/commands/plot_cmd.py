@@ -19,8 +19,8 @@ def require_plotext() -> None:
 
 def plot_metric_key(name: str) -> str:
     """A metric name as ``vcs --metric`` takes it (``cosine``, ``max_abs``, ``MaxAbsoluteError``)."""
-    from precision_shell.analysis.metric_series import PLOT_METRICS
-    from precision_shell.analysis.root_cause import metric_key
+    from precision_shell.analysis.inspect.metric_series import PLOT_METRICS
+    from precision_shell.analysis.root_cause.graph import metric_key
 
     key = metric_key(name)
     if key not in PLOT_METRICS:
@@ -30,7 +30,7 @@ def plot_metric_key(name: str) -> str:
 
 def compare_chart(found: Any, result: Any, key: str) -> Chart:
     """``key`` of every compared op along execution order; roots and the first divergence marked."""
-    from precision_shell.analysis.metric_series import metric_series
+    from precision_shell.analysis.inspect.metric_series import metric_series
 
     require_plotext()
     threshold = found.criteria.threshold if found is not None else None
@@ -39,7 +39,7 @@ def compare_chart(found: Any, result: Any, key: str) -> Chart:
 
 def framework_chart(session: Any, key: str) -> Chart:
     """The same for a framework (msprobe) session, after its ``vcs``."""
-    from precision_shell.analysis.metric_series import FRAMEWORK_METRICS, framework_series
+    from precision_shell.analysis.inspect.metric_series import FRAMEWORK_METRICS, framework_series
 
     require_plotext()
     if key not in FRAMEWORK_METRICS:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from precision_shell.analysis.compare_mapping import op_golden_refs
+from precision_shell.analysis.compare.mapping import op_golden_refs
 from precision_shell.analysis.replay.calls import plain_attrs
 from precision_shell.analysis.replay.engine import OpCase, ReplayError, excess_ratio, ideal_error, replay
 from precision_shell.analysis.replay.kernels import Kernel, kernel_for

@@ -19,7 +19,7 @@ PANELS: dict[str, Callable[[Session, Any, str], Sections]] = {}
 
 def golden_stats_rows(session: Session, op_name: str) -> Table | None:
     """Stats of the golden tensors an NPU op's outputs stand for (None when there are none)."""
-    from precision_shell.analysis.tensor_compare import tensor_stats  # numpy: not at start-up
+    from precision_shell.analysis.compare.tensor import tensor_stats  # numpy: not at start-up
     from precision_shell.formats.golden_npy import load_npy
 
     graph = session.graph

@@ -13,10 +13,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from precision_shell.analysis.compare_worker import dump_logical_array
-from precision_shell.analysis.histogram import histogram, histogram_lines
-from precision_shell.analysis.node_panel import stats_json
-from precision_shell.analysis.tensor_compare import tensor_stats
+from precision_shell.analysis.compare.worker import dump_logical_array
+from precision_shell.analysis.inspect.histogram import histogram, histogram_lines
+from precision_shell.analysis.inspect.node_panel import stats_json
+from precision_shell.analysis.compare.tensor import tensor_stats
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands.inspect_cmd import graph_file_stem
 from precision_shell.commands.results import Sections

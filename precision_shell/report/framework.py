@@ -19,7 +19,7 @@ from precision_shell.report.roots import BINS, HOOD_DEPTH, RootDetail, ValueHist
 def _number(value: Any, worst: float) -> float | None:
     """msprobe's cell as a float: a number as is, its NaN/N/A texts as ``worst``; None when
     it computed nothing (unsupported)."""
-    from precision_shell.analysis.framework_compare import UNSUPPORTED
+    from precision_shell.analysis.compare.msprobe.engine import UNSUPPORTED
 
     if isinstance(value, float):
         return value
@@ -59,7 +59,7 @@ def entry_points(session: Any, found: Any, suspects: list) -> list[OpPoint]:
 def value_histograms(session: Any, found: Any, suspect: Any) -> ValueHistograms:
     import numpy as np
 
-    from precision_shell.analysis.histogram import histogram
+    from precision_shell.analysis.inspect.histogram import histogram
 
     from precision_shell.model.runs.msprobe import MsprobePairing
 

@@ -90,7 +90,7 @@ def ensure_results(session: Any) -> list[str]:
 
 def op_points(result: Any, found: Any) -> list[OpPoint]:
     """The chart's points: every op with a compared output, in execution order."""
-    from precision_shell.analysis.metric_series import metric_series
+    from precision_shell.analysis.inspect.metric_series import metric_series
 
     errors = {p.order: p.value for p in metric_series(result, None, "max_abs_error")}
     return [OpPoint(p.order, p.op, p.type, p.value, errors[p.order], p.role, p.first)
@@ -123,7 +123,7 @@ def export_files(suspects: list) -> tuple[list[ExportFile], list[str]]:
 
 def gather(session: Any, *, roots: int = DEFAULT_ROOTS, notes: list[str] = ()) -> ReportData:
     """The report of what ``session`` has computed (call :func:`ensure_results` first)."""
-    from precision_shell.analysis.node_panel import known_cosines, known_roles
+    from precision_shell.analysis.inspect.node_panel import known_cosines, known_roles
     from precision_shell.commands.compare_run import coverage_report, suspects_table
     from precision_shell.commands.overflow_cmd import scan_table
 

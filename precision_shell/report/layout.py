@@ -1,4 +1,4 @@
-"""A neighbourhood (``analysis.neighbourhood``) placed for drawing: layers top to bottom.
+"""A neighbourhood (``analysis.inspect.neighbourhood``) placed for drawing: layers top to bottom.
 
 Layers are networkx's topological generations of the data edges (producers above consumers), so
 the picture reads like the DOT file ``ni -s 2`` writes, without needing Graphviz. Within a layer
@@ -15,7 +15,7 @@ from typing import Any
 
 import networkx as nx
 
-from precision_shell.analysis.neighbourhood import Edge, exec_rank, neighbourhood
+from precision_shell.analysis.inspect.neighbourhood import Edge, exec_rank, neighbourhood
 
 MAX_NODES = 60            # a picture wider than a few screens says nothing; keeps the file small
 NODE_W, NODE_H = 190, 52

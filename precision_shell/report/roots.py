@@ -18,7 +18,7 @@ BINS = 30
 class ValueHistograms:
     npu_tensor: str             # "OP:output:I"
     golden_tensor: str          # "golden:NAME:I"
-    npu: Any                    # analysis.histogram.Histogram
+    npu: Any                    # analysis.inspect.histogram.Histogram
     golden: Any
     error: Any | None           # of NPU - golden; None when the shapes differ
 
@@ -37,7 +37,7 @@ def value_histograms(session: Any, suspect: Any) -> ValueHistograms:
     """Histograms of the root's worst output and its golden tensor (raises PshellError)."""
     import numpy as np
 
-    from precision_shell.analysis.histogram import histogram
+    from precision_shell.analysis.inspect.histogram import histogram
     from precision_shell.errors import CommandError
     from precision_shell.model.tensor_ref import TensorRef
     from precision_shell.model.tensor_resolve import resolve_tensor

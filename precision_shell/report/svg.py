@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from html import escape as _html_escape
 
-from precision_shell.analysis.neighbourhood import _LOW_COSINE_FILL, _ROLE_FILL
+from precision_shell.analysis.inspect.neighbourhood import _LOW_COSINE_FILL, _ROLE_FILL
 from precision_shell.report.layout import NODE_H, NODE_W, GraphPicture
 from precision_shell.safe_text import escape_lines
 

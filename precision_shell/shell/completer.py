@@ -118,7 +118,7 @@ def _op_types(session: Any) -> list[tuple[str, str]]:
 
 def _metrics(session: Any) -> list[tuple[str, str]]:
     """``plot``, ``vcs --plot``: the compare metrics."""
-    from precision_shell.analysis.metric_series import LOWER_IS_WORSE, PLOT_METRICS
+    from precision_shell.analysis.inspect.metric_series import LOWER_IS_WORSE, PLOT_METRICS
 
     return [(m, "lower is worse" if m in LOWER_IS_WORSE else "higher is worse") for m in PLOT_METRICS]
 

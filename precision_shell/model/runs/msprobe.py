@@ -24,7 +24,7 @@ class MsprobePairing:
 
     @classmethod
     def of(cls, target: FrameworkRun, golden: FrameworkRun, pairing) -> "MsprobePairing":
-        """From ``analysis.framework_pairing.Pairing`` (its ``pairs``: target row, golden row or
+        """From ``analysis.compare.msprobe.pairing.Pairing`` (its ``pairs``: target row, golden row or
         None), the rows msprobe's rules joined."""
         return cls(target, golden, {p.target.name: p.golden.name for p in pairing.pairs if p.golden is not None})
 

@@ -17,9 +17,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import CommandError
-from .metrics import DEFAULT_CHUNK, Metrics, as_real_pairs, compute_metrics
-from .metrics_kernels import Float32Chunks, check_numeric, scratch
+from precision_shell.errors import CommandError
+from precision_shell.analysis.compare.metrics import DEFAULT_CHUNK, Metrics, as_real_pairs, compute_metrics
+from precision_shell.analysis.compare.metrics_kernels import Float32Chunks, check_numeric, scratch
 
 _FP16_MAX = 65504.0
 _NAN = float("nan")

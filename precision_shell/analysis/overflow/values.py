@@ -7,7 +7,7 @@ time; memory stays bounded. The check is one pass of the C kernel
 dumps that fail the check get full statistics, from the bytes already read.
 
 It runs in this process (on threads when there is enough to read: the reads and the kernel
-release the GIL), or on an executor (``analysis.executors``: a Dask cluster) in tasks of
+release the GIL), or on an executor (``analysis.compare.executors``: a Dask cluster) in tasks of
 ``SCAN_TASK_FILES`` dump files that return compact stats, never tensors.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from precision_shell.analysis import fused_metrics
-from precision_shell.analysis.tensor_compare import TensorStats, tensor_stats
+from precision_shell.analysis.compare import fused_metrics
+from precision_shell.analysis.compare.tensor import TensorStats, tensor_stats
 from precision_shell.errors import FormatError
 from precision_shell.formats.dtypes import DT_UNDEFINED, is_supported_dtype, numpy_dtype
 from precision_shell.formats.lowbit import by_dtype_code
@@ -309,7 +309,7 @@ def scan_values(files: list[DumpFile], bar: Any, executor=None) -> tuple[list[tu
     same result, in the same order, as one thread."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from precision_shell.analysis.executors import run_tasks
+    from precision_shell.analysis.compare.executors import run_tasks
 
     if executor is None:
         workers = os.cpu_count() or 1

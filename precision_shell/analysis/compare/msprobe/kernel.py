@@ -21,12 +21,12 @@ from typing import Callable, Iterable, Iterator, TypeVar
 import ml_dtypes
 import numpy as np
 
-from ..formats.msprobe_dump import Leaf, load_leaf
-from ..formats.msprobe_tensor_io import ReadBuffer, locate, read_into
-from .fused_metrics import DISABLE_VARIABLE
+from precision_shell.formats.msprobe_dump import Leaf, load_leaf
+from precision_shell.formats.msprobe_tensor_io import ReadBuffer, locate, read_into
+from precision_shell.analysis.compare.fused_metrics import DISABLE_VARIABLE
 
 try:
-    from . import _framework_metrics as _ext
+    from precision_shell.analysis.compare import _framework_metrics as _ext
 except ImportError:  # not built: no compiler at install time (setup.py warned)
     _ext = None
 

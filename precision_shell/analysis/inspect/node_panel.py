@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from precision_shell.analysis.tensor_compare import TensorStats, tensor_stats
+from precision_shell.analysis.compare.tensor import TensorStats, tensor_stats
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_file import read_device_array, read_logical_array
 from precision_shell.formats.golden_npy import load_npy
@@ -179,7 +179,7 @@ def _metrics_dict(row: Any) -> dict[str, float | None]:
     if hasattr(metrics, "as_json"):
         return dict(metrics.as_json())
     if isinstance(metrics, dict):
-        from precision_shell.analysis.metrics import JSON_KEYS  # vendor column -> snake_case
+        from precision_shell.analysis.compare.metrics import JSON_KEYS  # vendor column -> snake_case
 
         return {JSON_KEYS.get(k, k): (None if isinstance(v, float) and math.isnan(v) else v)
                 for k, v in metrics.items()}

@@ -5,7 +5,7 @@ Why it is shaped like this:
 * The vendor engine spends most of its time re-packing golden arrays element by element and
   evaluating each metric as a separate whole-array pass (formats.md A.9). Here each worker
   reads both tensors of a pair into reusable buffers, restores the layout with one copy, and
-  computes every metric in two passes (``analysis.metrics``), so memory stays bounded by a few
+  computes every metric in two passes (``analysis.compare.metrics``), so memory stays bounded by a few
   tensors per worker.
 * Rows are batched into tasks of plain tuples (whole ops, grouped by dump file;
   ``compare_tasks``) so inter-process overhead is paid per task, not per tensor; tasks are sized
@@ -35,15 +35,15 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from precision_shell.analysis.compare_plan import ComparePlan, OpPlan
-from precision_shell.analysis.compare_results import (  # noqa: F401  (re-exported)
+from precision_shell.analysis.compare.plan import ComparePlan, OpPlan
+from precision_shell.analysis.compare.results import (  # noqa: F401  (re-exported)
     CompareResult, ResultStore, RowView, TensorResult,
 )
-from precision_shell.analysis.compare_tasks import iter_task, run_task
-from precision_shell.analysis import compare_worker
-from precision_shell.analysis.compare_worker import PairResult, skipped_pair
-from precision_shell.analysis.coverage import NO_DUMP, NO_GOLDEN, SHAPE_DIFFERS, reason_kind
-from precision_shell.analysis.metrics import JSON_KEYS, Metrics
+from precision_shell.analysis.compare.tasks import iter_task, run_task
+from precision_shell.analysis.compare import worker as compare_worker
+from precision_shell.analysis.compare.worker import PairResult, skipped_pair
+from precision_shell.analysis.compare.coverage import NO_DUMP, NO_GOLDEN, SHAPE_DIFFERS, reason_kind
+from precision_shell.analysis.compare.metrics import JSON_KEYS, Metrics
 from precision_shell.formats.dump_file import release_thread_buffers
 
 _MIN_BATCH_BYTES = 4 << 20
@@ -218,7 +218,7 @@ def _harvest(fut: Future, rows: list[int], store: ResultStore, problems: list[st
             problems.append(f"a compare worker process died ({exc}); its tensors are NaN rows")
         return
     except Exception as exc:  # a bug in a worker: keep the other tasks' results
-        from precision_shell.analysis.executors import worker_lost
+        from precision_shell.analysis.compare.executors import worker_lost
 
         if worker_lost(exc):   # a cluster worker died (after Dask's retries)
             _fail(rows, store, f"compare worker lost: {type(exc).__name__}")

@@ -16,8 +16,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from precision_shell.analysis import coverage
-from precision_shell.analysis.metrics import Metrics, compute_metrics
+from precision_shell.analysis.compare import coverage
+from precision_shell.analysis.compare.metrics import Metrics, compute_metrics
 from precision_shell.errors import FormatError, PshellError
 from precision_shell.formats.dtypes import needs_decoding, numpy_dtype
 from precision_shell.formats.dump_file import (

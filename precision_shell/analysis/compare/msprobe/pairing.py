@@ -30,10 +30,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..errors import FormatError
-from ..formats.input_files import read_text_input
-from ..formats.msprobe_dump import Entry, Leaf, RankDump
-from ..model.framework_run import compare_name
+from precision_shell.errors import FormatError
+from precision_shell.formats.input_files import read_text_input
+from precision_shell.formats.msprobe_dump import Entry, Leaf, RankDump
+from precision_shell.model.framework_run import compare_name
 
 _FLOATS = {"float16", "float32", "float64", "bfloat16"}    # msprobe's DTYPE_MATCH_GROUPS
 _STATE_ORDER = {"input": 0, "parameters": 1, "output": 2}    # parameters_grad rows: 3

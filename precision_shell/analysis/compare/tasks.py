@@ -38,8 +38,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from precision_shell.analysis.compare_worker import PairResult, _compare_arrays, failed_pair
-from precision_shell.analysis.metrics import Metrics
+from precision_shell.analysis.compare.worker import PairResult, _compare_arrays, failed_pair
+from precision_shell.analysis.compare.metrics import Metrics
 from precision_shell.errors import PshellError
 from precision_shell.formats.dtypes import needs_decoding, numpy_dtype
 from precision_shell.formats.dump_file import (

@@ -38,10 +38,10 @@ from typing import Iterator
 import ml_dtypes
 import numpy as np
 
-from ..errors import PshellError
-from ..formats.msprobe_dump import Leaf
-from .framework_kernel import BufferedLoader, kernel_sums, ordered_map
-from .framework_pairing import Pairing, Row, RowPair
+from precision_shell.errors import PshellError
+from precision_shell.formats.msprobe_dump import Leaf
+from precision_shell.analysis.compare.msprobe.kernel import BufferedLoader, kernel_sums, ordered_map
+from precision_shell.analysis.compare.msprobe.pairing import Pairing, Row, RowPair
 
 METRIC_COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
                   "One Thousandth Err Ratio", "Five Thousandths Err Ratio")

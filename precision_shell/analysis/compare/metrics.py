@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CommandError
-from . import fused_metrics
-from . import metrics_kernels as k
+from precision_shell.errors import CommandError
+from precision_shell.analysis.compare import fused_metrics
+from precision_shell.analysis.compare import metrics_kernels as k
 
 METRIC_COLUMNS = (
     "CosineSimilarity", "MaxAbsoluteError", "AccumulatedRelativeError",

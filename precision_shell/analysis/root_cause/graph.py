@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from precision_shell.analysis.compare import CompareResult, TensorResult
-from precision_shell.analysis.metrics import JSON_KEYS
+from precision_shell.analysis.compare.engine import CompareResult, TensorResult
+from precision_shell.analysis.compare.metrics import JSON_KEYS
 from precision_shell.errors import UsageError
 from precision_shell.model.tensor_ref import golden_json_name, golden_name_of, name_of
 
@@ -136,7 +136,7 @@ class Suspect:
             "pass_kinds": self.pass_kinds,
             "suggestion": FUSION_SWITCH_HINT if self.fusion_blame else None,
         })
-        from precision_shell.analysis.suspect_schema import with_shared
+        from precision_shell.analysis.root_cause.schema import with_shared
 
         return with_shared(row, "kernel")
 
@@ -206,7 +206,7 @@ def _candidate_ops(result: CompareResult, criteria: Criteria) -> list:
     store = result.store
     if store is None or criteria.conditions:
         return result.ops
-    from precision_shell.analysis.compare_results import candidate_rows
+    from precision_shell.analysis.compare.results import candidate_rows
 
     rows = candidate_rows(store, criteria.threshold)
     op_pos = store.plan.table.op_pos

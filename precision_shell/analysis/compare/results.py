@@ -15,11 +15,11 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from precision_shell.analysis.compare_plan import ComparePlan, OpPlan
-from precision_shell.analysis.compare_tasks import VALUE_FIELDS, result_row
-from precision_shell.analysis.compare_worker import PairResult
-from precision_shell.analysis.coverage import NO_COUNTERPART, Coverage
-from precision_shell.analysis.metrics import Metrics
+from precision_shell.analysis.compare.plan import ComparePlan, OpPlan
+from precision_shell.analysis.compare.tasks import VALUE_FIELDS, result_row
+from precision_shell.analysis.compare.worker import PairResult
+from precision_shell.analysis.compare.coverage import NO_COUNTERPART, Coverage
+from precision_shell.analysis.compare.metrics import Metrics
 
 _IO = ("input", "output")
 # object columns of a distinct result: interned values, see ResultStore._intern
@@ -46,7 +46,7 @@ class TensorResult:
     reason: str = ""
     compared: bool = False
     identical: bool = False         # NPU vs NPU: the two tensors are bit-identical
-    coverage_kind: str = ""         # why not compared, counted alike (analysis.coverage)
+    coverage_kind: str = ""         # why not compared, counted alike (analysis.compare.coverage)
     file: str | None = None         # the file that could not be read
     unreadable: bool = False        # a file could not be read, or the pair failed
 

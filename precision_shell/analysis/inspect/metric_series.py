@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from precision_shell.analysis.metrics import JSON_KEYS
+from precision_shell.analysis.compare.metrics import JSON_KEYS
 
 # metrics a lower value of which is worse; for every other one higher is worse
 LOWER_IS_WORSE = frozenset({"cosine", "one_thousandth_err_ratio", "five_thousandths_err_ratio"})

@@ -14,7 +14,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from precision_shell.analysis.compare_worker import PairJob, TensorSource
+from precision_shell.analysis.compare.worker import PairJob, TensorSource
 
 INPUT, OUTPUT = 0, 1
 _IO = ("input", "output")
@@ -61,7 +61,7 @@ class PlanTable:
         self.spec: list[tuple | None] = []
         self.nbytes = array("q")        # bytes both sides occupy on disk (batching)
         self.alias = array("i")         # row whose bytes this input repeats, -1 = none
-        # rows that cannot run: (kind, unreadable file or None), see analysis.coverage
+        # rows that cannot run: (kind, unreadable file or None), see analysis.compare.coverage
         self.why: dict[int, tuple[str, str | None]] = {}
 
     def __len__(self) -> int:

@@ -1,4 +1,4 @@
-"""Chunked numpy kernels behind :func:`precision_shell.analysis.metrics.compute_metrics`.
+"""Chunked numpy kernels behind :func:`precision_shell.analysis.compare.metrics.compute_metrics`.
 
 Design (why it looks like this):
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CommandError
+from precision_shell.errors import CommandError
 
 F64_EPS = float(np.finfo(np.float64).eps)  # msaccucmp ConstManager.FLOAT_EPSILON
 F32_EPS = np.float32(np.finfo(np.float32).eps)  # KL floor; msprobe's zero-golden nudge

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from precision_shell.analysis.coverage import ReasonTally, UnreadableFiles
-from precision_shell.analysis.value_scan import (  # noqa: F401  (looks_clean & co. re-exported)
+from precision_shell.analysis.compare.coverage import ReasonTally, UnreadableFiles
+from precision_shell.analysis.overflow.values import (  # noqa: F401  (looks_clean & co. re-exported)
     TensorOverflow, _SmallFileBatch, dump_looks_clean, looks_clean, scan_values, tensor_overflows,
 )
 from precision_shell.errors import FormatError

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import PshellError
-from ..model.runs.base import Run, Tensor
-from ..model.progress import silent_progress
-from .tensor_compare import tensor_stats
+from precision_shell.errors import PshellError
+from precision_shell.model.runs.base import Run, Tensor
+from precision_shell.model.progress import silent_progress
+from precision_shell.analysis.compare.tensor import tensor_stats
 
 
 @dataclass(frozen=True)

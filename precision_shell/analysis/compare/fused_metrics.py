@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import metrics_kernels as k
+from precision_shell.analysis.compare import metrics_kernels as k
 
 try:
-    from . import _fused_metrics as _ext
+    from precision_shell.analysis.compare import _fused_metrics as _ext
 except ImportError:  # not built: no compiler at install time (setup.py warned)
     _ext = None
 

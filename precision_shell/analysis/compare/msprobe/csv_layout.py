@@ -25,11 +25,11 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from ..atomic_write import write_atomic
-from ..safe_text import csv_row
+from precision_shell.atomic_write import write_atomic
+from precision_shell.safe_text import csv_row
 
-from .framework_compare import METRIC_COLUMNS, N_A, RowResult, md5_cell
-from .framework_pairing import Row
+from precision_shell.analysis.compare.msprobe.engine import METRIC_COLUMNS, N_A, RowResult, md5_cell
+from precision_shell.analysis.compare.msprobe.pairing import Row
 
 BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
          "Bench Tensor Shape", "NPU Requires_grad", "Bench Requires_grad"]

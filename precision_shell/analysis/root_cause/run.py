@@ -27,9 +27,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from ..model.framework_run import FrameworkRun, FrameworkTensor
-from .framework_compare import RowResult, is_failing
-from .stat_verdict import DEFAULT_TOLERANCE, judge_stats
+from precision_shell.model.framework_run import FrameworkRun, FrameworkTensor
+from precision_shell.analysis.compare.msprobe.engine import RowResult, is_failing
+from precision_shell.analysis.root_cause.stat_verdict import DEFAULT_TOLERANCE, judge_stats
 
 
 @dataclass(frozen=True)
@@ -69,12 +69,12 @@ class FrameworkSuspect:
         return None           # no fusion in eager runs
 
     def to_json(self) -> dict:
-        from .suspect_schema import framework_row
+        from precision_shell.analysis.root_cause.schema import framework_row
 
         return framework_row(self)
 
     def to_flat_json(self) -> dict:
-        from .suspect_schema import framework_flat_row
+        from precision_shell.analysis.root_cause.schema import framework_flat_row
 
         return framework_flat_row(self)
 
@@ -94,7 +94,7 @@ def judge_rows(run: FrameworkRun, results: Iterable[RowResult], mode: str, thres
                 return None
             return Judged(is_failing(r.metrics, threshold), r.metrics.cosine, metrics=r.metrics)
         golden = r.pair.golden.leaf
-        from ..model.runs.base import Stats
+        from precision_shell.model.runs.base import Stats
 
         g = None if golden.max is None and golden.min is None and golden.norm is None else \
             Stats(golden.max, golden.min, golden.mean, golden.norm)

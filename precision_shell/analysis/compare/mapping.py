@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from precision_shell.analysis.compare_plan import INPUT, OUTPUT, ComparePlan, OpPlan, PlanTable, file_path
-from precision_shell.analysis.compare_tasks import pack_header
-from precision_shell.analysis import coverage
-from precision_shell.analysis.compare_worker import NO_DUMP, NO_GOLDEN
+from precision_shell.analysis.compare.plan import INPUT, OUTPUT, ComparePlan, OpPlan, PlanTable, file_path
+from precision_shell.analysis.compare.tasks import pack_header
+from precision_shell.analysis.compare import coverage
+from precision_shell.analysis.compare.worker import NO_DUMP, NO_GOLDEN
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_file import DumpHeader, TensorEntry, read_dump_header
 from precision_shell.model.dump_index import DumpFile, DumpIndex

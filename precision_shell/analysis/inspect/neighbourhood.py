@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from precision_shell.analysis.node_panel import known_cosines, known_roles
+from precision_shell.analysis.inspect.node_panel import known_cosines, known_roles
 from precision_shell.model.tensor_ref import tensor_name
 
 # Fill colours of suspect ops; the centre op gets a thick border instead of a colour, so a suspect

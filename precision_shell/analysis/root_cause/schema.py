@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from .metrics import JSON_KEYS, STD_KEYS
+from precision_shell.analysis.compare.metrics import JSON_KEYS, STD_KEYS
 
 # keys only some kinds fill: their value on the others
 SHARED_DEFAULTS = {"kind": None, "modules": [], "downstream": None, "statistic": None, "stat_error": None}
