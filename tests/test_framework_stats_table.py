@@ -87,7 +87,8 @@ def _scaled(doc: dict, copies: int, rng: random.Random, side: int) -> dict:
     # a target-only entry (unpaired rows) and a name a spreadsheet would run
     if not side:
         data["Functional.dropout.0.forward"] = copy.deepcopy(next(iter(doc["data"].values())))
-    data["=HYPERLINK.0.forward"] = {"input_args": [{"type": "str", "value": "=cmd|' /c calc'!A0"}],
+    data["=HYPERLINK.0.forward"] = {"input_args": [{"type": "str", "value": "=cmd|' /c calc'!A0"},
+                                                   {"type": "str", "value": 'a, "b"\r\nc' * (side + 1)}],
                                     "input_kwargs": {}, "output": [{"type": "float", "value": 1.5 + side}]}
     return {**doc, "data": data}
 
@@ -119,7 +120,7 @@ def test_scaled_copy_with_odd_cells_is_byte_identical(tmp_path, chunk):
     text = new.decode()
     # the odd cells are there (so the slow per-cell rules ran), and the formula was neutralised
     assert len(pairing.pairs) > 3000 and any(p.golden is None for p in pairing.pairs)
-    for cell in (",Nan,", ", inf,", ", -inf,", ",None,", ",0,0,", "'=cmd", "'=HYPERLINK"):
+    for cell in (",Nan,", ", inf,", ", -inf,", ",None,", ",0,0,", "'=cmd", "'=HYPERLINK", '"a, ""b""\r\nc"'):
         assert cell in text, cell
 
 

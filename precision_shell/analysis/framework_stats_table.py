@@ -28,7 +28,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from ..atomic_write import write_atomic
-from ..safe_text import csv_row
+from ..safe_text import csv_cell
 from .framework_compare import N_A, RowResult, _stats_diff, stat_cells
 from .framework_csv import (_ALL_IGNORE, _INPUT_IGNORE, _SUMMARY_TEXT, _inf_or_nan, _percent, _shape_cell,
                             header)
@@ -37,8 +37,8 @@ from .framework_pairing import Pairing, RowPair
 CHUNK = 8192       # rows per chunk: a few MB of cells, few enough Python round trips
 _NO_MESSAGES = json.dumps([])
 _ORDER = {"pass": 0, "warning": 1, "error": 2}
-# safe_text.csv_row's test (a cell starting with = + @ tab CR, or - not starting a number) on
-# cells joined with a separator in front of each: a literal first character searches ~9x faster
+# safe_text.csv_row's prefilter (a cell starting with = + @ tab CR, or - not starting a number)
+# on cells joined with a separator in front of each: a literal first character searches ~9x faster
 _SEP = "\x00"
 _FORMULA_AFTER_SEP = re.compile(r"\x00(?:[=+@\t\r]|-(?![0-9.]))")
 
@@ -108,8 +108,10 @@ def _texts(values: np.ndarray) -> list[list[str]]:
     return [list(map(repr, column)) for column in values.T.tolist()]
 
 
-def _chunk_columns(pairs: Sequence[RowPair]) -> list[list[str]]:
-    """The CSV columns up to Requires_grad Consistent of a chunk of pairs, one list each."""
+def _chunk_columns(pairs: Sequence[RowPair]) -> tuple[list[list[str]], list[bool], list[float]]:
+    """The CSV columns up to Requires_grad Consistent of a chunk of pairs, one list each; which
+    rows took the column-wise path (all eight statistics finite); each row's NormRelativeErr as
+    the verdicts read it (a fraction, -1.0 for a cell that is no percentage)."""
     n = len(pairs)
     targets = [p.target for p in pairs]
     goldens = [p.golden for p in pairs]
@@ -131,7 +133,10 @@ def _chunk_columns(pairs: Sequence[RowPair]) -> list[list[str]]:
         rels[k][i] = "inf"
     t_summary, g_summary = _texts(t_vals), _texts(g_vals)
     t_ok_list, g_ok_list = t_ok.tolist(), g_ok.tolist()
-    for i in np.flatnonzero(~(t_ok & g_ok)).tolist():     # msprobe's per-cell rules for the rest
+    simple = t_ok & g_ok
+    # float(repr(x) + "%" without the "%") / 100 is x / 100: the text's number, exactly
+    percent = np.where(simple & ~same[:, 3] & (g_vals[:, 3] != 0), rel[:, 3] / 100, -1.0).tolist()
+    for i in np.flatnonzero(~simple).tolist():     # msprobe's per-cell rules for the rest
         t, g = targets[i], goldens[i]
         t_stat = stat_cells(t.leaf)
         g_stat = stat_cells(g.leaf) if g is not None else None
@@ -147,17 +152,20 @@ def _chunk_columns(pairs: Sequence[RowPair]) -> list[list[str]]:
                     c = g_stat[k][0]
                     g_summary[k][i] = _SUMMARY_TEXT.get(c, c)
                 diffs[k][i], rels[k][i] = found.diffs[k], found.relative[k]
+        text = rels[3][i]
+        value = _percent(text) if text.endswith("%") else -1.0
+        percent[i] = value if value == value else -1.0     # max() in _extreme passes NaN over
     n_grads = [_grad_text(leaf) for leaf in t_leaves]
     b_grads = [N_A if g is None else _grad_text(g.leaf) for g in goldens]
     return [[t.name for t in targets], [N_A if g is None else g.name for g in goldens],
             list(map(_dtype_text, targets)), [N_A if g is None else _dtype_text(g) for g in goldens],
             list(map(_shape_text, targets)), [N_A if g is None else _shape_text(g) for g in goldens],
             n_grads, b_grads, *diffs, *rels, *t_summary, *g_summary,
-            ["True" if a == b else "False" for a, b in zip(n_grads, b_grads)]]
+            ["True" if a == b else "False" for a, b in zip(n_grads, b_grads)]], simple.tolist(), percent
 
 
-def _verdicts(cols: list[list[str]], start: int, end: int, dtype_is_error: bool,
-              results: list[str], messages: list[str]) -> None:
+def _verdicts(cols: list[list[str]], simple: list[bool], percent: list[float], start: int, end: int,
+              dtype_is_error: bool, results: list[str], messages: list[str]) -> None:
     """framework_csv._verdicts in statistics mode for the rows ``start:end`` of one entry, on
     columns: sets their Result and Err_message."""
     found: dict[int, list[str]] = {}
@@ -176,10 +184,10 @@ def _verdicts(cols: list[list[str]], start: int, end: int, dtype_is_error: bool,
     api = parts[1] if len(parts) >= 2 else ""
     ignore = "all" if api in _ALL_IGNORE else "input" if api in _INPUT_IGNORE else ""
     checked = [] if ignore == "all" else outputs if ignore == "input" else inputs + outputs
-    for i in checked:     # InfNanErrChecker
-        if not (_inf_or_nan(b_max[i]) or _inf_or_nan(b_min[i])) and (_inf_or_nan(n_max[i]) or _inf_or_nan(n_min[i])):
+    for i in checked:     # InfNanErrChecker (a simple row has finite statistics on both sides)
+        if not simple[i] and not (_inf_or_nan(b_max[i]) or _inf_or_nan(b_min[i])) and (_inf_or_nan(n_max[i]) or _inf_or_nan(n_min[i])):
             flag(i, "error", "There is nan/inf/-inf in the maximum or minimum value of NPU.")
-    if not ignore and abs(_max_percent(norm_rel, inputs)) < 0.1:
+    if not ignore and abs(_max_percent(percent, inputs)) < 0.1:
         for i in outputs:    # RelativeErrChecker
             if abs(_percent(norm_rel[i])) > 0.5:
                 flag(i, "error", "The NormRelativeErr of output is greater than 0.5.")
@@ -202,61 +210,66 @@ def _verdicts(cols: list[list[str]], start: int, end: int, dtype_is_error: bool,
         if n_shape[i] != b_shape[i]:    # ShapeErrChecker
             flag(i, "error", "The shape of NPU and Bench are inconsistent.")
     if not ignore and outputs:      # RelativeWarnChecker
-        max_in, max_out = abs(_max_percent(norm_rel, inputs)), abs(_max_percent(norm_rel, outputs))
+        max_in, max_out = abs(_max_percent(percent, inputs)), abs(_max_percent(percent, outputs))
         if (max_out > 0.1) if max_in == 0 else (max_out / max_in > 10):
             flag(outputs[0], "warning", "The norm relative error of output is 10 times that of input.")
     for i, texts in found.items():
         messages[i] = json.dumps(texts)
 
 
-def _max_percent(column: list[str], rows: list[int]) -> float:
+def _max_percent(percent: list[float], rows: list[int]) -> float:
     """framework_csv._extreme(rows, "NormRelativeErr", False): the largest percentage, 0.0 if none."""
-    value = 0.0
-    for i in rows:
-        v = column[i]
-        if v.endswith("%"):
-            value = max(value, _percent(v))
-    return value
+    return max(0.0, max([percent[i] for i in rows], default=0.0))
 
 
-def statistics_table(pairing: Pairing, stack: dict[str, tuple[str, ...]] | None = None,
-                     dtype_is_error: bool = False, chunk: int = CHUNK) -> Iterator[list[tuple[str, ...]]]:
-    """The statistics-mode CSV rows of ``pairing`` (:func:`.framework_csv.header` columns, the
-    stack column included), ``chunk`` rows or a little more at a time."""
+def statistics_columns(pairing: Pairing, stack: dict[str, tuple[str, ...]] | None = None,
+                       dtype_is_error: bool = False, chunk: int = CHUNK) -> Iterator[list[list[str]]]:
+    """The statistics-mode CSV columns of ``pairing`` (:func:`.framework_csv.header`, the stack
+    column included), ``chunk`` rows or a little more at a time."""
     stack = stack or {}
     seen: set[str] = set()
     for pairs in _chunks(pairing.pairs, chunk):
-        cols = _chunk_columns(pairs)
+        cols, simple, percent = _chunk_columns(pairs)
         n = len(pairs)
         results, messages, frames_col = ["pass"] * n, [_NO_MESSAGES] * n, [N_A] * n
         start = 0
         for end in range(1, n + 1):
             if end == n or pairs[end].target.entry is not pairs[start].target.entry:
-                _verdicts(cols, start, end, dtype_is_error, results, messages)
+                _verdicts(cols, simple, percent, start, end, dtype_is_error, results, messages)
                 name = pairs[start].target.entry.name
                 frames = stack.get(name) if name not in seen else None
                 seen.add(name)
                 if frames:
                     frames_col[start] = str(list(frames))
                 start = end
-        yield list(zip(*cols, results, messages, frames_col))
+        yield [*cols, results, messages, frames_col]
+
+
+def _csv_column(column: list[str]) -> list[str]:
+    """The cells of a column as csv.writer (QUOTE_MINIMAL) writes them after safe_text.csv_row:
+    a formula start neutralised, a cell holding , " CR or LF quoted. Each test is one search
+    over the joined column first: most columns (numbers, verdicts) need neither."""
+    joined = _SEP + _SEP.join(column)
+    if _FORMULA_AFTER_SEP.search(joined):
+        column = [csv_cell(c) for c in column]
+        joined = _SEP.join(column)
+    if "," in joined or '"' in joined or "\r" in joined or "\n" in joined:
+        column = [('"' + c.replace('"', '""') + '"') if ("," in c or '"' in c or "\r" in c or "\n" in c) else c
+                  for c in column]
+    return column
 
 
 def write_statistics_csv(path: str | os.PathLike, pairing: Pairing, stack: dict[str, tuple[str, ...]] | None = None,
                          dtype_is_error: bool = False, advance: Callable[[int], None] | None = None,
                          chunk: int = CHUNK) -> None:
-    """msprobe's statistics-mode CSV of ``pairing`` written chunk by chunk (bounded memory)."""
+    """msprobe's statistics-mode CSV of ``pairing`` written chunk by chunk (bounded memory),
+    each chunk's lines joined from its columns (the bytes csv.writer writes: tests compare)."""
     def write(f) -> None:
-        writer = csv.writer(f)
-        writer.writerow(header("statistics"))
-        for rows in statistics_table(pairing, stack, dtype_is_error, chunk):
-            # a name or dtype from the dump starting with = + - @ is text, not a formula:
-            # one search over the chunk; rows are neutralised one by one only when it finds one
-            if _FORMULA_AFTER_SEP.search(_SEP + _SEP.join(_SEP.join(r) for r in rows)):
-                rows = [csv_row(r) for r in rows]
-            writer.writerows(rows)
+        csv.writer(f).writerow(header("statistics"))
+        for cols in statistics_columns(pairing, stack, dtype_is_error, chunk):
+            f.write("".join([",".join(row) + "\r\n" for row in zip(*map(_csv_column, cols))]))
             if advance is not None:
-                advance(len(rows))
+                advance(len(cols[0]))
 
     write_atomic(path, write)
 
