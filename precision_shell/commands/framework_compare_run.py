@@ -58,7 +58,7 @@ def run_compare(session, target=None) -> FrameworkCompare:
     mode = compare_mode(session, target)
     started = time.perf_counter()
     rows: list[RowResult] = []
-    with gc_paused():     # ~10 objects per row, no cycles: collector passes would find nothing
+    with gc_paused(freeze=True):     # ~10 objects per row, no cycles; the pairing lives as long as the result
         pairing = pair_dumps(target, session.require_golden(target), fuzzy=session.fuzzy,
                              mapping=session.mapping)
         loc = target.location
