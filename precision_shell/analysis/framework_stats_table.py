@@ -62,17 +62,14 @@ def _stat_array(leaves) -> np.ndarray:
     return np.array([(leaf.max, leaf.min, leaf.mean, leaf.norm) for leaf in leaves], dtype=float).reshape(-1, 4)
 
 
-_SHAPES: dict[tuple, str] = {}
-
-
-def _shape_text(row) -> str:
-    """framework_csv._shape_cell, with the text of each tensor shape made once."""
+def _shape_text(row, shapes: dict[tuple, str]) -> str:
+    """framework_csv._shape_cell, with the text of each tensor shape made once (``shapes``)."""
     shape = row.leaf.shape
     if shape is None:
         return _shape_cell(row)
-    text = _SHAPES.get(shape)
+    text = shapes.get(shape)
     if text is None:
-        text = _SHAPES[shape] = str(list(shape))
+        text = shapes[shape] = str(list(shape))
     return text
 
 
@@ -156,10 +153,11 @@ def _chunk_columns(pairs: Sequence[RowPair]) -> tuple[list[list[str]], list[bool
         value = _percent(text) if text.endswith("%") else -1.0
         percent[i] = value if value == value else -1.0     # max() in _extreme passes NaN over
     n_grads = [_grad_text(leaf) for leaf in t_leaves]
+    shapes: dict[tuple, str] = {}
     b_grads = [N_A if g is None else _grad_text(g.leaf) for g in goldens]
     return [[t.name for t in targets], [N_A if g is None else g.name for g in goldens],
             list(map(_dtype_text, targets)), [N_A if g is None else _dtype_text(g) for g in goldens],
-            list(map(_shape_text, targets)), [N_A if g is None else _shape_text(g) for g in goldens],
+            [_shape_text(t, shapes) for t in targets], [N_A if g is None else _shape_text(g, shapes) for g in goldens],
             n_grads, b_grads, *diffs, *rels, *t_summary, *g_summary,
             ["True" if a == b else "False" for a, b in zip(n_grads, b_grads)]], simple.tolist(), percent
 
