@@ -113,11 +113,12 @@ PSHELL_ENV = bench_env(PYTHONDONTWRITEBYTECODE="")
 
 
 def pshell(target: Path, golden: Path, command: str, out: Path, tree: Path | None = None):
-    """``tree``: another checkout's pshell (its folder first on PYTHONPATH), for before/after."""
-    env = PSHELL_ENV if tree is None else {**PSHELL_ENV, "PYTHONPATH": f"{tree}:{PSHELL_ENV['PYTHONPATH']}",
+    """``tree``: another checkout's pshell, for before/after: run from that folder (``-m`` puts the
+    working directory first on sys.path, ahead of PYTHONPATH and of this venv's editable install)."""
+    env = PSHELL_ENV if tree is None else {**PSHELL_ENV, "PYTHONPATH": str(tree),
                                            "PYTHONPYCACHEPREFIX": str(ROOT / "bench" / "out" / "pycache_against")}
     return run_child([sys.executable, "-m", "precision_shell", str(target), "--golden", str(golden),
-                      "-o", str(out), "-c", command, "--format", "json"], env=env)
+                      "-o", str(out), "-c", command, "--format", "json"], env=env, cwd=tree or ROOT)
 
 
 def seconds_to_prompt(target: Path, golden: Path, out: Path) -> float | None:
