@@ -17,7 +17,7 @@ from framework_dumps import sample
 from precision_shell.analysis.framework_compare import compare_pairs
 from precision_shell.analysis.framework_csv import iter_table_rows, write_compare_csv
 from precision_shell.analysis.framework_pairing import pair_dumps
-from precision_shell.analysis.framework_stats_table import StatisticsRows, write_statistics_csv
+from precision_shell.analysis.framework_stats_table import StatisticsRows, rows_by_name, write_statistics_csv
 from precision_shell.formats.msprobe_dump import read_msprobe_dump
 
 
@@ -138,3 +138,8 @@ def test_statistics_rows_equal_compare_pairs():
     assert fields(rows[5]) == fields(want[5]) and [fields(r) for r in rows[3:6]] == [fields(r) for r in want[3:6]]
     assert [fields(r) for r in rows.where(lambda p: p.golden is None)] == \
         [fields(r) for r in want if r.pair.golden is None]
+    by_name, want_by_name = rows_by_name(rows), {r.name: r for r in want}
+    assert not isinstance(by_name, dict) and len(want_by_name) > 200
+    for name, r in want_by_name.items():
+        assert fields(by_name.get(name)) == fields(r)
+    assert by_name.get("Functional.nothing.0.forward.input.0") is None
