@@ -5,8 +5,9 @@ iter_table_rows`) builds ~10 objects and a dict per row and computes every stati
 cell by cell: 300k rows of a 100k-entry pair took ~15 s and 1.2 GB. Here the pairs are taken
 ``CHUNK`` rows at a time (cut at entry boundaries, so msprobe's per-API verdicts see whole
 entries): the four statistics of both sides become two float64 arrays, every diff and relative
-error is one array expression, and the rows go to the CSV writer as lists and are dropped.
-Nothing per row outlives its chunk; ``vc``'s result keeps the pairing and builds a row's
+error is one array expression, msprobe's per-API verdicts run on the columns (the statistics
+branch of :func:`.framework_csv._verdicts`, kept equal by the tests), and the chunk's CSV lines
+are joined from its columns and written. Nothing per row outlives its chunk; ``vc``'s result keeps the pairing and builds a row's
 :class:`.framework_compare.RowResult` only when asked (:class:`StatisticsRows`).
 
 Cells are msprobe's, byte for byte the row-at-a-time path's (tests compare the two CSVs): a
