@@ -5,7 +5,10 @@ round (``--runs`` rounds, medians reported), so load changes on a shared machine
 1. **open to the prompt**: a pair of ``--entries`` (default 100k) statistics dumps (synthetic
    ``dump.json`` files of chained API entries, so dataflow edges are inferred as in a real run)
    opened by ``pshell T --golden G -c info`` (what the REPL runs for its banner). Target < 2 s.
-2. **statistics vc**: ``pshell T --golden G -c vc`` on that pair (msprobe's summary CSV).
+2. **statistics vc**: ``pshell T --golden G -c vc`` on that pair (msprobe's summary CSV);
+   ``--against TREE`` runs the same command with another checkout's pshell (before/after, the
+   CSVs checked byte-identical) and ``--msprobe-stats-runs N`` times ``msprobe compare`` on the
+   pair (~70 s a run).
 3. **tensor vc**: ``pshell T --golden G -c vc`` on a tensor-mode pair of ``--tensor-mb`` MB of
    fp32 golden files (default 1024) and half that of bf16 target files (1 Mi-element tensors,
    an input and an output per entry, ``.pt`` files written by ``torch.save`` in msprobe's
@@ -60,7 +63,8 @@ def write_statistics_dump(root: Path, entries: int, dtype: str, seed: int) -> Pa
                                       "input_kwargs": {}, "output": [out]}
         previous = out
     doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": data}
-    (rank / "dump.json").write_text(json.dumps(doc))
+    # indented as msprobe writes it (json.dump(..., indent=1): the committed sample's layout)
+    (rank / "dump.json").write_text(json.dumps(doc, indent=1))
     (rank / "construct.json").write_text("{}")
     (rank / "stack.json").write_text("{}")
     return root
@@ -108,9 +112,13 @@ def write_tensor_pair(root: Path, total_mb: float, venv_python: Path) -> tuple[P
 PSHELL_ENV = bench_env(PYTHONDONTWRITEBYTECODE="")
 
 
-def pshell(target: Path, golden: Path, command: str, out: Path):
+def pshell(target: Path, golden: Path, command: str, out: Path, tree: Path | None = None):
+    """``tree``: another checkout's pshell, for before/after: run from that folder (``-m`` puts the
+    working directory first on sys.path, ahead of PYTHONPATH and of this venv's editable install)."""
+    env = PSHELL_ENV if tree is None else {**PSHELL_ENV, "PYTHONPATH": str(tree),
+                                           "PYTHONPYCACHEPREFIX": str(ROOT / "bench" / "out" / "pycache_against")}
     return run_child([sys.executable, "-m", "precision_shell", str(target), "--golden", str(golden),
-                      "-o", str(out), "-c", command, "--format", "json"], env=PSHELL_ENV)
+                      "-o", str(out), "-c", command, "--format", "json"], env=env, cwd=tree or ROOT)
 
 
 def seconds_to_prompt(target: Path, golden: Path, out: Path) -> float | None:
@@ -150,7 +158,8 @@ def summary_of(runs) -> dict:
         raise SystemExit(f"failed: {' '.join(bad[0].cmd)}\n{bad[0].stderr[-2000:]}")
     return {"wall": round(statistics.median(r.wall for r in runs), 4),
             "cpu": round(statistics.median(r.user + r.sys for r in runs), 4),
-            "rss_mb": round(max(r.rss_mb for r in runs), 1), "runs": [r.brief() for r in runs]}
+            "rss_mb": round(max(r.rss_mb for r in runs), 1), "pss_mb": round(max(r.pss_mb for r in runs), 1),
+            "runs": [r.brief() for r in runs]}
 
 
 def agreement(pshell_csv: Path, msprobe_dir: Path) -> dict:
@@ -175,6 +184,23 @@ def agreement(pshell_csv: Path, msprobe_dir: Path) -> dict:
     return {"rows": len(ours), "msprobe_rows": len(theirs), "max_diff": worst}
 
 
+def stats_agreement(pshell_csv: Path, msprobe_dir: Path) -> dict:
+    """Rows of the two statistics CSVs and how many differ in any cell (msprobe's Result and
+    Err_message apart: it flags every bf16-vs-fp32 row an error for the dtype alone)."""
+    import csv
+
+    theirs_csv = sorted(msprobe_dir.glob("compare_result_*.csv"))[-1]
+    with pshell_csv.open(newline="") as f:
+        ours = list(csv.reader(f))
+    with theirs_csv.open(newline="") as f:
+        theirs = list(csv.reader(f))
+    skip = {ours[0].index(c) for c in ("Result", "Err_message")}
+    differ = sum(1 for a, b in zip(ours[1:], theirs[1:])
+                 if [c for i, c in enumerate(a) if i not in skip] != [c for i, c in enumerate(b) if i not in skip])
+    return {"rows": len(ours) - 1, "msprobe_rows": len(theirs) - 1, "header_equal": ours[0] == theirs[0],
+            "rows_differing": differ}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--entries", type=int, default=100_000)
@@ -182,17 +208,23 @@ def main() -> None:
     p.add_argument("--tensor-mb", type=float, default=1024, help="fp32 golden MB of the tensor pair (0: none)")
     p.add_argument("--msprobe", type=Path, default=Path("/work/venvs/msprobe/bin/msprobe"))
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "framework")
+    p.add_argument("--against", type=Path, default=None,
+                   help="another checkout (e.g. /work/main): statistics vc by its pshell too, alternating")
+    p.add_argument("--msprobe-stats-runs", type=int, default=0,
+                   help="times msprobe compare runs on the statistics pair (~70 s each)")
+    p.add_argument("--stats-only", action="store_true", help="only the statistics pair (no tensor pairs)")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     msprobe = args.msprobe if args.msprobe.is_file() else None
     results: dict = {"machine": machine_info(), "entries": args.entries}
 
     stats = args.out / f"stats_{args.entries}"
-    if not (stats / "target" / "step0" / "rank0" / "dump.json").is_file():
+    if not (stats / "target" / "step0" / "rank0" / "dump.json").is_file() or \
+            (stats / "target" / "step0" / "rank0" / "dump.json").read_bytes()[:2] != b"{\n":  # older: not indented
         write_statistics_dump(stats / "target", args.entries, "torch.bfloat16", 1)
         write_statistics_dump(stats / "golden", args.entries, "torch.float32", 2)
-    pairs = {"sample": (SAMPLE / "target_bf16" / "step0", SAMPLE / "golden_fp32" / "step0")}
-    if args.tensor_mb:
+    pairs = {} if args.stats_only else {"sample": (SAMPLE / "target_bf16" / "step0", SAMPLE / "golden_fp32" / "step0")}
+    if args.tensor_mb and not args.stats_only:
         if msprobe is None:
             raise SystemExit("--tensor-mb needs the msprobe venv (its torch writes the .pt files)")
         pair = args.out / f"tensor_{args.tensor_mb:g}mb"
@@ -204,13 +236,23 @@ def main() -> None:
     # one list of runs per measurement, filled round by round
     runs: dict[str, list] = {}
     prompts: list[float] = []
-    for _ in range(args.runs):
+    if args.against is not None:
+        pshell(SAMPLE / "target_bf16" / "step0", SAMPLE / "golden_fp32" / "step0", "quit",
+               args.out / "warm_up", args.against)
+    for round_ in range(args.runs):
         prompt = seconds_to_prompt(stats / "target", stats / "golden", args.out / "stats_pshell")
         if prompt is not None:
             prompts.append(prompt)
         for name, command in (("open_to_prompt", "info"), ("statistics_vc", "vc")):
             runs.setdefault(name, []).append(pshell(stats / "target", stats / "golden", command,
                                                     args.out / "stats_pshell"))
+        if args.against is not None:
+            runs.setdefault("statistics_vc_against", []).append(
+                pshell(stats / "target", stats / "golden", "vc", args.out / "stats_against", args.against))
+        if msprobe is not None and round_ < args.msprobe_stats_runs:
+            runs.setdefault("statistics_msprobe_compare", []).append(
+                msprobe_compare(msprobe, stats / "target" / "step0", stats / "golden" / "step0",
+                                args.out / "stats_msprobe"))
         for name, (target, golden) in pairs.items():
             runs.setdefault(f"{name}_pshell_vc", []).append(pshell(target, golden, "vc", args.out / f"{name}_pshell"))
             if msprobe is not None:
@@ -222,10 +264,26 @@ def main() -> None:
         results["prompt_in_terminal"] = {"wall": round(statistics.median(prompts), 4), "runs": prompts}
         print(f"{args.entries:,}-entry statistics pair, the REPL's prompt in a terminal after "
               f"{statistics.median(prompts):.3f} s (median; runs {', '.join(f'{p:.2f}' for p in prompts)})")
-    for name in ("open_to_prompt", "statistics_vc"):
-        found = results[name]
+    for name in ("open_to_prompt", "statistics_vc", "statistics_vc_against", "statistics_msprobe_compare"):
+        found = results.get(name)
+        if found is None:
+            continue
         print(f"{args.entries:,}-entry statistics pair ({size / 1e6:.0f} MB dump.json per side), {name}: "
-              f"{found['wall']:.3f} s wall, {found['cpu']:.3f} s CPU, {found['rss_mb']:.0f} MB")
+              f"{found['wall']:.3f} s wall, {found['cpu']:.3f} s CPU, {found['rss_mb']:.0f} MB RSS, "
+              f"{found['pss_mb']:.0f} MB PSS")
+    mine = results["statistics_vc"]
+    for other in ("statistics_vc_against", "statistics_msprobe_compare"):
+        if other in results:
+            results[f"{other}_ratio"] = round(results[other]["wall"] / mine["wall"], 2)
+            print(f"  {other} / statistics_vc: {results[f'{other}_ratio']}x wall")
+    if args.against is not None:
+        ours, before = (args.out / d / "compare_result_rank0.csv" for d in ("stats_pshell", "stats_against"))
+        results["statistics_csv_identical"] = ours.read_bytes() == before.read_bytes()
+        print(f"  statistics CSV byte-identical to {args.against}'s: {results['statistics_csv_identical']}")
+    if "statistics_msprobe_compare" in results:
+        results["statistics_msprobe_agreement"] = stats_agreement(args.out / "stats_pshell" / "compare_result_rank0.csv",
+                                                                  args.out / "stats_msprobe")
+        print(f"  vs msprobe's CSV: {results['statistics_msprobe_agreement']}")
     for name, (target, golden) in pairs.items():
         mine, theirs = results[f"{name}_pshell_vc"], results.get(f"{name}_msprobe_compare")
         megabytes = (tree_bytes(target) + tree_bytes(golden)) / 1e6

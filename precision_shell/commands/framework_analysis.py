@@ -95,7 +95,9 @@ def _cos(value) -> str:
 
 def _metrics_of(found: FrameworkCompare, run, names: list[str]):
     """The compare metrics of the first of ``names`` (pshell tensor names) that has a row."""
-    by_name = {r.name: r for r in found.rows}
+    from precision_shell.analysis.framework_stats_table import rows_by_name
+
+    by_name = rows_by_name(found.rows)     # statistics rows: built when looked up
     for name in names:
         r = by_name.get(run.tensor(name).compare_name)
         if r is not None and r.metrics is not None:
@@ -243,7 +245,9 @@ def _golden_printed(session, compare_name: str) -> str:
 
 def _compare_panel(session, s, position: str) -> Sections:
     found = session.results["compare"]
-    by_name = {r.name: r for r in found.rows}
+    from precision_shell.analysis.framework_stats_table import rows_by_name
+
+    by_name = rows_by_name(found.rows)     # statistics rows: built when looked up
     op = session.run.op(s.op)
     info = [("role", s.role + ("  (first divergence)" if s.first else "")), ("kind", s.kind),
             ("modules", " > ".join(s.modules) or "-"),

@@ -20,6 +20,9 @@ def _tensor_compared(r: RowResult) -> bool:
 def uncompared(rows: list[RowResult], mode: str) -> list[RowResult]:
     """The rows ``mode`` did not compare (one pass; 300k rows of a 100k-entry pair)."""
     if mode == "statistics":
+        where = getattr(rows, "where", None)     # StatisticsRows: build only the rows skipped
+        if where is not None:
+            return where(lambda pair: pair.golden is None)
         return [r for r in rows if r.stats is None]
     if mode == "md5":
         return [r for r in rows if r.pair.golden is None]

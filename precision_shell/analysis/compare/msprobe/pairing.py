@@ -61,7 +61,7 @@ class Row:
         return str(type(leaf.value))
 
 
-@dataclass
+@dataclass(slots=True)    # 300k for a 100k-entry pair: ~70 MB less than with a __dict__ each
 class RowPair:
     target: Row
     golden: Row | None
@@ -184,7 +184,8 @@ def pair_dumps(target: RankDump, golden: RankDump, *, fuzzy: bool = False,
         if mode != "mapping" and not _dtype_compatible(t, g):
             pairs.append(RowPair(t, None, f"dtype {t.dtype} vs golden {g.dtype} cannot be compared"))
             continue
-        pair = RowPair(t, g, dtype_note=f"{t.dtype} vs {g.dtype}" if t.dtype != g.dtype else "")
+        t_dtype, g_dtype = t.dtype, g.dtype
+        pair = RowPair(t, g, dtype_note=f"{t_dtype} vs {g_dtype}" if t_dtype != g_dtype else "")
         if pair.shape_mismatch:
             pair.reason = f"shape {list(t.leaf.shape)} vs golden {list(g.leaf.shape)}"
         pairs.append(pair)
