@@ -1,4 +1,4 @@
-"""Statistics-mode compare written column-wise in chunks (analysis/framework_stats_table) gives the
+"""Statistics-mode compare written column-wise in chunks (analysis/compare/msprobe/stats_table) gives the
 same CSV, byte for byte, as the row-at-a-time path (compare_pairs + iter_table_rows), and msprobe's
 own CSV: on the committed sample, on a scaled copy of it with every odd cell msprobe's rules know
 (NaN, Inf, None, 0.0 vs -0.0, a zero golden, equal values, integer/bool tensors, plain values,
@@ -14,10 +14,10 @@ import random
 import pytest
 
 from framework_dumps import sample
-from precision_shell.analysis.framework_compare import compare_pairs
-from precision_shell.analysis.framework_csv import iter_table_rows, write_compare_csv
-from precision_shell.analysis.framework_pairing import pair_dumps
-from precision_shell.analysis.framework_stats_table import StatisticsRows, rows_by_name, write_statistics_csv
+from precision_shell.analysis.compare.msprobe.engine import compare_pairs
+from precision_shell.analysis.compare.msprobe.csv_layout import iter_table_rows, write_compare_csv
+from precision_shell.analysis.compare.msprobe.pairing import pair_dumps
+from precision_shell.analysis.compare.msprobe.stats_table import StatisticsRows, rows_by_name, write_statistics_csv
 from precision_shell.formats.msprobe_dump import read_msprobe_dump
 
 

@@ -95,7 +95,7 @@ def _cos(value) -> str:
 
 def _metrics_of(found: FrameworkCompare, run, names: list[str]):
     """The compare metrics of the first of ``names`` (pshell tensor names) that has a row."""
-    from precision_shell.analysis.framework_stats_table import rows_by_name
+    from precision_shell.analysis.compare.msprobe.stats_table import rows_by_name
 
     by_name = rows_by_name(found.rows)     # statistics rows: built when looked up
     for name in names:
@@ -245,7 +245,7 @@ def _golden_printed(session, compare_name: str) -> str:
 
 def _compare_panel(session, s, position: str) -> Sections:
     found = session.results["compare"]
-    from precision_shell.analysis.framework_stats_table import rows_by_name
+    from precision_shell.analysis.compare.msprobe.stats_table import rows_by_name
 
     by_name = rows_by_name(found.rows)     # statistics rows: built when looked up
     op = session.run.op(s.op)

@@ -66,7 +66,7 @@ def run_compare(session, target=None) -> FrameworkCompare:
         name = f"compare_result_{'' if len(steps) < 2 else f'step{loc.step}_'}{loc.rank}.csv"
         path = session.output_path(None, name)
         with session.progress("comparing", len(pairing.pairs)) as bar:
-            if mode == "statistics":     # column-wise, in chunks: no row kept (framework_stats_table)
+            if mode == "statistics":     # column-wise, in chunks: no row kept (compare/msprobe/stats_table)
                 write_statistics_csv(path, pairing, target.stack, advance=bar.advance)
                 rows = StatisticsRows(pairing)
             else:

@@ -28,12 +28,12 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..atomic_write import write_atomic
-from ..safe_text import csv_cell
-from .framework_compare import N_A, RowResult, _stats_diff, stat_cells
-from .framework_csv import (_ALL_IGNORE, _INPUT_IGNORE, _SUMMARY_TEXT, _inf_or_nan, _percent, _shape_cell,
+from precision_shell.atomic_write import write_atomic
+from precision_shell.safe_text import csv_cell
+from .engine import N_A, RowResult, _stats_diff, stat_cells
+from .csv_layout import (_ALL_IGNORE, _INPUT_IGNORE, _SUMMARY_TEXT, _inf_or_nan, _percent, _shape_cell,
                             header)
-from .framework_pairing import Pairing, RowPair
+from .pairing import Pairing, RowPair
 
 CHUNK = 8192       # rows per chunk: a few MB of cells, few enough Python round trips
 _NO_MESSAGES = json.dumps([])
