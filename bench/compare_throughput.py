@@ -51,6 +51,7 @@ class Side:
     nbytes: int                               # bytes the command has to read (GB/s = this / wall)
     runs: list[ChildRun] = field(default_factory=list)
     ok_codes: tuple[int, ...] = (0,)
+    cwd: Path | None = None                   # where the command starts (another tree: its root)
 
     def good(self) -> list[ChildRun]:
         return [r for r in self.runs if r.returncode in self.ok_codes]
@@ -77,8 +78,11 @@ def pshell_side(label: str, ws: Path, command: str, out: Path, nbytes: int, nump
         env.pop("PSHELL_NO_EXT", None)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
-    cmd = [sys.executable, "-m", "precision_shell", str(ws), "-o", str(out), "-c", command, "--format", "json"]
-    return Side(label, cmd, env, nbytes)
+    cmd = [sys.executable, "-m", "precision_shell", str(Path(ws).resolve()), "-o", str(Path(out).resolve()), "-c",
+           command, "--format", "json"]
+    # `python -m` puts the working folder first on sys.path, before PYTHONPATH: another tree's side
+    # starts in that tree, or it would run the checkout the bench was started from
+    return Side(label, cmd, env, nbytes, cwd=tree)
 
 
 def vendor_side(ws: BenchWorkspace, out: Path) -> Side | None:
@@ -137,7 +141,7 @@ def measure_workspace(ws: BenchWorkspace, runs: int, vendor_runs: int, jobs: int
         for i, name in ((0, "vc"), (2, "ac")):
             command = sides[i].cmd[sides[i].cmd.index("-c") + 1]
             other = pshell_side(f"{name} of {against}", ws.path, command, work / "against", 0, False, against)
-            other.runs.append(run_child(other.cmd, env=other.env))
+            other.runs.append(run_child(other.cmd, env=other.env, cwd=other.cwd))
             checks[f"{name} vs {against}"] = identical_outputs(sides[i], other)
     resident = resident_fraction(files)     # after the runs: did the workspace stay in the page cache?
     return {"workspace": ws.name, "npu_bytes": npu_bytes, "data_bytes": all_bytes,
