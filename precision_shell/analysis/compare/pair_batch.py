@@ -37,8 +37,8 @@ from precision_shell.formats.layout import PLAIN_LAYOUTS
 # A batch is computed when it holds this many pairs or bytes (both sides): long enough that the
 # GIL is released for milliseconds at a time, short enough that the read buffers held for it
 # stay a few MB per thread.
-BATCH_PAIRS = 16
-BATCH_BYTES = 12 << 20
+BATCH_PAIRS = 4
+BATCH_BYTES = 4 << 20
 # Pairs larger than this go the one-pair way (the kernel's own chunking serves them well, and a
 # gathered copy of their NPU side would be a large scratch buffer).
 MAX_PAIR_ELEMENTS = 1 << 22
@@ -130,11 +130,14 @@ def _make_spec(header: DumpHeader, entry: TensorEntry, target_format: str | None
 
 def _runs(flat: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray | None, int, int]:
     """``flat`` (the device element of each logical one) as (run starts, run, step): the longest
-    run of trailing logical axes along which it steps evenly; (None, n, 1) when it is 0, 1, 2..."""
-    for axis in range(len(shape)):
-        run = math.prod(shape[axis:])
+    run along which it steps evenly, over whole trailing logical axes, else over equal parts of
+    the last axis (an NHWC golden's channels cross C0 blocks); (None, n, 1) when it is 0, 1, 2..."""
+    last = shape[-1] if shape else 1
+    runs = [math.prod(shape[axis:]) for axis in range(len(shape))]
+    runs += [d for d in range(last // 2, 1, -1) if last % d == 0]
+    for run in runs:
         if run <= 1:
-            break
+            continue
         rows = flat.reshape(-1, run).astype(np.int64)
         step = int(rows[0, 1] - rows[0, 0])
         if np.array_equal(rows, rows[:, :1] + step * np.arange(run, dtype=np.int64)):
