@@ -29,8 +29,8 @@ from __future__ import annotations
 import os
 import re
 import time
+from contextlib import ExitStack
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -39,7 +39,7 @@ from precision_shell.analysis.compare.plan import ComparePlan, OpPlan
 from precision_shell.analysis.compare.results import (  # noqa: F401  (re-exported)
     CompareResult, ResultStore, RowView, TensorResult,
 )
-from precision_shell.analysis.compare.tasks import iter_task, run_task
+from precision_shell.analysis.compare.tasks import iter_task, result_row, run_task
 from precision_shell.analysis.compare import worker as compare_worker
 from precision_shell.analysis.compare.worker import PairResult, skipped_pair
 from precision_shell.analysis.compare.coverage import NO_DUMP, NO_GOLDEN, SHAPE_DIFFERS, reason_kind
@@ -72,17 +72,19 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pshell-vc")
 
 
-def make_tasks(plan: ComparePlan, workers: int) -> Iterator[tuple[list[int], tuple]]:
+def make_tasks(plan: ComparePlan, workers: int, ops: Iterable[OpPlan] | None = None,
+               total_bytes: int | None = None) -> Iterator[tuple[list[int], tuple]]:
     """(rows, task) for ``compare_tasks.run_task``: consecutive whole ops, roughly equal bytes,
-    built as they are handed out."""
+    built as they are handed out. ``ops``: the plan's ops as they are planned (default: all),
+    ``total_bytes`` then an estimate of the plan's (sizes the tasks)."""
     t = plan.table
-    target = min(max(plan.total_bytes // max(1, workers * _BATCHES_PER_WORKER), _MIN_BATCH_BYTES),
-                 _MAX_BATCH_BYTES)
+    total = plan.total_bytes if total_bytes is None else total_bytes
+    target = min(max(total // max(1, workers * _BATCHES_PER_WORKER), _MIN_BATCH_BYTES), _MAX_BATCH_BYTES)
     npu_mode = plan.device_shape_mode
     groups: list[tuple] = []
     rows_in: list[int] = []
     size = 0
-    for op in plan.ops:
+    for op in plan.ops if ops is None else ops:
         rows = [r for r in op.rows if t.runnable(r)]
         if not rows:
             continue
@@ -108,16 +110,24 @@ def make_tasks(plan: ComparePlan, workers: int) -> Iterator[tuple[list[int], tup
 
 
 def run_compare(plan: ComparePlan, *, progress: Callable | None = None, workers: int | None = None,
-                executor: Executor | None = None) -> CompareResult:
+                executor: Executor | None = None, planning: Iterator[OpPlan] | None = None,
+                estimated_bytes: int = 0) -> CompareResult:
     """Execute ``plan``. Without an executor, ``workers=1`` (or a plan too small to be worth a
-    pool) runs in this process; otherwise tasks go to ``executor`` (default: a process pool of
-    ``workers``, default the CPU count)."""
+    pool) runs in this process; otherwise tasks go to ``executor`` (default: a thread pool of
+    ``workers``, default the CPU count). ``planning``: the generator still filling ``plan``
+    (``mapping.golden_plan_steps``; ``estimated_bytes`` its likely total): tasks start as their
+    ops are planned."""
     from precision_shell.model.progress import silent_progress
 
     progress = progress or silent_progress
     workers = workers or default_workers()
-    store = ResultStore(plan)
     start = time.perf_counter()
+    if planning is not None and (executor is not None or workers > 1) and \
+            estimated_bytes >= INLINE_BELOW_BYTES:
+        return _run_while_planning(plan, planning, progress, workers, executor, estimated_bytes, start)
+    for _ in planning or ():
+        pass
+    store = ResultStore(plan)
     problems = list(plan.problems)
     cancelled = False
     t = plan.table
@@ -140,6 +150,86 @@ def run_compare(plan: ComparePlan, *, progress: Callable | None = None, workers:
     store.trim()
     done = int(store.done().sum())
     if cancelled:
+        problems.append(f"interrupted: {done} of {len(t)} tensors compared; the result is partial")
+    return CompareResult(plan.mode, plan.npu_label, plan.golden_label, plan.ops, RowView(store), cancelled,
+                         workers if executor is None else getattr(executor, "_max_workers", workers),
+                         time.perf_counter() - start, store.bytes_read, problems)
+
+
+class _LateStore:
+    """Results of a compare whose plan is still growing: kept until the plan is complete, then
+    in a :class:`ResultStore` of its size."""
+
+    def __init__(self, plan: ComparePlan) -> None:
+        self.plan = plan
+        self.store: ResultStore | None = None
+        self.early: list[tuple] = []
+
+    def add(self, t: tuple) -> None:
+        if self.store is None:
+            self.early.append(t)
+        else:
+            self.store.add(t)
+
+    def add_result(self, res: PairResult) -> None:
+        self.add(result_row(res))
+
+    def open(self) -> ResultStore:
+        if self.store is None:
+            self.store = ResultStore(self.plan)
+            for t in self.early:
+                self.store.add(t)
+            self.early.clear()
+        return self.store
+
+
+class _LateBar:
+    """Progress counted until the plan's size is known, then shown by ``bar``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.bar: Any = None
+
+    def advance(self, n: int = 1) -> None:
+        if self.bar is None:
+            self.count += n
+        else:
+            self.bar.advance(n)
+
+
+def _run_while_planning(plan: ComparePlan, planning: Iterator[OpPlan], progress: Callable, workers: int,
+                        executor: Executor | None, estimated_bytes: int, start: float) -> CompareResult:
+    """run_compare on a pool while ``planning`` fills ``plan``: this thread plans an op, hands
+    out a task when its ops are planned, and harvests results meanwhile (planning is Python,
+    header reads and the graph's op details: ~10% of a compare of many small ops that the
+    workers need not wait for). The progress bar appears once the row count is known."""
+    late, bar = _LateStore(plan), _LateBar()
+    t = plan.table
+    cancelled = False
+    with ExitStack() as stack:
+        def planned_ops() -> Iterator[OpPlan]:
+            for op in planning:
+                for row in op.rows:   # rows without a pair need no worker
+                    if not t.runnable(row):
+                        late.add_result(_unrunnable(t, row))
+                        bar.advance(1)
+                yield op
+            late.open()
+            bar.bar = stack.enter_context(progress("comparing", len(t)))
+            bar.bar.advance(bar.count)
+
+        problems: list[str] = []
+        try:
+            cancelled = _run_pool(make_tasks(plan, workers, planned_ops(), estimated_bytes), late, bar,
+                                  executor, workers, problems)
+        except KeyboardInterrupt:
+            cancelled = True
+    store = late.open()    # interrupted while planning: the rows planned so far
+    store.resolve()
+    store.trim()
+    problems = list(plan.problems) + problems
+    if cancelled:
+        done = int(store.done().sum())
         problems.append(f"interrupted: {done} of {len(t)} tensors compared; the result is partial")
     return CompareResult(plan.mode, plan.npu_label, plan.golden_label, plan.ops, RowView(store), cancelled,
                          workers if executor is None else getattr(executor, "_max_workers", workers),
@@ -212,14 +302,15 @@ def _fail(rows: Iterable[int], store: ResultStore, reason: str) -> None:
 def _harvest(fut: Future, rows: list[int], store: ResultStore, problems: list[str]) -> None:
     try:
         results = fut.result()
-    except BrokenProcessPool as exc:
-        _fail(rows, store, f"compare worker died: {exc}")
-        if not any("worker died" in p for p in problems):
-            problems.append(f"a compare worker process died ({exc}); its tensors are NaN rows")
-        return
     except Exception as exc:  # a bug in a worker: keep the other tasks' results
         from precision_shell.analysis.compare.executors import worker_lost
 
+        # by name: concurrent.futures.process (and multiprocessing) stay out of a vc's imports
+        if type(exc).__name__ == "BrokenProcessPool":
+            _fail(rows, store, f"compare worker died: {exc}")
+            if not any("worker died" in p for p in problems):
+                problems.append(f"a compare worker process died ({exc}); its tensors are NaN rows")
+            return
         if worker_lost(exc):   # a cluster worker died (after Dask's retries)
             _fail(rows, store, f"compare worker lost: {type(exc).__name__}")
             if not any("worker lost" in p for p in problems):
