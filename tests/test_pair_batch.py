@@ -153,3 +153,12 @@ def test_a_task_gives_the_same_rows_with_and_without_the_batch(tmp_path, monkeyp
     single = run_task(task)
     assert calls
     assert [_values(r) for r in batched] == [_values(r) for r in single]
+
+
+def test_same_bytes_is_a_byte_comparison():
+    a = RNG.integers(0, 256, 1001, dtype=np.uint8)
+    b = a.copy()
+    assert fm.same_bytes(a, b) and fm.same_bytes(a[:0], b[:0])
+    b[-1] ^= 1
+    assert not fm.same_bytes(a, b)
+    assert not fm.same_bytes(a, a[:-1])

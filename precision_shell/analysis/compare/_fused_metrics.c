@@ -206,6 +206,8 @@ static PyMethodDef methods[] = {
      "batch_metrics(items, chunk, out): items of (x, x_kind, int32 run starts or None, run, step, "
      "y, y_kind); "
      "out[i] = FirstPass fields, SecondPass fields, kl_scale of pair i (B_WIDTH doubles)"},
+    {"same_bytes", fused_same_bytes, METH_VARARGS,
+     "same_bytes(a, b) -> whether the two buffers hold the same bytes (GIL released)"},
     {"bool_counts", py_bool_counts, METH_VARARGS,
      "bool_counts(x, y) -> (x_true, y_true, both_true, equal)"},
     {"value_counts", py_value_counts, METH_VARARGS,

@@ -130,6 +130,12 @@ def batch_enabled() -> bool:
     return _enabled()
 
 
+def same_bytes(a: np.ndarray, b: np.ndarray) -> bool | None:
+    """Whether two contiguous arrays hold the same bytes (memcmp, the GIL released), or None
+    without the kernel."""
+    return _ext.same_bytes(a, b) if _enabled() else None
+
+
 def batch_passes(items: list[tuple], chunk: int) -> list[tuple[k.FirstPass, k.SecondPass]]:
     """:func:`passes` of many pairs in one kernel call with the GIL released once. An item is
     ``(x, x_kind, index, run, step, y, y_kind)``: ``x`` the NPU tensor's bytes in device

@@ -38,7 +38,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from precision_shell.analysis.compare import pair_batch
+from precision_shell.analysis.compare import fused_metrics, pair_batch
 from precision_shell.analysis.compare.pair_batch import PairBatch
 from precision_shell.analysis.compare.worker import PairResult, _compare_arrays, failed_pair
 from precision_shell.analysis.compare.metrics import Metrics
@@ -209,6 +209,9 @@ class _TaskFiles:
 def _equal_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     if a.size != b.size:
         return False
+    same = fused_metrics.same_bytes(a, b)
+    if same is not None:
+        return same
     k = a.size // 8 * 8   # 8 bytes at a time: ~3x faster than byte by byte
     return bool(np.array_equal(a[:k].view(np.uint64), b[:k].view(np.uint64)) and np.array_equal(a[k:], b[k:]))
 
