@@ -156,10 +156,6 @@ typedef struct {
     size_t gathered_cap, rows_cap;
 } Scratch;
 
-/* per thread, kept between calls: a fresh block of a few hundred KB per call would be a fresh
-   mapping, page-faulted in again each time */
-static _Thread_local Scratch thread_scratch;
-#define KEEP_SCRATCH ((size_t)8 << 20)
 
 #define GATHER(T, it, out)                                                                \
     do {                                                                                  \
@@ -254,13 +250,13 @@ PyObject *fused_batch_metrics(PyObject *self, PyObject *args)
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
-    Scratch *s = &thread_scratch;
+    /* per call, not per thread: a vc's worker threads end with it, and what a thread kept would
+       stay allocated (glibc serves the next call's blocks from the freed ones, without faults) */
+    Scratch s = {0};
     for (Py_ssize_t i = 0; i < count && !failed; i++)
-        failed = item_metrics(&items[i], chunk, s, (double *)out.buf + i * B_WIDTH) < 0;
-    if (s->gathered_cap > KEEP_SCRATCH) {   /* a big tensor's worth is not kept */
-        free(s->gathered);
-        s->gathered = NULL, s->gathered_cap = 0;
-    }
+        failed = item_metrics(&items[i], chunk, &s, (double *)out.buf + i * B_WIDTH) < 0;
+    free(s.gathered);
+    free(s.rows);
     Py_END_ALLOW_THREADS
     if (failed)
         PyErr_NoMemory();
