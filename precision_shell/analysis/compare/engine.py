@@ -227,13 +227,15 @@ def _run_while_planning(plan: ComparePlan, planning: Iterator[OpPlan], progress:
                                   executor, workers, problems)
         except KeyboardInterrupt:
             cancelled = True
+    planned = late.store is not None
     store = late.open()    # interrupted while planning: the rows planned so far
     store.resolve()
     store.trim()
     problems = list(plan.problems) + problems
     if cancelled:
         done = int(store.done().sum())
-        problems.append(f"interrupted: {done} of {len(t)} tensors compared; the result is partial")
+        where = "" if planned else f" (planning stopped after {len(plan.ops)} ops)"
+        problems.append(f"interrupted: {done} of {len(t)} tensors compared{where}; the result is partial")
     return CompareResult(plan.mode, plan.npu_label, plan.golden_label, plan.ops, RowView(store), cancelled,
                          workers if executor is None else getattr(executor, "_max_workers", workers),
                          time.perf_counter() - start, store.bytes_read, problems)
