@@ -59,7 +59,7 @@ class OptionalBuildExt(build_ext):
 setup(
     ext_modules=[Extension(
         "precision_shell.analysis.compare._fused_metrics",
-        [f"precision_shell/analysis/compare/{name}.c" for name in ("_fused_metrics", "_fused_passes")],
+        [f"precision_shell/analysis/compare/{name}.c" for name in ("_fused_metrics", "_fused_passes", "_fused_batch")],
         depends=[f"precision_shell/analysis/compare/{name}.h" for name in ("_fused_metrics", "_fused_vectors")],
         optional=True),
         # msprobe's tensor-mode sums for framework dumps (analysis/compare/msprobe/kernel.py)

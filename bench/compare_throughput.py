@@ -128,21 +128,27 @@ def measure_workspace(ws: BenchWorkspace, runs: int, vendor_runs: int, jobs: int
              pshell_side(f"pshell {vc} (numpy)", ws.path, vc, work / "numpy", all_bytes, True),
              pshell_side("pshell ac -l 0 (C)", ws.path, "ac -l 0", work / "c", npu_bytes, False),
              pshell_side("pshell ac -l 0 (numpy)", ws.path, "ac -l 0", work / "numpy", npu_bytes, True)]
+    before = None
+    if against is not None:   # before/after: the other tree's vc, timed in the same rounds
+        before = pshell_side(f"{sides[0].label} of {against}", ws.path, vc, work / "against", all_bytes, False,
+                             against)
+        sides.insert(1, before)
     vendor = vendor_side(ws, work / "vendor") if vendor_runs else None
     load = [os.getloadavg()[0]]
     for round_no in range(max(runs, vendor_runs if vendor else 0)):
         for side in sides + ([vendor] if vendor else []):
             if round_no < (vendor_runs if side is vendor else runs):
-                side.runs.append(run_child(side.cmd, env=side.env))
+                side.runs.append(run_child(side.cmd, env=side.env, cwd=side.cwd))
         load.append(os.getloadavg()[0])
         log(f"  {ws.name}: round {round_no + 1} done (load average {load[-1]:.2f})")
-    checks = {"vc": identical_outputs(sides[0], sides[1]), "ac": identical_outputs(sides[2], sides[3])}
-    if against is not None:   # before/after: one run of each command by the other tree's pshell
-        for i, name in ((0, "vc"), (2, "ac")):
-            command = sides[i].cmd[sides[i].cmd.index("-c") + 1]
-            other = pshell_side(f"{name} of {against}", ws.path, command, work / "against", 0, False, against)
-            other.runs.append(run_child(other.cmd, env=other.env, cwd=other.cwd))
-            checks[f"{name} vs {against}"] = identical_outputs(sides[i], other)
+    mine = [s for s in sides if s is not before]
+    checks = {"vc": identical_outputs(mine[0], mine[1]), "ac": identical_outputs(mine[2], mine[3])}
+    if against is not None:   # before/after: vc timed above, ac one run by the other tree's pshell
+        checks[f"vc vs {against}"] = identical_outputs(mine[0], before)
+        command = mine[2].cmd[mine[2].cmd.index("-c") + 1]
+        other = pshell_side(f"ac of {against}", ws.path, command, work / "against", 0, False, against)
+        other.runs.append(run_child(other.cmd, env=other.env, cwd=other.cwd))
+        checks[f"ac vs {against}"] = identical_outputs(mine[2], other)
     resident = resident_fraction(files)     # after the runs: did the workspace stay in the page cache?
     return {"workspace": ws.name, "npu_bytes": npu_bytes, "data_bytes": all_bytes,
             "sides": [s.as_json() for s in sides + ([vendor] if vendor else [])],
@@ -172,10 +178,16 @@ def table(records: list[dict]) -> str:
             lines.append(f"| {rec['workspace']} ({rec['data_bytes'] / 1e9:.2f} GB) | {s['label']} | {wall:.2f} s "
                          f"| {_gb_s(s):.2f} | {cpu:.2f} | {cpu / wall if wall else float('nan'):.2f} "
                          f"| {s['peak_pss_mb']['median']:.0f} | {len(s['runs'])}{failed} |")
-        c = next((s for label, s in by_label.items() if label.startswith("pshell vc") and "(C)" in label), None)
-        n = next((s for label, s in by_label.items() if label.startswith("pshell vc") and "numpy" in label), None)
+        c = next((s for label, s in by_label.items() if label.startswith("pshell vc") and label.endswith("(C)")),
+                 None)
+        before = next((s for label, s in by_label.items() if label.startswith("pshell vc") and " of " in label), None)
+        n = next((s for label, s in by_label.items() if label.startswith("pshell vc") and "numpy" in label
+                  and " of " not in label), None)
         v = by_label.get("vendor msaccucmp")
         ratios = []
+        if c and before:
+            ratios.append(f"before / after: wall {before['wall_s']['median'] / c['wall_s']['median']:.2f}x, "
+                          f"CPU {before['tree_cpu_s']['median']:.2f} -> {c['tree_cpu_s']['median']:.2f} s")
         if c and n:
             ratios.append(f"numpy / C {n['wall_s']['median'] / c['wall_s']['median']:.2f}x")
         if c and v:
@@ -206,8 +218,8 @@ def parse_args(argv: list[str] | None = None):
                    help="many small ops instead (issue 31): the generator's --small-tensors at each size "
                         "(--sizes 740: ~1,000 ops, ~4,000 tensors of 0.35-0.56 MB, 1.85 GB with goldens)")
     p.add_argument("--against", type=Path, default=None,
-                   help="a pshell source tree (e.g. /work/main) whose vc and ac output must be byte-identical "
-                        "to this one's (before/after a change; one run each, not timed)")
+                   help="a pshell source tree (e.g. /work/main): its vc (C) is timed in the same rounds "
+                        "(before/after a change), its vc and ac output must be byte-identical to this one's")
     return p.parse_args(argv)
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from precision_shell.analysis.compare.engine import (
     CompareResult, default_workers, result_from_csv, run_compare, write_vendor_csv,
 )
-from precision_shell.analysis.compare.mapping import plan_golden_compare, plan_npu_compare
+from precision_shell.analysis.compare.mapping import golden_plan_steps, plan_golden_compare, plan_npu_compare
 from precision_shell.analysis.compare.coverage import Coverage
 from precision_shell.analysis.root_cause.graph import (
     Criteria, Suspect, SuspectList, find_suspects, parse_condition,
@@ -65,6 +65,8 @@ class PreparedCompare:
     path: Path
     workers: int
     executor: Any
+    planning: Any = None        # the generator still filling ``plan`` (prepare_vc's ``overlap``)
+    estimated_bytes: int = 0    # then the likely bytes of the compare (sizes its tasks)
 
 
 def run_vc(session: Session, *, npu: str | None = None, golden: str | None = None,
@@ -74,14 +76,15 @@ def run_vc(session: Session, *, npu: str | None = None, golden: str | None = Non
     ``dump_set``/``dumps``: one set of a ``--ranks``/``--steps`` selection instead of the active
     one (its CSV is named by rank and step; the session's result stays the active set's)."""
     prepared = prepare_vc(session, npu=npu, golden=golden, against=against, jobs=jobs,
-                          executor=executor, dump_set=dump_set, dumps=dumps)
+                          executor=executor, dump_set=dump_set, dumps=dumps, overlap=True)
     return finish_vc(session, prepared, session.progress, keep=dump_set is None)
 
 
 def prepare_vc(session: Session, *, npu: str | None = None, golden: str | None = None,
                against: str | None = None, jobs: int | None = None, executor: Any = None,
-               dump_set: Any = None, dumps: DumpIndex | None = None) -> PreparedCompare:
-    """The plan of a ``vc``, its CSV's place (checked) and its executor; nothing runs yet."""
+               dump_set: Any = None, dumps: DumpIndex | None = None, overlap: bool = False) -> PreparedCompare:
+    """The plan of a ``vc``, its CSV's place (checked) and its executor; nothing runs yet.
+    ``overlap``: NPU vs golden, the plan is filled while ``finish_vc`` compares (in this thread)."""
     if jobs is not None and jobs < 1:
         raise UsageError("-j must be 1 or more")
     if dump_set is not None:
@@ -108,8 +111,13 @@ def prepare_vc(session: Session, *, npu: str | None = None, golden: str | None =
         if index.folder is None or not len(index):
             raise CommandError("no golden .npy files (tf/dump/*.npy): pass --golden DIR, or compare "
                                "two NPU runs with --against RUN")
-        plan = plan_golden_compare(session.graph, dumps, index, npu_label=npu_label,
-                                   golden_label=str(index.folder))
+        if overlap:
+            plan, planning = golden_plan_steps(session.graph, dumps, index, npu_label=npu_label,
+                                               golden_label=str(index.folder))
+            estimated = dumps.total_bytes + index.total_bytes
+        else:
+            plan = plan_golden_compare(session.graph, dumps, index, npu_label=npu_label,
+                                       golden_label=str(index.folder))
         if session.graph is None:
             plan.problems.append("no graph loaded: outputs are mapped by the dumps' original_op, "
                                  "inputs cannot be traced to their producers")
@@ -126,13 +134,16 @@ def prepare_vc(session: Session, *, npu: str | None = None, golden: str | None =
         executor = EXECUTOR_FACTORY(workers)
     if executor is not None and jobs is None:
         workers = getattr(executor, "_max_workers", workers)
-    return PreparedCompare(plan, path, workers, executor)
+    if against or not overlap:
+        return PreparedCompare(plan, path, workers, executor)
+    return PreparedCompare(plan, path, workers, executor, planning, estimated)
 
 
 def finish_vc(session: Session, prepared: PreparedCompare, progress: Any, keep: bool = True) -> CompareResult:
     """Run a prepared ``vc`` and write its CSV; ``keep``: it becomes the session's compare."""
     result = run_compare(prepared.plan, progress=progress, workers=prepared.workers,
-                         executor=prepared.executor)
+                         executor=prepared.executor, planning=prepared.planning,
+                         estimated_bytes=prepared.estimated_bytes)
     path = prepared.path
     if result.cancelled:   # Ctrl-C: the file's name says it is not the whole compare
         path = path.with_name(f"{path.stem}_partial{path.suffix}")

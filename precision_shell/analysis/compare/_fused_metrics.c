@@ -202,6 +202,12 @@ static PyMethodDef methods[] = {
     {"second_pass", py_second_pass, METH_VARARGS,
      "second_pass(x, y, x_kind, y_kind, chunk, rows, x_shift, y_shift, x_finite, y_finite, "
      "want_kl, x_low, x_span, y_low, y_span, kl_scale): one float64 row per chunk"},
+    {"batch_metrics", fused_batch_metrics, METH_VARARGS,
+     "batch_metrics(items, chunk, out): items of (x, x_kind, int32 run starts or None, run, step, "
+     "y, y_kind); "
+     "out[i] = FirstPass fields, SecondPass fields, kl_scale of pair i (B_WIDTH doubles)"},
+    {"same_bytes", fused_same_bytes, METH_VARARGS,
+     "same_bytes(a, b) -> whether the two buffers hold the same bytes (GIL released)"},
     {"bool_counts", py_bool_counts, METH_VARARGS,
      "bool_counts(x, y) -> (x_true, y_true, both_true, equal)"},
     {"value_counts", py_value_counts, METH_VARARGS,
@@ -223,7 +229,8 @@ PyMODINIT_FUNC PyInit__fused_metrics(void)
         PyModule_AddIntConstant(m, "KIND_F16", KIND_F16) < 0 ||
         PyModule_AddIntConstant(m, "KIND_BF16", KIND_BF16) < 0 ||
         PyModule_AddIntConstant(m, "FIRST_WIDTH", F_WIDTH) < 0 ||
-        PyModule_AddIntConstant(m, "SECOND_WIDTH", S_WIDTH) < 0) {
+        PyModule_AddIntConstant(m, "SECOND_WIDTH", S_WIDTH) < 0 ||
+        PyModule_AddIntConstant(m, "BATCH_WIDTH", B_WIDTH) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -35,6 +35,11 @@ typedef struct {
 extern PyUFuncGenericFunction fused_log_loop;
 extern void *fused_log_data;
 
+/* batch_metrics's row of a pair: FirstPass's fields, SecondPass's, kl_scale (_fused_batch.c) */
+#define B_WIDTH (F_WIDTH + S_WIDTH + 1)
+PyObject *fused_batch_metrics(PyObject *self, PyObject *args);
+PyObject *fused_same_bytes(PyObject *self, PyObject *args);
+
 /* One row per chunk of ``chunk`` elements into ``rows``; -1 when out of memory. No GIL needed. */
 int fused_first_pass(Source x, Source y, Py_ssize_t n, Py_ssize_t chunk, double *rows);
 int fused_second_pass(const Second *c, Py_ssize_t n, Py_ssize_t chunk, double *rows);

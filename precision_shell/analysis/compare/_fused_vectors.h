@@ -59,6 +59,18 @@ static inline vf min_ignoring_nan(vf v, vf m) { return blend(v < m, v, m); }
 static inline vf max_ignoring_nan(vf v, vf m) { return blend(v > m, v, m); }
 #endif
 
+/* whether any lane of a comparison result is true */
+static inline int any_set(vi m)
+{
+#if VL == 8
+    return !_mm256_testz_si256((__m256i)m, (__m256i)m);
+#else
+    int64_t lanes[VL / 2];
+    memcpy(lanes, &m, sizeof m);
+    return (lanes[0] | lanes[1]) != 0;
+#endif
+}
+
 static inline vf vabs(vf v) { return (vf)((vi)v & 0x7fffffff); }
 
 /* VL float16 or bfloat16 bit patterns -> float32 bit patterns, exactly */

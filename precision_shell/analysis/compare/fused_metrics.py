@@ -113,6 +113,49 @@ def passes(x: np.ndarray, y: np.ndarray, chunk: int, threads: int = 1
     return first, second
 
 
+def kind_of(dtype: np.dtype) -> int | None:
+    """The C kernel's element kind of ``dtype`` (float32/float16/bfloat16, native order), or
+    None: the batch path (:func:`batch_passes`) takes only these."""
+    if _ext is None or not dtype.isnative:
+        return None
+    if dtype == np.float32:
+        return _ext.KIND_F32
+    if dtype == np.float16:
+        return _ext.KIND_F16
+    return _ext.KIND_BF16 if k._is_bfloat16(dtype) else None
+
+
+def batch_enabled() -> bool:
+    """Whether :func:`batch_passes` can run (the kernel built and not disabled)."""
+    return _enabled()
+
+
+def same_bytes(a: np.ndarray, b: np.ndarray) -> bool | None:
+    """Whether two contiguous arrays hold the same bytes (memcmp, the GIL released), or None
+    without the kernel."""
+    return _ext.same_bytes(a, b) if _enabled() else None
+
+
+def batch_passes(items: list[tuple], chunk: int) -> list[tuple[k.FirstPass, k.SecondPass]]:
+    """:func:`passes` of many pairs in one kernel call with the GIL released once. An item is
+    ``(x, x_kind, index, run, step, y, y_kind)``: ``x`` the NPU tensor's bytes in device
+    order, ``index`` None when ``x`` is already in logical order, else int32 starts of runs:
+    logical element ``run * j + t`` is element ``index[j] + t * step`` of ``x``; ``y`` the
+    golden's bytes; kinds from :func:`kind_of`. Same FirstPass and SecondPass
+    as :func:`passes` of ``x`` in logical order and ``y``, bit for bit (the chunk rows are combined in C
+    exactly as here)."""
+    out = np.empty((len(items), _ext.BATCH_WIDTH), np.float64)
+    _ext.batch_metrics(items, chunk, out)
+    nf, ns = len(FIRST_FIELDS), len(SECOND_FIELDS)
+    results = []
+    for row in out.tolist():
+        first = k.FirstPass(*row[:nf])
+        first.within_one_thousandth = int(first.within_one_thousandth)
+        first.within_five_thousandths = int(first.within_five_thousandths)
+        results.append((first, k.SecondPass(*row[nf:nf + ns], kl_scale=row[nf + ns])))
+    return results
+
+
 def bool_counts(x: np.ndarray, y: np.ndarray) -> k.BoolCounts | None:
     """``metrics_kernels.bool_counts`` for two flat bool arrays, or None (see :func:`passes`)."""
     if not _enabled() or x.size != y.size or not (x.flags.c_contiguous and y.flags.c_contiguous):

@@ -19,7 +19,7 @@ executed by :mod:`compare_worker`. Rules, as the vendor engine applies them with
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 from precision_shell.analysis.compare.plan import INPUT, OUTPUT, ComparePlan, OpPlan, PlanTable, file_path
 from precision_shell.analysis.compare.tasks import pack_header
@@ -219,8 +219,28 @@ def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
                         npu_label: str = "npu", golden_label: str = "golden") -> ComparePlan:
     """NPU dumps vs framework goldens. Ops come from the graph (execution order: dump timestamp,
     graph order as tie-break); dumps of ops the graph does not know are mapped by their headers."""
-    p = _Planner(graph, dumps, golden)
+    plan, steps = golden_plan_steps(graph, dumps, golden, npu_label=npu_label, golden_label=golden_label)
+    for _ in steps:
+        pass
+    return plan
 
+
+def golden_plan_steps(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *, npu_label: str = "npu",
+                      golden_label: str = "golden") -> tuple[ComparePlan, Iterator[OpPlan]]:
+    """:func:`plan_golden_compare`'s plan, still empty, and the generator that fills it: each op
+    is yielded once its rows are in, so ``vc`` compares the first ops while it reads the headers
+    of the rest. The plan's problems are complete when the generator is exhausted (they go before
+    any a caller appended meanwhile, as when planning came first)."""
+    p = _Planner(graph, dumps, golden)
+    plan = ComparePlan("golden", p.ops, p.table, npu_label, golden_label, [])
+
+    def steps() -> Iterator[OpPlan]:
+        yield from _golden_ops(p, graph, dumps)
+        plan.problems[:0] = p.problems + dumps.warnings
+    return plan, steps()
+
+
+def _golden_ops(p: _Planner, graph: Any, dumps: DumpIndex) -> Iterator[OpPlan]:
     def header_name(f: DumpFile) -> str | None:
         header = p.header(dumps, f)
         return header.op_name if header is not None and header.op_name else None
@@ -239,6 +259,7 @@ def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
                 p.add(plan, OUTPUT, 0, None, None, None, NO_DUMP, 0)
             else:
                 p.add_unreadable(plan, dump_path(f))
+            yield plan
             continue
         plan.packed = pack_header(header, p.packed)   # workers do not parse it again
         n_inputs = len(header.inputs)
@@ -270,7 +291,7 @@ def plan_golden_compare(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *,
             row = p.add(plan, OUTPUT, entry.index, spec, src, ref, reason, entry.size + size)
             if src is not None:
                 outputs[(name, entry.index)] = row
-    return ComparePlan("golden", p.ops, p.table, npu_label, golden_label, p.problems + dumps.warnings)
+        yield plan
 
 
 def plan_npu_compare(graph: Any, left: DumpIndex, right: DumpIndex, *, left_label: str,

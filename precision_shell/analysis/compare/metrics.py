@@ -242,6 +242,19 @@ def _float_metrics(x: np.ndarray, y: np.ndarray, chunk: int, scalar_shape: bool,
         second = k.second_pass(xs, ys, n, chunk, first, want_kl=fused_metrics.kl_computable(first))
     else:
         first, second = fused
+    return metrics_from_passes(first, second, n, scalar_shape, ratio_ok)
+
+
+def scalar_and_ratio(shape: tuple[int, ...]) -> tuple[bool, bool]:
+    """(the vendor's "scalar" shape, msprobe's ratios supported) of an NPU tensor's shape, as
+    :func:`compute_metrics` decides them."""
+    return sum(shape) == len(shape), math.prod(shape) >= 2 and len(shape) > 0
+
+
+def metrics_from_passes(first: k.FirstPass, second: k.SecondPass, n: int, scalar_shape: bool,
+                        ratio_ok: bool) -> Metrics:
+    """The Metrics of a float pair of ``n`` (> 0) elements from its two passes (numpy, the C
+    kernel, or its batch call: all give the same passes)."""
     want_kl = fused_metrics.kl_computable(first)
 
     mean_x, mean_y = first.x_sum / n, first.y_sum / n
