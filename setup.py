@@ -70,6 +70,9 @@ setup(
         # TFRecord framing + masked CRC32C + scalar Event decoding for `curve`
         # (formats/logs/events.py; without it: protobuf per record, same results, slower)
         Extension("precision_shell.formats.logs._tfrecord",
-                  ["precision_shell/formats/logs/_tfrecord.c"], optional=True)],
+                  ["precision_shell/formats/logs/_tfrecord.c"], optional=True),
+        # the start-up scan of GE graph texts into columns (formats/graph_columns.py; without it:
+        # formats/graph_scan.py in Python, same graph, slower)
+        Extension("precision_shell.formats._graph_scan", ["precision_shell/formats/_graph_scan.c"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -3,6 +3,7 @@ ignored with one warning naming the file and rebuilt; nothing in a cache file ev
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pickle
@@ -12,10 +13,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from precision_shell.model import folder_listing, graph_load, load_cache, op_node
-from precision_shell.model.cache_codec import CacheKind, ints, packed, unpacked
+from precision_shell.model.cache_codec import CacheKind, ints
 from precision_shell.model.graph_cache import GRAPH, GRAPH_DETAILS
 from precision_shell.model.load_cache import LoadCache, file_key
 from precision_shell.model.session import Session
@@ -145,16 +147,26 @@ def test_ni_shows_the_same_cold_and_warm(sample_ws, tmp_path, capsys, monkeypatc
 
 
 
-_COLUMN_DAMAGE = [
-    (lambda ops, n: ops.update(input_op=packed([n] * len(unpacked(ops["input_op"], "", lo=None)))),
-     "input_op: value out of range"),
+def _raw(value: str, dtype: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(value), dtype=dtype)
+
+
+def _b64(array) -> str:
+    return base64.b64encode(np.asarray(array).tobytes()).decode()
+
+
+_COLUMN_DAMAGE = [  # the entry's columns are raw little-endian arrays in base64 (graph_cache.py)
+    (lambda ops, n: ops.update(in_op=_b64(np.full(len(_raw(ops["in_op"], "<i4")), n, dtype="<i4"))),
+     "in_op: value out of range"),
+    (lambda ops, n: ops.update(order=_b64(_raw(ops["order"], "<i8")[:-4])), "order: "),
+    (lambda ops, n: ops.update(order="q:!!"), "order: not base64"),
     (lambda ops, n: ops.update(order=ops["order"][:-4]), "order: "),
-    (lambda ops, n: ops.update(order="q:!!"), "order: "),
-    (lambda ops, n: ops.update(name=ops["name"][:-1]), "graphs: op counts do not add up"),
-    (lambda ops, n: ops.update(kernel=[1] * n), "kernel: not all strings"),
-    (lambda ops, n: ops.update(key=[[0, ops["name"][1]]]), "key: keys repeat"),
-    (lambda ops, n: ops.update(originals=packed([5] * n)), "originals: counts do not add up"),
-    (lambda ops, n: ops.update(end=packed([0] * n), start=packed([1] * n)), "start, end: a span outside its file"),
+    (lambda ops, n: ops.update(type_id=_b64(_raw(ops["type_id"], "<i4")[:-1])), "graphs: op counts do not add up"),
+    (lambda ops, n: ops.update(kernel_off=_b64(_raw(ops["kernel_off"], "<i8")[::-1])), "kernel_off: "),
+    (lambda ops, n: ops.update(names=base64.b64encode(b"\xff" * 4).decode()), "names: not base64 UTF-8"),
+    (lambda ops, n: ops.update(orig_off=_b64(np.full(n + 1, 5, dtype="<i8"))), "orig_off: "),
+    (lambda ops, n: ops.update(src_end=_b64(np.zeros(n, "<i8")), src_start=_b64(np.ones(n, "<i8"))),
+     "start, end: a span outside its file"),
 ]
 _DETAILS_DAMAGE = [  # only a parsed graph keeps its ops' details in the entry (no text to read them from)
     (lambda ops, n: ops.update(details=[[0, 1, 1, [10**6], [], None]] * len(ops["details"])),
@@ -173,7 +185,7 @@ def test_a_damaged_graph_column_is_named(sample_ws, route, damage, reason):
     entry = json.loads(LoadCache.entry(GRAPH, key, graph))
     ops = entry["value"]["ops"]
     assert bool(ops["details"]) == (route == "parsed")
-    damage(ops, len(ops["name"]))
+    damage(ops, len(_raw(ops["type_id"], "<i4")))
     cache = LoadCache(None)
     assert cache.value_of(GRAPH, json.dumps(entry).encode(), key, "entry") is None
     (warning,) = cache.warnings

@@ -25,6 +25,7 @@ from ..formats.graph_scan import ScannedGraph, special_attrs
 from ..formats.quoting import shown
 from .op_attrs import TensorDesc
 from .op_edges import EdgeView
+from .op_columns import OpColumns
 from .op_map import OpMap
 from .op_node import InputRef, OpDetails, OpNode, details_of
 from ..gc_pause import gc_paused
@@ -81,8 +82,8 @@ class OpGraph:
 
     def __init__(self) -> None:
         self._ops: dict[str, OpNode] = {}  # while building: keys in order (placeholders)
-        self._row_list: list = []  # one row per op (see "start-up cache" below)
-        self._row_maker: Callable[[], list] | None = None  # rows from the cache: made on first use
+        self._column_data: OpColumns | None = None  # the ops (op_columns.py)
+        self._column_maker: Callable[[], OpColumns] | None = None  # from the cache: made on first use
         self._rows_lock = threading.Lock()
         self._map: OpMap | None = None
         self._pass_lists: dict[tuple, list[str]] = {}
@@ -102,16 +103,18 @@ class OpGraph:
     @classmethod
     def from_scans(cls, scans: list[tuple[str, list[ScannedGraph], object]]) -> "OpGraph":
         """Build from ``(source path, scanned graphs, OpTextReader)`` (formats.graph_scan)."""
-        self = cls.from_sources([(str(source), g.name, partial(_scanned_records, g, reader))
-                                 for source, graphs, reader in scans for g in graphs])
-        self.readers = [reader for _, _, reader in scans]
-        return self
+        return cls.from_sources([(str(source), g.name, partial(_scanned_records, g, reader))
+                                 for source, graphs, reader in scans for g in graphs],
+                                [reader for _, _, reader in scans])
 
     @classmethod
-    def from_sources(cls, graphs: list[tuple[str, str, Callable[[], Iterable[OpRecord]]]]) -> "OpGraph":
+    def from_sources(cls, graphs: list[tuple[str, str, Callable[[], Iterable[OpRecord]]]],
+                     readers: list | None = None) -> "OpGraph":
         """``(source, graph name, records)`` per GraphDef. When the same GraphDef name comes from
-        several files (one Build dump per compile), the last one given wins (formats.md §3.6)."""
+        several files (one Build dump per compile), the last one given wins (formats.md §3.6).
+        ``readers``: the OpTextReader of each scanned file the records read details from."""
         self = cls()
+        self.readers = list(readers or ())
         latest: dict[str, tuple[str, Callable]] = {}
         for source, name, records in graphs:
             if name in latest:
@@ -126,7 +129,7 @@ class OpGraph:
             for graph_name, rows in pending:
                 local = {record[0]: key for key, _, record in rows}
                 out += [self._row(graph_name, key, order, record, local, names) for key, order, record in rows]
-        self._row_list, self._ops = out, {}  # nodes are made when first asked for (OpMap)
+        self._column_data, self._ops = OpColumns.from_rows(out, self.readers), {}  # nodes: OpMap
         return self
 
     def _add_graph(self, graph_name: str, source: str, records: Iterable[OpRecord]) -> tuple[str, list]:
@@ -210,22 +213,12 @@ class OpGraph:
     @cached_property
     def _consumers(self) -> dict[str, list[tuple[str, int, int]]]:
         """key -> (consumer key, output index, consumer input index), in graph order; from the
-        rows, so that ``ni`` of one op makes no other node."""
-        found: dict[str, list[tuple[str, int, int]]] = {}
-        for row in self._rows:
-            key = row[4]
-            for index, (producer, output, _raw) in enumerate(row[5]):
-                if producer is not None:
-                    found.setdefault(producer, []).append((key, output, index))
-        return found
+        columns, so that ``ni`` of one op makes no other node."""
+        return self._columns.consumers()
 
     @cached_property
     def _control_consumers(self) -> dict[str, list[str]]:
-        found: dict[str, list[str]] = {}
-        for row in self._rows:
-            for src in row[6]:
-                found.setdefault(src, []).append(row[4])
-        return found
+        return self._columns.control_consumers()
 
     def consumer_edges(self, key: str) -> list[tuple[str, int, int]]:
         """(consumer key, output index, consumer input index) of each data edge out of ``key``."""
@@ -264,7 +257,7 @@ class OpGraph:
         if self._map is None:
             with self._map_lock:
                 if self._map is None:
-                    self._map = OpMap(self._rows, self.readers)
+                    self._map = OpMap(self._columns, self.readers)
         return self._map
 
     @property
@@ -289,30 +282,30 @@ class OpGraph:
                 lazy[0] = OpDetails(*row, None)  # OpNode.attrs reads the attrs when asked
 
     # ---- start-up cache ---------------------------------------------------------------------
-    # One row of plain values per op: (name, type, graph, order, key, [(producer, output, raw)],
-    # control keys, original names or None, passes, kernel, engine, source), where source is the
-    # detail holder [details, reader, start, end] built in this process or, from the cache,
-    # (reader index, start, end) or the decoded OpDetails (OpMap makes the holder). graph_cache.py
-    # keeps them as plain data.
+    # The ops are columns (op_columns.py); graph_cache.py keeps them as raw array bytes.
     @property
-    def _rows(self) -> list:
-        if self._row_maker is not None:
+    def _columns(self) -> OpColumns:
+        if self._column_maker is not None:
             with self._rows_lock:  # the REPL's completion warm-up thread may ask first
-                if self._row_maker is not None:
-                    self._row_list, self._row_maker = self._row_maker(), None
-        return self._row_list
+                if self._column_maker is not None:
+                    self._column_data, self._column_maker = self._column_maker(), None
+        return self._column_data
 
-    def cache_state(self) -> tuple[list[GraphSummary], list[str], list, list]:
-        """(graph summaries, warnings, readers, rows): what the start-up cache keeps."""
-        return self.graphs, self.warnings, self.readers, self._rows
+    def cache_state(self) -> tuple[list[GraphSummary], list[str], list, OpColumns]:
+        """(graph summaries, warnings, readers, columns): what the start-up cache keeps."""
+        return self.graphs, self.warnings, self.readers, self._columns
 
     @classmethod
     def from_cache_state(cls, graphs: list[GraphSummary], warnings: list[str], readers: list,
-                         make_rows: Callable[[], list]) -> "OpGraph":
+                         make_columns: Callable[[], OpColumns] | OpColumns) -> "OpGraph":
         """The graph :meth:`cache_state` described. Start-up (``info``, the prompt) reads only
-        the summaries and warnings, so the rows are made when first needed."""
+        the summaries and warnings, so the columns may be made when first needed."""
         self = cls()
-        self.graphs, self.warnings, self.readers, self._row_maker = graphs, warnings, readers, make_rows
+        self.graphs, self.warnings, self.readers = graphs, warnings, readers
+        if isinstance(make_columns, OpColumns):
+            self._column_data = make_columns
+        else:
+            self._column_maker = make_columns
         return self
 
     # ---- queries -------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """``OpGraph.ops``: op key -> OpNode, in execution order, each node made when first asked for.
 
-The graph keeps one row of plain values per op (see ``OpGraph``); ``pt OP:output:0`` or ``ni OP``
-need one or a handful of nodes, so making all 10^5 of them (~0.3 s) on the first lookup would
-be most of such a command's time. Iterating values or items makes every node (once).
+The graph keeps its ops as columns (op_columns.py); ``pt OP:output:0`` or ``ni OP`` need one or a
+handful of nodes, so making all 10^5 of them (~0.3 s) on the first lookup would be most of such a
+command's time. Iterating values or items makes every node (once). The key -> row index is made
+on the first lookup by key (start-up and ``info`` make none).
 """
 
 from __future__ import annotations
@@ -16,16 +17,24 @@ __all__ = ["OpMap"]
 
 
 class OpMap(Mapping):
-    def __init__(self, rows: list, readers: list):
-        self._rows, self._readers = rows, readers
-        self._pos = {row[4]: i for i, row in enumerate(rows)}  # key -> row (dict order = rows)
-        self._nodes: list[OpNode | None] = [None] * len(rows)
+    def __init__(self, columns, readers: list):
+        self._columns, self._readers = columns, readers
+        self._index: dict[str, int] | None = None
+        self._nodes: list[OpNode | None] = [None] * len(columns)
         self._all = False
         self._lock = threading.Lock()  # the REPL's completion warm-up thread reads nodes too
 
+    @property
+    def _pos(self) -> dict[str, int]:
+        """key -> row (dict order = rows), made on first use."""
+        if self._index is None:
+            index = {key: i for i, key in enumerate(self._columns.keys())}
+            self._index = index
+        return self._index
+
     def _make(self, i: int) -> OpNode:
         (name, op_type, graph, order, key, inputs, control, original, passes, kernel, engine,
-         source) = self._rows[i]
+         source) = self._columns.row(i)
         if type(source) is list:
             lazy = source  # the detail holder itself (graph built in this process)
         elif isinstance(source, OpDetails):
@@ -75,7 +84,7 @@ class OpMap(Mapping):
         return iter(self._pos)
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._nodes)
 
     def keys(self):
         return self._pos.keys()

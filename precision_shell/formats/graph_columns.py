@@ -1,0 +1,146 @@
+"""The start-up scan of a GE graph text into columns, by the optional C kernel ``_graph_scan``.
+
+Same contract as :func:`.graph_scan.scan_graph_text` (names, types, inputs and the fusion attrs
+of every op, each op's body span for details read on demand), but no Python object per op: the
+kernel walks the text once (memory-mapped, pages dropped behind it) and fills flat arrays (name
+bytes in one blob with offsets, type ids, input texts, ...). Everything outside the op blocks is
+parsed exactly here (``skeleton``). The kernel returns None for anything that is not GE's own
+layout or that the Python scan would read with the exact parser; :func:`scan_columns` then
+returns None and the caller uses the Python scan (same graph, slower). ``PSHELL_NO_EXT=1`` or a
+kernel that was not built: None too.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import FormatError
+from .graph_scan import OpTextReader
+from .input_files import open_regular
+from .protoload import ge_ir_pb
+from .text_wire import text_to_wire
+
+try:
+    from . import _graph_scan as _kernel
+except ImportError:  # not built: the Python scan
+    _kernel = None
+
+__all__ = ["ScannedColumns", "kernel_available", "link_inputs", "scan_columns"]
+
+
+def kernel_available() -> bool:
+    return _kernel is not None and os.environ.get("PSHELL_NO_EXT") != "1"
+
+
+@dataclass
+class ScannedColumns:
+    """One file's ops in file order; ``graphs``: (name, first op) of each GraphDef."""
+
+    graphs: list[tuple[str, int]]
+    names: bytes
+    name_off: np.ndarray       # int64, n + 1
+    type_id: np.ndarray        # int32 into types
+    types: list[str]
+    in_blob: bytes             # the input texts of every op, in order
+    in_item_off: np.ndarray    # int64, one more than there are inputs
+    in_off: np.ndarray         # int64, n + 1: op i's inputs are items in_off[i]:in_off[i+1]
+    orig_present: np.ndarray   # bool: the op has _datadump_original_op_names
+    orig_off: np.ndarray       # int64, n + 1, into the original-name items
+    orig_blob: bytes
+    orig_item_off: np.ndarray
+    pass_id: np.ndarray        # int32 into pass_lists ([] = none)
+    pass_lists: list[list[str]]
+    kernel_present: np.ndarray  # bool
+    kernel_blob: bytes
+    kernel_off: np.ndarray     # int64, n + 1
+    engine_id: np.ndarray      # int32 into engines, -1: none
+    engines: list[str]
+    start: np.ndarray          # int64: the op's body span (OpTextReader.op)
+    end: np.ndarray
+
+    @property
+    def op_count(self) -> int:
+        return len(self.type_id)
+
+    def input_text(self, j: int) -> str:
+        return self.in_blob[self.in_item_off[j]:self.in_item_off[j + 1]].decode()
+
+
+def _i64(raw: bytes) -> np.ndarray:
+    return np.frombuffer(raw, dtype=np.int64)
+
+
+def _i32(raw: bytes) -> np.ndarray:
+    return np.frombuffer(raw, dtype=np.int32)
+
+
+def _strings(items: list[bytes]) -> list[str]:
+    return [b.decode() for b in items]  # the kernel checked the file is UTF-8
+
+
+def scan_columns(path: str | os.PathLike) -> tuple[ScannedColumns, OpTextReader] | None:
+    """The columns of ``path`` in GE's layout, or None (not that layout, or no kernel)."""
+    if not kernel_available():
+        return None
+    path = os.fspath(path)
+    try:
+        fd = open_regular(path)
+    except OSError as exc:
+        raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_size == 0:
+            return None
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None  # not mappable: the Python scan reads it
+    finally:
+        os.close(fd)
+    try:
+        def release(done: int) -> None:  # the pages scanned so far: not kept in this process
+            mapped.madvise(mmap.MADV_DONTNEED, 0, done - done % mmap.PAGESIZE)
+
+        found = _kernel.scan(mapped, release if hasattr(mmap, "MADV_DONTNEED") else None)
+    finally:
+        mapped.close()
+    if found is None or not _skeleton_holds(found["skeleton"], found["graphs"]):
+        return None
+    columns = ScannedColumns(
+        graphs=[(name.decode(), first) for name, first in found["graphs"]],
+        names=found["names"], name_off=_i64(found["name_off"]), type_id=_i32(found["type_id"]),
+        types=_strings(found["types"]), in_blob=found["in_blob"], in_item_off=_i64(found["in_item_off"]),
+        in_off=_i64(found["in_off"]), orig_present=np.frombuffer(found["orig_present"], dtype=np.bool_),
+        orig_off=_i64(found["orig_off"]), orig_blob=found["orig_blob"], orig_item_off=_i64(found["orig_item_off"]),
+        pass_id=_i32(found["pass_id"]), pass_lists=[_strings(p) for p in found["pass_lists"]],
+        kernel_present=np.frombuffer(found["kernel_present"], dtype=np.bool_), kernel_blob=found["kernel_blob"],
+        kernel_off=_i64(found["kernel_off"]), engine_id=_i32(found["engine_id"]), engines=_strings(found["engines"]),
+        start=_i64(found["start"]), end=_i64(found["end"]))
+    return columns, OpTextReader(path, (st.st_size, st.st_mtime_ns))
+
+
+def _skeleton_holds(skeleton: bytes, graphs: list) -> bool:
+    """Everything outside the op blocks, parsed exactly: valid, and holding exactly the graphs
+    the kernel found (the op blocks were left out of it; their bodies are parsed when read)."""
+    model_cls = ge_ir_pb().ModelDef
+    try:
+        model = model_cls.FromString(text_to_wire(skeleton, model_cls.DESCRIPTOR))
+    except Exception:  # TextError, DecodeError: the whole-file parse says where
+        return False
+    return [(g.name, len(g.op)) for g in model.graph] == [(name.decode(), 0) for name, _ in graphs]
+
+
+def link_inputs(names: bytes, name_off: np.ndarray, in_blob: bytes, in_item_off: np.ndarray,
+                in_off: np.ndarray) -> dict | None:
+    """Inputs resolved by op name (see _graph_scan.c ``link``), or None: the Python linker."""
+    if not kernel_available():
+        return None
+    found = _kernel.link(names, name_off.tobytes(), in_blob, in_item_off.tobytes(), in_off.tobytes())
+    if found is None:
+        return None
+    return {"data_op": _i32(found["data_op"]), "data_out": _i64(found["data_out"]),
+            "data_off": _i64(found["data_off"]), "raw": _i64(found["raw"]), "ctl_op": _i32(found["ctl_op"]),
+            "ctl_off": _i64(found["ctl_off"]), "warnings": found["warnings"]}
