@@ -147,22 +147,25 @@ def test_ni_shows_the_same_cold_and_warm(sample_ws, tmp_path, capsys, monkeypatc
 
 
 
-def _raw(value: str, dtype: str) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(value), dtype=dtype)
+def _raw(value: str) -> np.ndarray:
+    """A column of the entry: "[d]{dtype}:{base64}" (d: stored as differences)."""
+    code, _, data = value.partition(":")
+    array = np.frombuffer(base64.b64decode(data), dtype="<" + code.lstrip("d")).astype(np.int64)
+    return np.cumsum(array) if code.startswith("d") else array
 
 
 def _b64(array) -> str:
-    return base64.b64encode(np.asarray(array).tobytes()).decode()
+    return "i8:" + base64.b64encode(np.asarray(array, dtype="<i8").tobytes()).decode()
 
 
 _COLUMN_DAMAGE = [  # the entry's columns are raw little-endian arrays in base64 (graph_cache.py)
-    (lambda ops, n: ops.update(in_op=_b64(np.full(len(_raw(ops["in_op"], "<i4")), n, dtype="<i4"))),
+    (lambda ops, n: ops.update(in_op=_b64(np.full(len(_raw(ops["in_op"])), n))),
      "in_op: value out of range"),
-    (lambda ops, n: ops.update(order=_b64(_raw(ops["order"], "<i8")[:-4])), "order: "),
-    (lambda ops, n: ops.update(order="q:!!"), "order: not base64"),
-    (lambda ops, n: ops.update(order=ops["order"][:-4]), "order: "),
-    (lambda ops, n: ops.update(type_id=_b64(_raw(ops["type_id"], "<i4")[:-1])), "graphs: op counts do not add up"),
-    (lambda ops, n: ops.update(kernel_off=_b64(_raw(ops["kernel_off"], "<i8")[::-1])), "kernel_off: "),
+    (lambda ops, n: ops.update(order=_b64(_raw(ops["order"])[:-4])), "order: "),
+    (lambda ops, n: ops.update(order="i8:!!"), "order: not base64"),
+    (lambda ops, n: ops.update(order=ops["order"][:-3]), "order: "),
+    (lambda ops, n: ops.update(type_id=_b64(_raw(ops["type_id"])[:-1])), "graphs: op counts do not add up"),
+    (lambda ops, n: ops.update(kernel_off=_b64(_raw(ops["kernel_off"])[::-1])), "kernel_off: "),
     (lambda ops, n: ops.update(names=base64.b64encode(b"\xff" * 4).decode()), "names: not base64 UTF-8"),
     (lambda ops, n: ops.update(orig_off=_b64(np.full(n + 1, 5, dtype="<i8"))), "orig_off: "),
     (lambda ops, n: ops.update(src_end=_b64(np.zeros(n, "<i8")), src_start=_b64(np.ones(n, "<i8"))),
@@ -185,7 +188,7 @@ def test_a_damaged_graph_column_is_named(sample_ws, route, damage, reason):
     entry = json.loads(LoadCache.entry(GRAPH, key, graph))
     ops = entry["value"]["ops"]
     assert bool(ops["details"]) == (route == "parsed")
-    damage(ops, len(_raw(ops["type_id"], "<i4")))
+    damage(ops, len(_raw(ops["type_id"])))
     cache = LoadCache(None)
     assert cache.value_of(GRAPH, json.dumps(entry).encode(), key, "entry") is None
     (warning,) = cache.warnings

@@ -91,6 +91,24 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
+_NARROW = ("<i1", "<i2", "<i4", "<i8")
+
+
+def _narrowest(values: np.ndarray) -> np.dtype:
+    lo, hi = (int(values.min()), int(values.max())) if len(values) else (0, 0)
+    return next(np.dtype(t) for t in _NARROW if t == "<i8" or np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
+
+
+def _packed_array(array: np.ndarray) -> str:
+    """``"{dtype}:{base64}"`` of the narrowest ints holding the column, or ``"d{dtype}:..."`` of
+    its differences when those are narrower (offsets, spans: a few bytes an op instead of 8)."""
+    values = array.astype(np.int64)
+    diffs = np.diff(values, prepend=0)
+    plain, delta = _narrowest(values), _narrowest(diffs)
+    prefix, chosen = ("d", diffs.astype(delta)) if delta.itemsize < plain.itemsize else ("", values.astype(plain))
+    return f"{prefix}{chosen.dtype.str[1:]}:{_b64(chosen.tobytes())}"
+
+
 def _encode_graph(graph: OpGraph) -> dict:
     graphs, warnings, readers, c = graph.cache_state()
     col: dict = {"names": _b64(c.names.blob), "name_off": c.names.off, "type_id": c.type_id, "graph_id": c.graph_id,
@@ -103,7 +121,7 @@ def _encode_graph(graph: OpGraph) -> dict:
                  "pass_lists": [list(p) for p in c.pass_lists], "key": [[i, k] for i, k in sorted(c.key_override.items())],
                  "input_raw": [[j, raw] for j, raw in sorted(c.in_raw.items())]}
     for name, dtype in _ARRAYS.items():
-        col[name] = _b64(np.ascontiguousarray(col[name], dtype=dtype).tobytes())
+        col[name] = _packed_array(np.asarray(col[name], dtype=dtype))
     descs = _DescTable()
     details = []
     for i, source in sorted(c.sources.items()):
@@ -123,14 +141,29 @@ def _encode_graph(graph: OpGraph) -> dict:
 
 def _array(col: dict, name: str, length: int | None, lo: int | None = None, hi: int | None = None) -> np.ndarray:
     value = col[name]
-    need(type(value) is str, f"{name}: not a packed column")
+    need(type(value) is str and ":" in value, f"{name}: not a packed column")
+    code, _, data = value.partition(":")
+    delta = code.startswith("d")
+    need("<" + code[delta:] in _NARROW, f"{name}: not a packed column")
     try:
-        raw = base64.b64decode(value, validate=True)
+        raw = base64.b64decode(data, validate=True)
     except ValueError:
         raise EntryError(f"{name}: not base64") from None
+    stored = np.dtype("<" + code[delta:])
+    need(len(raw) % stored.itemsize == 0, f"{name}: not whole items")
     dtype = np.dtype(_ARRAYS[name])
-    need(len(raw) % dtype.itemsize == 0, f"{name}: not whole items")
-    array = np.frombuffer(raw, dtype=dtype)
+    array = np.frombuffer(raw, dtype=stored)
+    if delta:
+        with np.errstate(over="ignore"):
+            array = np.cumsum(array, dtype=np.int64)
+    if dtype.kind == "b":
+        need(not len(array) or (int(array.min()) >= 0 and int(array.max()) <= 1), f"{name}: not booleans")
+        array = array.astype(bool)
+    elif array.dtype != dtype:
+        if len(array):
+            info = np.iinfo(dtype)
+            need(int(array.min()) >= info.min and int(array.max()) <= info.max, f"{name}: value out of range")
+        array = array.astype(dtype)
     need(length is None or len(array) == length, f"{name}: {len(array)} items, expected {length}")
     if len(array) and dtype.kind == "i":
         need((lo is None or int(array.min()) >= lo) and (hi is None or int(array.max()) < hi), f"{name}: value out of range")
