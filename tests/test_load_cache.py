@@ -3,7 +3,6 @@ ignored with one warning naming the file and rebuilt; nothing in a cache file ev
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import pickle
@@ -147,34 +146,51 @@ def test_ni_shows_the_same_cold_and_warm(sample_ws, tmp_path, capsys, monkeypatc
 
 
 
-def _raw(value: str) -> np.ndarray:
-    """A column of the entry: "[d]{dtype}:{base64}" (d: stored as differences)."""
-    code, _, data = value.partition(":")
-    array = np.frombuffer(base64.b64decode(data), dtype="<" + code.lstrip("d")).astype(np.int64)
+def _split(entry: bytes) -> tuple[dict, list[bytes]]:
+    """A binary entry: its JSON header and the raw blobs after it (sizes in "blobs")."""
+    header, _, payload = entry.partition(b"\n")
+    header = json.loads(header)
+    blobs, start = [], 0
+    for size in header["blobs"]:
+        blobs.append(payload[start:start + size])
+        start += size
+    return header, blobs
+
+
+def _joined(header: dict, blobs: list[bytes]) -> bytes:
+    header["blobs"] = [len(b) for b in blobs]
+    return json.dumps(header).encode() + b"\n" + b"".join(blobs)
+
+
+def _raw(value: str, blobs: list[bytes]) -> np.ndarray:
+    """A column of the entry: "[d]{dtype}:{blob}" (d: stored as differences)."""
+    code, _, index = value.partition(":")
+    array = np.frombuffer(blobs[int(index)], dtype="<" + code.lstrip("d")).astype(np.int64)
     return np.cumsum(array) if code.startswith("d") else array
 
 
-def _b64(array) -> str:
-    return "i8:" + base64.b64encode(np.asarray(array, dtype="<i8").tobytes()).decode()
+def _put(blobs: list[bytes], array) -> str:
+    blobs.append(np.asarray(array, dtype="<i8").tobytes())
+    return f"i8:{len(blobs) - 1}"
 
 
-_COLUMN_DAMAGE = [  # the entry's columns are raw little-endian arrays in base64 (graph_cache.py)
-    (lambda ops, n: ops.update(in_op=_b64(np.full(len(_raw(ops["in_op"])), n))),
+_COLUMN_DAMAGE = [  # the entry's columns are raw little-endian arrays after its JSON (graph_cache.py)
+    (lambda ops, n, b: ops.update(in_op=_put(b, np.full(len(_raw(ops["in_op"], b)), n))),
      "in_op: value out of range"),
-    (lambda ops, n: ops.update(order=_b64(_raw(ops["order"])[:-4])), "order: "),
-    (lambda ops, n: ops.update(order="i8:!!"), "order: not base64"),
-    (lambda ops, n: ops.update(order=ops["order"][:-3]), "order: "),
-    (lambda ops, n: ops.update(type_id=_b64(_raw(ops["type_id"])[:-1])), "graphs: op counts do not add up"),
-    (lambda ops, n: ops.update(kernel_off=_b64(_raw(ops["kernel_off"])[::-1])), "kernel_off: "),
-    (lambda ops, n: ops.update(names=base64.b64encode(b"\xff" * 4).decode()), "names: not base64 UTF-8"),
-    (lambda ops, n: ops.update(orig_off=_b64(np.full(n + 1, 5, dtype="<i8"))), "orig_off: "),
-    (lambda ops, n: ops.update(src_end=_b64(np.zeros(n, "<i8")), src_start=_b64(np.ones(n, "<i8"))),
+    (lambda ops, n, b: ops.update(order=_put(b, _raw(ops["order"], b)[:-4])), "order: "),
+    (lambda ops, n, b: ops.update(order="i8:99"), "order: not an attached blob"),
+    (lambda ops, n, b: ops.update(order="x" + ops["order"]), "order: not a packed column"),
+    (lambda ops, n, b: ops.update(type_id=_put(b, _raw(ops["type_id"], b)[:-1])), "graphs: op counts do not add up"),
+    (lambda ops, n, b: ops.update(kernel_off=_put(b, _raw(ops["kernel_off"], b)[::-1])), "kernel_off: "),
+    (lambda ops, n, b: b.__setitem__(ops["names"], b"\xff" * 4), "names: not UTF-8"),
+    (lambda ops, n, b: ops.update(orig_off=_put(b, np.full(n + 1, 5))), "orig_off: "),
+    (lambda ops, n, b: ops.update(src_end=_put(b, np.zeros(n)), src_start=_put(b, np.ones(n))),
      "start, end: a span outside its file"),
 ]
 _DETAILS_DAMAGE = [  # only a parsed graph keeps its ops' details in the entry (no text to read them from)
-    (lambda ops, n: ops.update(details=[[0, 1, 1, [10**6], [], None]] * len(ops["details"])),
+    (lambda ops, n, b: ops.update(details=[[0, 1, 1, [10**6], [], None]] * len(ops["details"])),
      "details: outputs: value out of range"),
-    (lambda ops, n: [d.__setitem__(5, "AAAA") for d in ops["details"]],
+    (lambda ops, n, b: [d.__setitem__(5, "AAAA") for d in ops["details"]],
      "details: attrs are not serialized NamedAttrs"),
 ]
 
@@ -185,25 +201,34 @@ def test_a_damaged_graph_column_is_named(sample_ws, route, damage, reason):
     path = _graph_path(sample_ws[0])
     graph = graph_load.load_op_graph([path], [])[0] if route == "scanned" else exact_graph([path])
     key = (file_key(path),)
-    entry = json.loads(LoadCache.entry(GRAPH, key, graph))
+    entry, blobs = _split(LoadCache.entry(GRAPH, key, graph))
     ops = entry["value"]["ops"]
     assert bool(ops["details"]) == (route == "parsed")
-    damage(ops, len(_raw(ops["type_id"])))
+    damage(ops, len(_raw(ops["type_id"], blobs)), blobs)
     cache = LoadCache(None)
-    assert cache.value_of(GRAPH, json.dumps(entry).encode(), key, "entry") is None
+    assert cache.value_of(GRAPH, _joined(entry, blobs), key, "entry") is None
     (warning,) = cache.warnings
     assert warning.startswith("cache entry ignored: entry: ") and reason in warning, warning
+
+
+def test_a_truncated_graph_entry_is_one_warning(sample_ws):
+    path = _graph_path(sample_ws[0])
+    key = (file_key(path),)
+    data = LoadCache.entry(GRAPH, key, graph_load.load_op_graph([path], [])[0])
+    cache = LoadCache(None)
+    assert cache.value_of(GRAPH, data[:-7], key, "entry") is None
+    assert cache.warnings == ["cache entry ignored: entry: blobs: sizes do not add up (truncated?)"]
 
 
 def test_a_graph_entry_reads_ops_only_from_the_files_of_its_key(sample_ws, tmp_path):
     path = _graph_path(sample_ws[0])
     key = (file_key(path),)
-    entry = json.loads(LoadCache.entry(GRAPH, key, graph_load.load_op_graph([path], [])[0]))
+    entry, blobs = _split(LoadCache.entry(GRAPH, key, graph_load.load_op_graph([path], [])[0]))
     other = tmp_path / "other.txt"  # any file the user can read, with its real size and mtime
     other.write_bytes(path.read_bytes())
     entry["value"]["readers"] = [[str(other), *file_key(other)[1:]]]
     cache = LoadCache(None)
-    assert cache.value_of(GRAPH, json.dumps(entry).encode(), key, "entry") is None
+    assert cache.value_of(GRAPH, _joined(entry, blobs), key, "entry") is None
     assert cache.warnings == ["cache entry ignored: entry: readers: not a graph file of the key"]
 
 
@@ -238,12 +263,13 @@ def _planted(kind: str, entry: bytes, marker: Path) -> bytes:
         return pickle.dumps(_Touch(marker))
     if kind == "truncated":
         return entry[:len(entry) * 2 // 3]
-    doc = json.loads(entry)
+    header, newline, blobs = entry.partition(b"\n")  # the graph's arrays follow its JSON line
+    doc = json.loads(header)
     if kind == "wrong version":
         doc["format"] = 1
     else:  # the right header, a value of the wrong shape
         doc["value"] = {"ops": "many"} if isinstance(doc["value"], dict) else [doc["value"]]
-    return json.dumps(doc).encode()
+    return json.dumps(doc).encode() + newline + blobs
 
 
 def _entries(ws: Path, session: Session) -> dict[str, Path]:
@@ -251,7 +277,7 @@ def _entries(ws: Path, session: Session) -> dict[str, Path]:
     found = {}
     overflow = {str(d.resolve()) for d in session.workspace.overflow_dirs}
     for path in _cache_dir(ws).glob("*.json"):
-        doc = json.loads(path.read_bytes())
+        doc = json.loads(path.read_bytes().partition(b"\n")[0])
         kind, folder = doc["kind"], doc["key"][1] if doc["kind"] in ("dumps", "golden") else None
         if kind in ("graph", "graph_details", "golden"):
             found[kind] = path

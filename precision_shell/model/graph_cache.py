@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from precision_shell.formats.graph_scan import OpTextReader
-from precision_shell.model.cache_codec import (CacheKind, EntryError, counts, cut, fields, from_table, ints, need,
+from precision_shell.model.cache_codec import (Attached, CacheKind, EntryError, counts, cut, fields, from_table, ints, need,
                                                packed, strings, unpacked)
 from precision_shell.model.op_attrs import LazyAttrs, TensorDesc, valid_serialized_attrs
 from precision_shell.model.op_columns import OpColumns, StrColumn
@@ -87,10 +87,6 @@ _TABLES = ("types", "graph_names", "engines", "pass_lists", "key", "input_raw", 
 _OPS = tuple(_ARRAYS) + _BLOBS + _TABLES
 
 
-def _b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode("ascii")
-
-
 _NARROW = ("<i1", "<i2", "<i4", "<i8")
 
 
@@ -99,29 +95,37 @@ def _narrowest(values: np.ndarray) -> np.dtype:
     return next(np.dtype(t) for t in _NARROW if t == "<i8" or np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
 
 
-def _packed_array(array: np.ndarray) -> str:
-    """``"{dtype}:{base64}"`` of the narrowest ints holding the column, or ``"d{dtype}:..."`` of
-    its differences when those are narrower (offsets, spans: a few bytes an op instead of 8)."""
+def _packed_array(array: np.ndarray, blobs: list) -> str:
+    """``"{dtype}:{blob}"``: the column as the narrowest ints holding it, in attached blob
+    ``blob``; ``"d{dtype}:{blob}"``: its differences, when those are narrower (offsets, spans: a
+    byte or two an op instead of 8)."""
     values = array.astype(np.int64)
     diffs = np.diff(values, prepend=0)
     plain, delta = _narrowest(values), _narrowest(diffs)
     prefix, chosen = ("d", diffs.astype(delta)) if delta.itemsize < plain.itemsize else ("", values.astype(plain))
-    return f"{prefix}{chosen.dtype.str[1:]}:{_b64(chosen.tobytes())}"
+    blobs.append(chosen.tobytes())
+    return f"{prefix}{chosen.dtype.str[1:]}:{len(blobs) - 1}"
 
 
-def _encode_graph(graph: OpGraph) -> dict:
+def _attached(raw: bytes, blobs: list) -> int:
+    blobs.append(raw)
+    return len(blobs) - 1
+
+
+def _encode_graph(graph: OpGraph) -> Attached:
     graphs, warnings, readers, c = graph.cache_state()
-    col: dict = {"names": _b64(c.names.blob), "name_off": c.names.off, "type_id": c.type_id, "graph_id": c.graph_id,
+    blobs: list = []
+    col: dict = {"names": _attached(c.names.blob, blobs), "name_off": c.names.off, "type_id": c.type_id, "graph_id": c.graph_id,
                  "order": c.order, "in_off": c.in_off, "in_op": c.in_op, "in_out": c.in_out, "ctl_off": c.ctl_off,
                  "ctl_op": c.ctl_op, "orig_present": c.orig_present, "orig_off": c.orig_off,
-                 "orig_blob": _b64(c.originals.blob), "orig_item_off": c.originals.off, "pass_id": c.pass_id,
-                 "kernel_present": c.kernel_present, "kernel_blob": _b64(c.kernels.blob), "kernel_off": c.kernels.off,
+                 "orig_blob": _attached(c.originals.blob, blobs), "orig_item_off": c.originals.off, "pass_id": c.pass_id,
+                 "kernel_present": c.kernel_present, "kernel_blob": _attached(c.kernels.blob, blobs), "kernel_off": c.kernels.off,
                  "engine_id": c.engine_id, "src_reader": c.src_reader, "src_start": c.src_start, "src_end": c.src_end,
                  "types": c.types, "graph_names": c.graph_names, "engines": c.engines,
                  "pass_lists": [list(p) for p in c.pass_lists], "key": [[i, k] for i, k in sorted(c.key_override.items())],
                  "input_raw": [[j, raw] for j, raw in sorted(c.in_raw.items())]}
     for name, dtype in _ARRAYS.items():
-        col[name] = _packed_array(np.asarray(col[name], dtype=dtype))
+        col[name] = _packed_array(np.asarray(col[name], dtype=dtype), blobs)
     descs = _DescTable()
     details = []
     for i, source in sorted(c.sources.items()):
@@ -132,23 +136,27 @@ def _encode_graph(graph: OpGraph) -> dict:
                         attrs])
     col["details"], col["descs"] = details, descs.encoded()
     # sources resolved, as the readers' paths: the entry serves launches from any folder
-    return {"graphs": [[g.name, os.path.realpath(g.source), g.ops, g.fused_ops, g.passes] for g in graphs],
-            "warnings": warnings,
-            # resolved paths: the entry is keyed by resolved paths, and a relative one would not
-            # match the key when pshell starts from another folder (the same workspace, reused)
-            "readers": [[os.path.realpath(r.path), r.stamp[0], r.stamp[1]] for r in readers], "ops": col}
+    return Attached({"graphs": [[g.name, os.path.realpath(g.source), g.ops, g.fused_ops, g.passes] for g in graphs],
+                     "warnings": warnings,
+                     # resolved paths: the entry is keyed by resolved paths, and a relative one would
+                     # not match the key when pshell starts from another folder (the same workspace)
+                     "readers": [[os.path.realpath(r.path), r.stamp[0], r.stamp[1]] for r in readers],
+                     "ops": col}, blobs)
+
+
+def _blob_of(col: dict, name: str, index) -> memoryview:
+    blobs = col["_blobs"]
+    need(type(index) is int and 0 <= index < len(blobs), f"{name}: not an attached blob")
+    return blobs[index]
 
 
 def _array(col: dict, name: str, length: int | None, lo: int | None = None, hi: int | None = None) -> np.ndarray:
     value = col[name]
     need(type(value) is str and ":" in value, f"{name}: not a packed column")
-    code, _, data = value.partition(":")
+    code, _, index = value.partition(":")
     delta = code.startswith("d")
-    need("<" + code[delta:] in _NARROW, f"{name}: not a packed column")
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except ValueError:
-        raise EntryError(f"{name}: not base64") from None
+    need("<" + code[delta:] in _NARROW and index.isdigit() and index.isascii(), f"{name}: not a packed column")
+    raw = _blob_of(col, name, int(index))
     stored = np.dtype("<" + code[delta:])
     need(len(raw) % stored.itemsize == 0, f"{name}: not whole items")
     dtype = np.dtype(_ARRAYS[name])
@@ -178,23 +186,23 @@ def _offsets(col: dict, name: str, length: int, total: int) -> np.ndarray:
 
 
 def _blob(col: dict, name: str) -> bytes:
-    value = col[name]
-    need(type(value) is str, f"{name}: not a blob")
+    raw = bytes(_blob_of(col, name, col[name]))
     try:
-        raw = base64.b64decode(value, validate=True)
         raw.decode("utf-8")
     except ValueError:
-        raise EntryError(f"{name}: not base64 UTF-8") from None
+        raise EntryError(f"{name}: not UTF-8") from None
     return raw
 
 
 def _decode_graph(value, key: tuple) -> OpGraph:
     """``key``: (path, size, mtime) of each graph file (load_cache.file_key)."""
+    need(isinstance(value, Attached), "graph: no attached columns")
+    value, blobs = value
     graphs, warnings, readers, col = fields(value, "graph", ("graphs", "warnings", "readers", "ops"))
     summaries = [_summary(g) for g in _list(graphs, "graphs")]
     strings(warnings, "warnings")
     readers = [_reader(r, key) for r in _list(readers, "readers")]
-    col = dict(zip(_OPS, fields(col, "ops", _OPS)))
+    col = dict(zip(_OPS, fields(col, "ops", _OPS)), _blobs=blobs)
     types, graph_names = strings(col["types"], "types"), strings(col["graph_names"], "graph_names")
     engines = strings(col["engines"], "engines")
     pass_lists = [strings(p, "pass_lists") for p in _list(col["pass_lists"], "pass_lists")]
