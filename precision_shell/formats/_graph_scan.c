@@ -209,7 +209,7 @@ enum { K_ORIGINAL, K_PASS, K_LIB, K_KERNEL };
 
 typedef struct {
     Buf names, name_off, type_id, in_blob, in_item_off, in_off, orig_present, orig_off, orig_blob,
-        orig_item_off, pass_id, kernel_present, kernel_blob, kernel_off, engine_id, start, end, skeleton;
+        orig_item_off, pass_id, kernel_present, kernel_blob, kernel_off, engine_id, start, end, skeleton, fused;
     Table types, passes, engines;
     Py_ssize_t ops, inputs, origs;
 } Out;
@@ -218,7 +218,7 @@ static void out_free(Out *o) {
     Buf *bufs[] = {&o->names, &o->name_off, &o->type_id, &o->in_blob, &o->in_item_off, &o->in_off,
                    &o->orig_present, &o->orig_off, &o->orig_blob, &o->orig_item_off, &o->pass_id,
                    &o->kernel_present, &o->kernel_blob, &o->kernel_off, &o->engine_id, &o->start, &o->end,
-                   &o->skeleton};
+                   &o->skeleton, &o->fused};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) buf_free(bufs[i]);
     table_free(&o->types); table_free(&o->passes); table_free(&o->engines);
 }
@@ -351,6 +351,7 @@ static int scan_op(Lines *ls, Out *o) {
     if (put_i64(&o->in_off, o->inputs) < 0) return NO_MEMORY;
     /* originals: None when absent */
     if (put_u8(&o->orig_present, original.set) < 0) return NO_MEMORY;
+    Py_ssize_t origs_before = o->origs;
     if (original.set && put_names(&o->orig_blob, &o->orig_item_off, &original, &o->origs)) return NO_MEMORY;
     if (put_i64(&o->orig_off, o->origs) < 0) return NO_MEMORY;
     /* passes: a table of '\n'-joined lists ("" = none) */
@@ -360,6 +361,8 @@ static int scan_op(Lines *ls, Out *o) {
     Py_ssize_t p = table_id(&o->passes, joined.p ? joined.p : "", joined.n);
     buf_free(&joined);
     if (p < 0 || put_i32(&o->pass_id, (int32_t)p) < 0) return NO_MEMORY;
+    /* fused (GraphSummary.fused_ops): passes, or more than one original name */
+    if (put_u8(&o->fused, count > 0 || o->origs - origs_before > 1) < 0) return NO_MEMORY;
     /* kernel: {name}_kernelname, else the first *_kernelname in key order; only an s value counts */
     const Value *kv = NULL;
     int best = -1;
@@ -471,7 +474,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (r == NOT_CANONICAL) { result = Py_None; Py_INCREF(result); }
     if (r == 0) {
         result = Py_BuildValue(
-            "{sOsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsN}",
+            "{sOsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsN}",
             "graphs", graphs, "names", buf_bytes(&o.names), "name_off", buf_bytes(&o.name_off),
             "type_id", buf_bytes(&o.type_id), "types", table_list(&o.types, 0),
             "in_blob", buf_bytes(&o.in_blob), "in_item_off", buf_bytes(&o.in_item_off),
@@ -481,7 +484,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             "pass_lists", table_list(&o.passes, 1), "kernel_present", buf_bytes(&o.kernel_present),
             "kernel_blob", buf_bytes(&o.kernel_blob), "kernel_off", buf_bytes(&o.kernel_off),
             "engine_id", buf_bytes(&o.engine_id), "engines", table_list(&o.engines, 0),
-            "start", buf_bytes(&o.start), "end", buf_bytes(&o.end), "skeleton", buf_bytes(&o.skeleton));
+            "start", buf_bytes(&o.start), "end", buf_bytes(&o.end), "skeleton", buf_bytes(&o.skeleton),
+            "fused", buf_bytes(&o.fused));
     }
     out_free(&o);
     Py_XDECREF(graphs);
@@ -580,7 +584,54 @@ done:
     return result;
 }
 
+/* ---- unpack: a start-up cache column back to plain ints ------------------------------------ */
+/* unpack(buffer, itemsize, delta, out_itemsize) -> (bytes, min, max, nondecreasing): the signed
+ * little-endian ints of ``itemsize`` bytes (their running sum when ``delta``) as ints of
+ * ``out_itemsize`` (4 or 8) bytes; None when a value does not fit (a damaged entry). */
+static PyObject *unpack(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int size, delta, out_size;
+    if (!PyArg_ParseTuple(args, "y*iii", &view, &size, &delta, &out_size)) return NULL;
+    if (!(size == 1 || size == 2 || size == 4 || size == 8) || !(out_size == 4 || out_size == 8)
+        || view.len % size) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = view.len / size;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * out_size);
+    if (!out) { PyBuffer_Release(&view); return NULL; }
+    const uint8_t *p = view.buf;
+    char *q = PyBytes_AS_STRING(out);
+    int64_t lo = 0, hi = 0, prev = 0, sum = 0;
+    int sorted = 1, fits = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t v;
+        if (size == 1) { int8_t x; memcpy(&x, p + i, 1); v = x; }
+        else if (size == 2) { int16_t x; memcpy(&x, p + 2 * i, 2); v = x; }
+        else if (size == 4) { int32_t x; memcpy(&x, p + 4 * i, 4); v = x; }
+        else { memcpy(&v, p + 8 * i, 8); }
+        if (delta) {
+            if (__builtin_add_overflow(sum, v, &sum)) { fits = 0; break; }
+            v = sum;
+        }
+        if (i == 0 || v < lo) lo = v;
+        if (i == 0 || v > hi) hi = v;
+        if (i && v < prev) sorted = 0;
+        prev = v;
+        if (out_size == 4) {
+            if (v < INT32_MIN || v > INT32_MAX) { fits = 0; break; }
+            int32_t w = (int32_t)v; memcpy(q + 4 * i, &w, 4);
+        } else {
+            memcpy(q + 8 * i, &v, 8);
+        }
+    }
+    PyBuffer_Release(&view);
+    if (!fits) { Py_DECREF(out); Py_RETURN_NONE; }
+    return Py_BuildValue("(NLLi)", out, (long long)lo, (long long)hi, sorted);
+}
+
 static PyMethodDef methods[] = {
+    {"unpack", unpack, METH_VARARGS, "unpack(buffer, itemsize, delta, out_itemsize): ints of a cache column"},
     {"scan", scan, METH_VARARGS, "scan(buffer, release=None): a GE graph text's op columns, or None"},
     {"link", link_inputs, METH_VARARGS, "link(names, name_off, in_blob, in_item_off, in_off): inputs by name, or None"},
     {NULL, NULL, 0, NULL}};

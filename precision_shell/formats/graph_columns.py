@@ -16,8 +16,6 @@ import mmap
 import os
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import FormatError
 from .graph_scan import OpTextReader
 from .input_files import open_regular
@@ -38,29 +36,32 @@ def kernel_available() -> bool:
 
 @dataclass
 class ScannedColumns:
-    """One file's ops in file order; ``graphs``: (name, first op) of each GraphDef."""
+    """One file's ops in file order; ``graphs``: (name, first op) of each GraphDef. Int columns
+    are memoryviews of the kernel's bytes ("q": int64, "i": int32; no numpy at start-up), flag
+    columns bytes of 0/1."""
 
     graphs: list[tuple[str, int]]
     names: bytes
-    name_off: np.ndarray       # int64, n + 1
-    type_id: np.ndarray        # int32 into types
+    name_off: memoryview       # q, n + 1
+    type_id: memoryview        # i, into types
     types: list[str]
     in_blob: bytes             # the input texts of every op, in order
-    in_item_off: np.ndarray    # int64, one more than there are inputs
-    in_off: np.ndarray         # int64, n + 1: op i's inputs are items in_off[i]:in_off[i+1]
-    orig_present: np.ndarray   # bool: the op has _datadump_original_op_names
-    orig_off: np.ndarray       # int64, n + 1, into the original-name items
+    in_item_off: memoryview    # q, one more than there are inputs
+    in_off: memoryview         # q, n + 1: op i's inputs are items in_off[i]:in_off[i+1]
+    orig_present: bytes        # the op has _datadump_original_op_names
+    orig_off: memoryview       # q, n + 1, into the original-name items
     orig_blob: bytes
-    orig_item_off: np.ndarray
-    pass_id: np.ndarray        # int32 into pass_lists ([] = none)
+    orig_item_off: memoryview  # q
+    pass_id: memoryview        # i, into pass_lists ([] = none)
     pass_lists: list[list[str]]
-    kernel_present: np.ndarray  # bool
+    kernel_present: bytes
     kernel_blob: bytes
-    kernel_off: np.ndarray     # int64, n + 1
-    engine_id: np.ndarray      # int32 into engines, -1: none
+    kernel_off: memoryview     # q, n + 1
+    engine_id: memoryview      # i, into engines, -1: none
     engines: list[str]
-    start: np.ndarray          # int64: the op's body span (OpTextReader.op)
-    end: np.ndarray
+    start: memoryview          # q: the op's body span (OpTextReader.op)
+    end: memoryview
+    fused: bytes               # passes, or more than one original name (GraphSummary.fused_ops)
 
     @property
     def op_count(self) -> int:
@@ -70,12 +71,12 @@ class ScannedColumns:
         return self.in_blob[self.in_item_off[j]:self.in_item_off[j + 1]].decode()
 
 
-def _i64(raw: bytes) -> np.ndarray:
-    return np.frombuffer(raw, dtype=np.int64)
+def _i64(raw: bytes) -> memoryview:
+    return memoryview(raw).cast("q")
 
 
-def _i32(raw: bytes) -> np.ndarray:
-    return np.frombuffer(raw, dtype=np.int32)
+def _i32(raw: bytes) -> memoryview:
+    return memoryview(raw).cast("i")
 
 
 def _strings(items: list[bytes]) -> list[str]:
@@ -113,12 +114,12 @@ def scan_columns(path: str | os.PathLike) -> tuple[ScannedColumns, OpTextReader]
         graphs=[(name.decode(), first) for name, first in found["graphs"]],
         names=found["names"], name_off=_i64(found["name_off"]), type_id=_i32(found["type_id"]),
         types=_strings(found["types"]), in_blob=found["in_blob"], in_item_off=_i64(found["in_item_off"]),
-        in_off=_i64(found["in_off"]), orig_present=np.frombuffer(found["orig_present"], dtype=np.bool_),
+        in_off=_i64(found["in_off"]), orig_present=found["orig_present"],
         orig_off=_i64(found["orig_off"]), orig_blob=found["orig_blob"], orig_item_off=_i64(found["orig_item_off"]),
         pass_id=_i32(found["pass_id"]), pass_lists=[_strings(p) for p in found["pass_lists"]],
-        kernel_present=np.frombuffer(found["kernel_present"], dtype=np.bool_), kernel_blob=found["kernel_blob"],
+        kernel_present=found["kernel_present"], kernel_blob=found["kernel_blob"],
         kernel_off=_i64(found["kernel_off"]), engine_id=_i32(found["engine_id"]), engines=_strings(found["engines"]),
-        start=_i64(found["start"]), end=_i64(found["end"]))
+        start=_i64(found["start"]), end=_i64(found["end"]), fused=found["fused"])
     return columns, OpTextReader(path, (st.st_size, st.st_mtime_ns))
 
 
@@ -133,14 +134,30 @@ def _skeleton_holds(skeleton: bytes, graphs: list) -> bool:
     return [(g.name, len(g.op)) for g in model.graph] == [(name.decode(), 0) for name, _ in graphs]
 
 
-def link_inputs(names: bytes, name_off: np.ndarray, in_blob: bytes, in_item_off: np.ndarray,
-                in_off: np.ndarray) -> dict | None:
+def link_inputs(c: ScannedColumns) -> dict | None:
     """Inputs resolved by op name (see _graph_scan.c ``link``), or None: the Python linker."""
     if not kernel_available():
         return None
-    found = _kernel.link(names, name_off.tobytes(), in_blob, in_item_off.tobytes(), in_off.tobytes())
+    found = _kernel.link(c.names, c.name_off.obj, c.in_blob, c.in_item_off.obj, c.in_off.obj)
     if found is None:
         return None
     return {"data_op": _i32(found["data_op"]), "data_out": _i64(found["data_out"]),
             "data_off": _i64(found["data_off"]), "raw": _i64(found["raw"]), "ctl_op": _i32(found["ctl_op"]),
             "ctl_off": _i64(found["ctl_off"]), "warnings": found["warnings"]}
+
+
+def unpack_ints(raw, itemsize: int, delta: bool, out_itemsize: int) -> tuple[bytes, int, int, bool] | None:
+    """A start-up cache column (see _graph_scan.c ``unpack``): (ints of ``out_itemsize`` bytes,
+    min, max, non-decreasing), or None when a value does not fit. Without the kernel: numpy."""
+    if kernel_available():
+        return _kernel.unpack(raw, itemsize, int(delta), out_itemsize)
+    import numpy as np  # imported here: start-up without the kernel only
+
+    values = np.frombuffer(raw, dtype=f"<i{itemsize}").astype(np.int64)
+    if delta:
+        values = np.cumsum(values)
+    out = np.dtype(f"<i{out_itemsize}")
+    if len(values) and (values.min() < np.iinfo(out).min or values.max() > np.iinfo(out).max):
+        return None
+    lo, hi = (int(values.min()), int(values.max())) if len(values) else (0, 0)
+    return values.astype(out).tobytes(), lo, hi, bool(np.all(values[1:] >= values[:-1]))

@@ -2,7 +2,7 @@
 
 ``GRAPH``: an :class:`OpGraph`'s summaries, warnings, text readers and op columns (see
 ``OpGraph.cache_state``, op_columns.py): each array column as base64 of its raw bytes (read back
-with ``np.frombuffer``, no pickle, no number parsed), names in UTF-8 blobs with offsets, inputs
+with ``memoryview.cast``, no pickle, no number parsed), names in UTF-8 blobs with offsets, inputs
 and control edges by producer row, repeated values (types, engines, pass lists, graph names) once
 in a table. ``GRAPH_DETAILS``: ``OpGraph.detail_rows()``, the op
 details decoded in earlier runs, with each distinct tensor descriptor once.
@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import base64
 import os
+from operator import le
+from typing import NamedTuple
 
-import numpy as np
-
+from precision_shell.formats.graph_columns import unpack_ints
 from precision_shell.formats.graph_scan import OpTextReader
 from precision_shell.model.cache_codec import (Attached, CacheKind, EntryError, counts, cut, fields, from_table, ints, need,
                                                packed, strings, unpacked)
@@ -76,56 +77,58 @@ def _desc_lists(sizes, flat, table: list[TensorDesc], what: str, length: int) ->
 
 
 # ---- GRAPH ------------------------------------------------------------------------------------------
-# Each column: base64 of its raw little-endian array bytes (np.frombuffer reads it back, no
-# number is parsed); strings as one UTF-8 blob with int64 offsets; small tables as JSON lists.
-_ARRAYS = {"name_off": "<i8", "type_id": "<i4", "graph_id": "<i4", "order": "<i8", "in_off": "<i8",
-           "in_op": "<i4", "in_out": "<i8", "ctl_off": "<i8", "ctl_op": "<i4", "orig_present": "|b1",
-           "orig_off": "<i8", "orig_item_off": "<i8", "pass_id": "<i4", "kernel_present": "|b1",
-           "kernel_off": "<i8", "engine_id": "<i4", "src_reader": "<i4", "src_start": "<i8", "src_end": "<i8"}
+# Each int column is attached raw (cache_codec.Attached): the narrowest little-endian ints of its
+# values or, when narrower, of its differences ("d": offsets and spans take a byte or two an op);
+# read back by the kernel's ``unpack`` (graph_columns.unpack_ints: numpy without it) into int64
+# ("q") or int32 ("i") memoryviews. Strings are UTF-8 blobs with offsets, flags bytes of 0/1,
+# small tables JSON lists.
+_INTS = {"name_off": 8, "type_id": 4, "graph_id": 4, "order": 8, "in_off": 8, "in_op": 4, "in_out": 8,
+         "ctl_off": 8, "ctl_op": 4, "orig_off": 8, "orig_item_off": 8, "pass_id": 4, "kernel_off": 8,
+         "engine_id": 4, "src_reader": 4, "src_start": 8, "src_end": 8}
+_FLAGS = ("orig_present", "kernel_present")
 _BLOBS = ("names", "orig_blob", "kernel_blob")
 _TABLES = ("types", "graph_names", "engines", "pass_lists", "key", "input_raw", "details", "descs")
-_OPS = tuple(_ARRAYS) + _BLOBS + _TABLES
-
-
-_NARROW = ("<i1", "<i2", "<i4", "<i8")
-
-
-def _narrowest(values: np.ndarray) -> np.dtype:
-    lo, hi = (int(values.min()), int(values.max())) if len(values) else (0, 0)
-    return next(np.dtype(t) for t in _NARROW if t == "<i8" or np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
-
-
-def _packed_array(array: np.ndarray, blobs: list) -> str:
-    """``"{dtype}:{blob}"``: the column as the narrowest ints holding it, in attached blob
-    ``blob``; ``"d{dtype}:{blob}"``: its differences, when those are narrower (offsets, spans: a
-    byte or two an op instead of 8)."""
-    values = array.astype(np.int64)
-    diffs = np.diff(values, prepend=0)
-    plain, delta = _narrowest(values), _narrowest(diffs)
-    prefix, chosen = ("d", diffs.astype(delta)) if delta.itemsize < plain.itemsize else ("", values.astype(plain))
-    blobs.append(chosen.tobytes())
-    return f"{prefix}{chosen.dtype.str[1:]}:{len(blobs) - 1}"
+_OPS = tuple(_INTS) + _FLAGS + _BLOBS + _TABLES
 
 
 def _attached(raw: bytes, blobs: list) -> int:
-    blobs.append(raw)
+    blobs.append(bytes(raw))
     return len(blobs) - 1
+
+
+def _packed_column(values, blobs: list) -> str:
+    """``"{i1|i2|i4|i8}:{blob}"`` or ``"d{...}:{blob}"`` (differences) of an int column."""
+    import numpy as np  # encoding runs in the loading child or a detached writer, not at start-up
+
+    values = np.asarray(values).astype(np.int64)
+    choices = [("", values), ("d", np.diff(values, prepend=0))]
+    best = None
+    for prefix, column in choices:
+        lo, hi = (int(column.min()), int(column.max())) if len(column) else (0, 0)
+        size = next(k for k in (1, 2, 4, 8) if k == 8 or -(1 << (8 * k - 1)) <= lo and hi < 1 << (8 * k - 1))
+        if best is None or size < best[1]:
+            best = (prefix, size, column)
+    prefix, size, column = best
+    return f"{prefix}i{size}:{_attached(column.astype(f'<i{size}').tobytes(), blobs)}"
 
 
 def _encode_graph(graph: OpGraph) -> Attached:
     graphs, warnings, readers, c = graph.cache_state()
+    if c.in_out_big:
+        raise OverflowError("an output index beyond int64")  # such a graph stays uncached
     blobs: list = []
-    col: dict = {"names": _attached(c.names.blob, blobs), "name_off": c.names.off, "type_id": c.type_id, "graph_id": c.graph_id,
-                 "order": c.order, "in_off": c.in_off, "in_op": c.in_op, "in_out": c.in_out, "ctl_off": c.ctl_off,
-                 "ctl_op": c.ctl_op, "orig_present": c.orig_present, "orig_off": c.orig_off,
-                 "orig_blob": _attached(c.originals.blob, blobs), "orig_item_off": c.originals.off, "pass_id": c.pass_id,
-                 "kernel_present": c.kernel_present, "kernel_blob": _attached(c.kernels.blob, blobs), "kernel_off": c.kernels.off,
-                 "engine_id": c.engine_id, "src_reader": c.src_reader, "src_start": c.src_start, "src_end": c.src_end,
-                 "types": c.types, "graph_names": c.graph_names, "engines": c.engines,
-                 "pass_lists": [list(p) for p in c.pass_lists], "key": [[i, k] for i, k in sorted(c.key_override.items())],
-                 "input_raw": [[j, raw] for j, raw in sorted(c.in_raw.items())]}
-    for name, dtype in _ARRAYS.items():
-        col[name] = _packed_array(np.asarray(col[name], dtype=dtype), blobs)
+    ints = {"name_off": c.names.off, "type_id": c.type_id, "graph_id": c.graph_id, "order": c.order,
+            "in_off": c.in_off, "in_op": c.in_op, "in_out": c.in_out, "ctl_off": c.ctl_off, "ctl_op": c.ctl_op,
+            "orig_off": c.orig_off, "orig_item_off": c.originals.off, "pass_id": c.pass_id,
+            "kernel_off": c.kernels.off, "engine_id": c.engine_id, "src_reader": c.src_reader,
+            "src_start": c.src_start, "src_end": c.src_end}
+    col: dict = {name: _packed_column(ints[name], blobs) for name in _INTS}
+    col.update({"orig_present": _attached(c.orig_present, blobs), "kernel_present": _attached(c.kernel_present, blobs),
+                "names": _attached(c.names.blob, blobs), "orig_blob": _attached(c.originals.blob, blobs),
+                "kernel_blob": _attached(c.kernels.blob, blobs), "types": c.types, "graph_names": c.graph_names,
+                "engines": c.engines, "pass_lists": [list(p) for p in c.pass_lists],
+                "key": [[i, k] for i, k in sorted(c.key_override.items())],
+                "input_raw": [[j, raw] for j, raw in sorted(c.in_raw.items())]})
     descs = _DescTable()
     details = []
     for i, source in sorted(c.sources.items()):
@@ -150,39 +153,45 @@ def _blob_of(col: dict, name: str, index) -> memoryview:
     return blobs[index]
 
 
-def _array(col: dict, name: str, length: int | None, lo: int | None = None, hi: int | None = None) -> np.ndarray:
+class _Ints(NamedTuple):
+    view: memoryview
+    lo: int
+    hi: int
+    nondecreasing: bool
+
+
+def _ints(col: dict, name: str, length: int | None, lo: int | None = None, hi: int | None = None) -> _Ints:
+    """An int column, ``lo <= v < hi`` (None: unchecked), ``length`` items when given."""
     value = col[name]
     need(type(value) is str and ":" in value, f"{name}: not a packed column")
     code, _, index = value.partition(":")
     delta = code.startswith("d")
-    need("<" + code[delta:] in _NARROW and index.isdigit() and index.isascii(), f"{name}: not a packed column")
-    raw = _blob_of(col, name, int(index))
-    stored = np.dtype("<" + code[delta:])
-    need(len(raw) % stored.itemsize == 0, f"{name}: not whole items")
-    dtype = np.dtype(_ARRAYS[name])
-    array = np.frombuffer(raw, dtype=stored)
-    if delta:
-        with np.errstate(over="ignore"):
-            array = np.cumsum(array, dtype=np.int64)
-    if dtype.kind == "b":
-        need(not len(array) or (int(array.min()) >= 0 and int(array.max()) <= 1), f"{name}: not booleans")
-        array = array.astype(bool)
-    elif array.dtype != dtype:
-        if len(array):
-            info = np.iinfo(dtype)
-            need(int(array.min()) >= info.min and int(array.max()) <= info.max, f"{name}: value out of range")
-        array = array.astype(dtype)
-    need(length is None or len(array) == length, f"{name}: {len(array)} items, expected {length}")
-    if len(array) and dtype.kind == "i":
-        need((lo is None or int(array.min()) >= lo) and (hi is None or int(array.max()) < hi), f"{name}: value out of range")
-    return array
+    size = code[delta + 1:]
+    need(code[delta:delta + 1] == "i" and size in ("1", "2", "4", "8") and index.isascii() and index.isdigit(),
+         f"{name}: not a packed column")
+    found = unpack_ints(_blob_of(col, name, int(index)), int(size), delta, _INTS[name])
+    need(found is not None, f"{name}: value out of range")
+    data, vmin, vmax, nondecreasing = found
+    view = memoryview(data).cast("q" if _INTS[name] == 8 else "i")
+    need(length is None or len(view) == length, f"{name}: {len(view)} items, expected {length}")
+    if len(view):
+        need((lo is None or vmin >= lo) and (hi is None or vmax < hi), f"{name}: value out of range")
+    return _Ints(view, vmin, vmax, nondecreasing)
 
 
-def _offsets(col: dict, name: str, length: int, total: int) -> np.ndarray:
-    """``length + 1`` non-decreasing offsets from 0 to ``total``."""
-    off = _array(col, name, length + 1, 0, total + 1)
-    need(off[0] == 0 and off[-1] == total and bool(np.all(off[1:] >= off[:-1])), f"{name}: not offsets")
+def _offsets(col: dict, name: str, length: int | None, total: int | None) -> memoryview:
+    """Non-decreasing offsets from 0 (to ``total`` when given), ``length + 1`` of them."""
+    found = _ints(col, name, None if length is None else length + 1, 0)
+    off = found.view
+    need(len(off) >= 1 and off[0] == 0 and found.nondecreasing and (total is None or off[-1] == total),
+         f"{name}: not offsets")
     return off
+
+
+def _flags(col: dict, name: str, length: int) -> bytes:
+    raw = bytes(_blob_of(col, name, col[name]))
+    need(len(raw) == length and not raw.translate(None, b"\x00\x01"), f"{name}: not {length} flags")
+    return raw
 
 
 def _blob(col: dict, name: str) -> bytes:
@@ -206,51 +215,52 @@ def _decode_graph(value, key: tuple) -> OpGraph:
     types, graph_names = strings(col["types"], "types"), strings(col["graph_names"], "graph_names")
     engines = strings(col["engines"], "engines")
     pass_lists = [strings(p, "pass_lists") for p in _list(col["pass_lists"], "pass_lists")]
-    names_raw = _blob(col, "names")
-    type_id = _array(col, "type_id", None, 0, len(types))
+    type_id = _ints(col, "type_id", None, 0, len(types)).view
     n = len(type_id)
     need(n < MAX_OPS, "name: too many ops")
     need(sum(g.ops for g in summaries) == n, "graphs: op counts do not add up")
+    names_raw = _blob(col, "names")
     names = StrColumn(names_raw, _offsets(col, "name_off", n, len(names_raw)))
     key_override = {}
     for item in _list(col["key"], "key"):
         need(type(item) is list and len(item) == 2 and type(item[1]) is str, "key: not [row, key]")
         key_override[ints(item[:1], "key", 1, 0, n)[0]] = item[1]
-    in_off = _array(col, "in_off", n + 1, 0)
-    m = int(in_off[-1]) if n else 0
-    in_off = _offsets(col, "in_off", n, m)
-    in_op = _array(col, "in_op", m, -1, n)
-    in_out = _array(col, "in_out", m, -1)
-    need(bool(np.all((in_out >= 0) | (in_op < 0))), "input_output: a producer without output")
+    in_off = _offsets(col, "in_off", n, None)
+    m = in_off[-1]
+    in_op = _ints(col, "in_op", m, -1, n)
+    in_out = _ints(col, "in_out", m, -1).view
     in_raw = {}
     for item in _list(col["input_raw"], "input_raw"):
         need(type(item) is list and len(item) == 2 and type(item[1]) is str, "input_raw: not [input, raw]")
         in_raw[ints(item[:1], "input_raw", 1, 0, m)[0]] = item[1]
-    need(all(j in in_raw for j in np.flatnonzero(in_op < 0).tolist()), "input_raw: an unresolved input without text")
-    ctl_off = _array(col, "ctl_off", n + 1, 0)
-    ctl_off = _offsets(col, "ctl_off", n, int(ctl_off[-1]) if n else 0)
-    ctl_op = _array(col, "ctl_op", int(ctl_off[-1]), 0, n)
+    if in_op.lo < 0:  # an unresolved input is known by its text only
+        need(all(j in in_raw for j, p in enumerate(in_op.view) if p < 0), "input_raw: an unresolved input without text")
+    ctl_off = _offsets(col, "ctl_off", n, None)
+    ctl_op = _ints(col, "ctl_op", ctl_off[-1], 0, n).view
     orig_blob = _blob(col, "orig_blob")
-    orig_item_off = _array(col, "orig_item_off", None, 0)
-    originals = StrColumn(orig_blob, _offsets(col, "orig_item_off", len(orig_item_off) - 1, len(orig_blob)))
+    originals = StrColumn(orig_blob, _offsets(col, "orig_item_off", None, len(orig_blob)))
     orig_off = _offsets(col, "orig_off", n, len(originals))
     kernel_blob = _blob(col, "kernel_blob")
     kernels = StrColumn(kernel_blob, _offsets(col, "kernel_off", n, len(kernel_blob)))
-    src_reader = _array(col, "src_reader", n, -1, len(readers))
-    src_start, src_end = _array(col, "src_start", n, 0), _array(col, "src_end", n, 0)
-    limits = np.array([r.stamp[0] for r in readers] + [0], dtype=np.int64)  # [-1]: ops with details
-    need(bool(np.all(src_start <= src_end)) and bool(np.all(src_end <= limits[src_reader])),
-         "start, end: a span outside its file")
+    reader_col = _ints(col, "src_reader", n, -1, len(readers))
+    src_reader = reader_col.view
+    src_start, src_end = _ints(col, "src_start", n, 0).view, _ints(col, "src_end", n, 0)
+    sizes = [r.stamp[0] for r in readers]
+    if len(set(sizes)) <= 1:  # every span in a file of that size (ops with details: end 0)
+        within = not sizes or src_end.hi <= sizes[0]
+    else:
+        within = all(e <= (sizes[r] if r >= 0 else 0) for r, e in zip(src_reader, src_end.view))
+    need(within and all(map(le, src_start, src_end.view)), "start, end: a span outside its file")
     columns = OpColumns(
         names=names, key_override=key_override, type_id=type_id, types=types,
-        graph_id=_array(col, "graph_id", n, 0, len(graph_names)), graph_names=graph_names,
-        order=_array(col, "order", n, 0), in_off=in_off, in_op=in_op, in_out=in_out, in_raw=in_raw,
-        ctl_off=ctl_off, ctl_op=ctl_op, orig_present=_array(col, "orig_present", n), orig_off=orig_off,
-        originals=originals, pass_id=_array(col, "pass_id", n, 0, len(pass_lists)), pass_lists=pass_lists,
-        kernel_present=_array(col, "kernel_present", n), kernels=kernels,
-        engine_id=_array(col, "engine_id", n, -1, len(engines)), engines=engines,
-        src_reader=src_reader, src_start=src_start, src_end=src_end,
-        sources=_sources(col, n, src_reader))
+        graph_id=_ints(col, "graph_id", n, 0, len(graph_names)).view, graph_names=graph_names,
+        order=_ints(col, "order", n, 0).view, in_off=in_off, in_op=in_op.view, in_out=in_out, in_raw=in_raw,
+        ctl_off=ctl_off, ctl_op=ctl_op, orig_present=_flags(col, "orig_present", n), orig_off=orig_off,
+        originals=originals, pass_id=_ints(col, "pass_id", n, 0, len(pass_lists)).view, pass_lists=pass_lists,
+        kernel_present=_flags(col, "kernel_present", n), kernels=kernels,
+        engine_id=_ints(col, "engine_id", n, -1, len(engines)).view, engines=engines,
+        src_reader=src_reader, src_start=src_start, src_end=src_end.view,
+        sources=_sources(col, n, src_reader if reader_col.lo < 0 else None))
     return OpGraph.from_cache_state(summaries, warnings, readers, columns)
 
 
@@ -275,10 +285,12 @@ def _reader(item, key: tuple) -> OpTextReader:
     return OpTextReader(path, (size, mtime))
 
 
-def _sources(col: dict, n: int, src_reader: np.ndarray) -> dict:
-    """row -> OpDetails of each op without a text span (from a parsed file)."""
+def _sources(col: dict, n: int, src_reader: memoryview | None) -> dict:
+    """row -> OpDetails of each op without a text span (from a parsed file); ``src_reader``:
+    None when every op has one."""
     details = _list(col["details"], "details")
-    need(len(details) == int(np.count_nonzero(src_reader < 0)), "details: not one per op without a text span")
+    without = 0 if src_reader is None else sum(r < 0 for r in src_reader)
+    need(len(details) == without, "details: not one per op without a text span")
     table = _descs(col["descs"])
     blobs, sources = [], {}
     for item in details:

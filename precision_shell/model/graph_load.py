@@ -11,10 +11,9 @@ through the op-by-op builder (``OpGraph.from_sources``), which gives the same gr
 from __future__ import annotations
 
 import os
+from array import array
 from functools import partial
 from pathlib import Path
-
-import numpy as np
 
 from ..errors import FormatError
 from ..formats.graph_columns import ScannedColumns, link_inputs, scan_columns
@@ -81,26 +80,31 @@ def _linked(source: str, c: ScannedColumns, reader) -> OpGraph | None:
     names = [name for name, _ in c.graphs]
     if len(set(names)) != len(names):
         return None
-    link = link_inputs(c.names, c.name_off, c.in_blob, c.in_item_off, c.in_off)
+    link = link_inputs(c)
     if link is None:
         return None
     n = c.op_count
-    firsts = np.array([first for _, first in c.graphs] + [n], dtype=np.int64)
-    graph_id = np.repeat(np.arange(len(names), dtype=np.int32), np.diff(firsts))
-    raw_pairs = link["raw"].reshape(-1, 2).tolist()
+    firsts = [first for _, first in c.graphs] + [n]
+    graph_id, order = array("i"), array("q")
+    for g in range(len(names)):
+        graph_id += array("i", [g]) * (firsts[g + 1] - firsts[g])
+        order += array("q", range(firsts[g + 1] - firsts[g]))
+    raw_pairs = link["raw"].tolist()
     columns = OpColumns(
         names=StrColumn(c.names, c.name_off), key_override={}, type_id=c.type_id, types=c.types,
-        graph_id=graph_id, graph_names=names, order=np.arange(n, dtype=np.int64) - firsts[graph_id],
+        graph_id=graph_id, graph_names=names, order=order,
         in_off=link["data_off"], in_op=link["data_op"], in_out=link["data_out"],
-        in_raw={d: c.input_text(j) for d, j in raw_pairs}, ctl_off=link["ctl_off"], ctl_op=link["ctl_op"],
+        in_raw={d: c.input_text(j) for d, j in zip(raw_pairs[::2], raw_pairs[1::2])},
+        ctl_off=link["ctl_off"], ctl_op=link["ctl_op"],
         orig_present=c.orig_present, orig_off=c.orig_off, originals=StrColumn(c.orig_blob, c.orig_item_off),
         pass_id=c.pass_id, pass_lists=c.pass_lists, kernel_present=c.kernel_present,
         kernels=StrColumn(c.kernel_blob, c.kernel_off), engine_id=c.engine_id, engines=c.engines,
-        src_reader=np.zeros(n, dtype=np.int32), src_start=c.start, src_end=c.end)
+        src_reader=array("i", bytes(4 * n)), src_start=c.start, src_end=c.end)
     graph = OpGraph.from_cache_state([], [], [reader], columns)
     for g, name in enumerate(names):
-        fused, passes = columns.fused_and_passes(g)
-        graph.graphs.append(GraphSummary(name, source, int(firsts[g + 1] - firsts[g]), fused, passes))
+        a, b = firsts[g], firsts[g + 1]
+        passes = sorted({p for k in set(c.pass_id[a:b]) for p in c.pass_lists[k]})
+        graph.graphs.append(GraphSummary(name, source, b - a, c.fused[a:b].count(1), passes))
     for op, kind, item, data_index in link["warnings"]:  # as OpGraph._row words them
         key, producer = columns.key(op), c.input_text(item).rpartition(":")[0]
         graph.warnings.append(f"op {key!r}: control input from missing op {producer!r}" if kind else

@@ -1,10 +1,12 @@
 """The op graph as columns: one row of plain values per op only when that op is asked for.
 
 A 1M-op graph as Python objects (a name string, a row tuple, input tuples per op) is ~1.8 kB an
-op and seconds to build; as columns it is ~60 bytes an op: names in one UTF-8 blob with offsets,
+op and seconds to build; as columns it is ~100 bytes an op: names in one UTF-8 blob with offsets,
 types, graphs, engines and pass lists as ids into small tables, inputs as (producer row, output)
 int arrays, original names and kernels as blobs with offsets, and each op's text span. The
-start-up cache stores these arrays as raw bytes (graph_cache.py).
+start-up cache stores these arrays as raw bytes (graph_cache.py). Int columns are memoryviews
+("q" int64, "i" int32) or ``array`` arrays, flag columns bytes of 0/1: the standard library
+indexes them, so start-up imports no numpy.
 
 ``row(i)`` gives the row ``OpMap`` makes an ``OpNode`` from (see ``OpGraph``): (name, type,
 graph, order, key, [(producer key, output, raw)], control keys, original names or None, passes,
@@ -14,9 +16,9 @@ op built in this process, (reader index, start, end) of its text span, or its Op
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
-
-import numpy as np
+from itertools import accumulate
 
 __all__ = ["OpColumns", "StrColumn"]
 
@@ -28,7 +30,7 @@ class StrColumn:
     """Strings in one UTF-8 blob: item i is ``blob[off[i]:off[i+1]]``."""
 
     blob: bytes
-    off: np.ndarray  # int64, one more than there are items
+    off: object  # int64 ("q"), one more than there are items
 
     def __len__(self) -> int:
         return len(self.off) - 1
@@ -38,8 +40,8 @@ class StrColumn:
         return self.blob[off[i]:off[i + 1]].decode()
 
     def slice(self, a: int, b: int) -> list[str]:
-        blob, off = self.blob, self.off.tolist()
-        return [blob[off[k]:off[k + 1]].decode() for k in range(a, b)]
+        blob, off = self.blob, self.off[a:b + 1].tolist()
+        return [blob[x:y].decode() for x, y in zip(off, off[1:])]
 
     def all(self) -> list[str]:
         return self.slice(0, len(self))
@@ -47,39 +49,38 @@ class StrColumn:
     @classmethod
     def of(cls, items: list[str]) -> "StrColumn":
         encoded = [s.encode("utf-8", "surrogatepass") for s in items]
-        off = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(b) for b in encoded], out=off[1:])
-        return cls(b"".join(encoded), off)
+        return cls(b"".join(encoded), array("q", accumulate(map(len, encoded), initial=0)))
 
 
 @dataclass
 class OpColumns:
     names: StrColumn
     key_override: dict[int, str]  # row -> key where it is not the name ("{graph}/{name}")
-    type_id: np.ndarray           # int32 into types
+    type_id: object               # int32 into types
     types: list[str]
-    graph_id: np.ndarray          # int32 into graph_names
+    graph_id: object              # int32 into graph_names
     graph_names: list[str]
-    order: np.ndarray             # int64: position in its graph's op list
-    in_off: np.ndarray            # int64, n + 1: op i's data inputs are in_off[i]:in_off[i+1]
-    in_op: np.ndarray             # int32: producer row, -1: unconnected or unresolved
-    in_out: np.ndarray            # int64: producer output, -1: none
+    order: object                 # int64: position in its graph's op list
+    in_off: object                # int64, n + 1: op i's data inputs are in_off[i]:in_off[i+1]
+    in_op: object                 # int32: producer row, -1: unconnected or unresolved
+    in_out: object                # int64: producer output, -1: none
     in_raw: dict[int, str]        # input -> its text where it is not "{producer key}:{output}"
-    ctl_off: np.ndarray           # int64, n + 1
-    ctl_op: np.ndarray            # int32: rows with a control edge into the op
-    orig_present: np.ndarray      # bool
-    orig_off: np.ndarray          # int64, n + 1, into originals
+    ctl_off: object               # int64, n + 1
+    ctl_op: object                # int32: rows with a control edge into the op
+    orig_present: bytes           # 1: the op has _datadump_original_op_names
+    orig_off: object              # int64, n + 1, into originals
     originals: StrColumn
-    pass_id: np.ndarray           # int32 into pass_lists
+    pass_id: object               # int32 into pass_lists
     pass_lists: list[list[str]]
-    kernel_present: np.ndarray    # bool
+    kernel_present: bytes         # 1: the op has a kernel name
     kernels: StrColumn            # one item per op ("" when absent)
-    engine_id: np.ndarray         # int32 into engines, -1: none
+    engine_id: object             # int32 into engines, -1: none
     engines: list[str]
-    src_reader: np.ndarray        # int32: reader index of the op's text span, -1: see sources
-    src_start: np.ndarray         # int64
-    src_end: np.ndarray           # int64
+    src_reader: object            # int32: reader index of the op's text span, -1: see sources
+    src_start: object             # int64
+    src_end: object               # int64
     sources: dict[int, object] = field(default_factory=dict)  # row -> holder list or OpDetails
+    in_out_big: dict[int, int] = field(default_factory=dict)  # input -> an output beyond int64
     _keys: list | None = None
 
     def __len__(self) -> int:
@@ -105,8 +106,11 @@ class OpColumns:
         key = self.key
         a, b = int(self.in_off[i]), int(self.in_off[i + 1])
         inputs = []
+        big = self.in_out_big
         for j, p, o in zip(range(a, b), self.in_op[a:b].tolist(), self.in_out[a:b].tolist()):
             raw = self.in_raw.get(j)
+            if big:
+                o = big.get(j, o)
             inputs.append((key(p), o, raw) if p >= 0 else (None, None, raw))
         c0, c1 = int(self.ctl_off[i]), int(self.ctl_off[i + 1])
         control = [key(p) for p in self.ctl_op[c0:c1].tolist()] or _NO_CONTROL
@@ -125,40 +129,32 @@ class OpColumns:
     def consumers(self) -> dict[str, list[tuple[str, int, int]]]:
         """producer key -> (consumer key, output, consumer input index), in graph order."""
         keys = self.keys()
-        n_in = np.diff(self.in_off)
-        consumer = np.repeat(np.arange(len(self), dtype=np.int64), n_in)
-        index = np.arange(len(self.in_op), dtype=np.int64) - np.repeat(self.in_off[:-1], n_in)
+        in_off, in_op, in_out = self.in_off.tolist(), self.in_op.tolist(), self.in_out.tolist()
         found: dict[str, list] = {}
-        for p, c, o, j in zip(self.in_op.tolist(), consumer.tolist(), self.in_out.tolist(), index.tolist()):
-            if p >= 0:
-                found.setdefault(keys[p], []).append((keys[c], o, j))
+        for c in range(len(self)):
+            a = in_off[c]
+            for j in range(a, in_off[c + 1]):
+                p = in_op[j]
+                if p >= 0:
+                    found.setdefault(keys[p], []).append((keys[c], self.in_out_big.get(j, in_out[j]), j - a))
         return found
 
     def control_consumers(self) -> dict[str, list[str]]:
         keys = self.keys()
-        consumer = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.ctl_off))
+        ctl_off, ctl_op = self.ctl_off.tolist(), self.ctl_op.tolist()
         found: dict[str, list[str]] = {}
-        for p, c in zip(self.ctl_op.tolist(), consumer.tolist()):
-            found.setdefault(keys[p], []).append(keys[c])
+        for c in range(len(self)):
+            for j in range(ctl_off[c], ctl_off[c + 1]):
+                found.setdefault(keys[ctl_op[j]], []).append(keys[c])
         return found
-
-    def fused_and_passes(self, graph: int) -> tuple[int, list[str]]:
-        """(fused ops, distinct pass names sorted) of the ops of graph ``graph``."""
-        mine = self.graph_id == graph
-        has_passes = np.array([bool(p) for p in self.pass_lists], dtype=bool)[self.pass_id]
-        many = self.orig_present & (np.diff(self.orig_off) > 1)
-        fused = int(np.count_nonzero(mine & (has_passes | many)))
-        used = np.unique(self.pass_id[mine])
-        return fused, sorted({p for k in used.tolist() for p in self.pass_lists[k]})
 
     # ---- from rows (graphs built op by op: parsed files, the Python scan) ----------------------
     @classmethod
     def from_rows(cls, rows: list, readers: list) -> "OpColumns":
-        n = len(rows)
         position = {row[4]: i for i, row in enumerate(rows)}
         reader_of = {id(r): k for k, r in enumerate(readers)}
         types, graphs, engines, passes = {}, {}, {None: -1}, {}
-        in_off, in_op, in_out, in_raw = [0], [], [], {}
+        in_off, in_op, in_out, in_raw, in_out_big = [0], [], [], {}, {}
         ctl_off, ctl_op = [0], []
         orig_present, orig_off, originals = [], [0], []
         kernels, kernel_present = [], []
@@ -168,6 +164,8 @@ class OpColumns:
             for p, o, raw in inputs:
                 if raw is not None:
                     in_raw[len(in_op)] = raw
+                if o is not None and not -(1 << 63) <= o < 1 << 63:  # "x:99999999999999999999"
+                    in_out_big[len(in_op)], o = o, 0
                 in_op.append(-1 if p is None else position[p])
                 in_out.append(-1 if o is None else o)
             in_off.append(len(in_op))
@@ -190,17 +188,14 @@ class OpColumns:
         return cls(
             names=StrColumn.of([row[0] for row in rows]),
             key_override={i: row[4] for i, row in enumerate(rows) if row[4] != row[0]},
-            type_id=np.array([types.setdefault(row[1], len(types)) for row in rows], dtype=np.int32),
-            types=list(types), graph_id=np.array([graphs.setdefault(row[2], len(graphs)) for row in rows],
-                                                 dtype=np.int32),
-            graph_names=list(graphs), order=np.array([row[3] for row in rows], dtype=np.int64),
-            in_off=np.array(in_off, dtype=np.int64), in_op=np.array(in_op, dtype=np.int32),
-            in_out=np.array(in_out, dtype=np.int64), in_raw=in_raw,
-            ctl_off=np.array(ctl_off, dtype=np.int64), ctl_op=np.array(ctl_op, dtype=np.int32),
-            orig_present=np.array(orig_present, dtype=bool).reshape(n),
-            orig_off=np.array(orig_off, dtype=np.int64), originals=StrColumn.of(originals),
-            pass_id=np.array(pass_keys, dtype=np.int32), pass_lists=[list(p) for p in passes],
-            kernel_present=np.array(kernel_present, dtype=bool).reshape(n), kernels=StrColumn.of(kernels),
-            engine_id=np.array(engine_ids, dtype=np.int32), engines=[e for e in engines if e is not None],
-            src_reader=np.array(src_reader, dtype=np.int32), src_start=np.array(src_start, dtype=np.int64),
-            src_end=np.array(src_end, dtype=np.int64), sources=sources)
+            type_id=array("i", [types.setdefault(row[1], len(types)) for row in rows]), types=list(types),
+            graph_id=array("i", [graphs.setdefault(row[2], len(graphs)) for row in rows]),
+            graph_names=list(graphs), order=array("q", [row[3] for row in rows]),
+            in_off=array("q", in_off), in_op=array("i", in_op), in_out=array("q", in_out), in_raw=in_raw,
+            ctl_off=array("q", ctl_off), ctl_op=array("i", ctl_op), orig_present=bytes(orig_present),
+            orig_off=array("q", orig_off), originals=StrColumn.of(originals),
+            pass_id=array("i", pass_keys), pass_lists=[list(p) for p in passes],
+            kernel_present=bytes(kernel_present), kernels=StrColumn.of(kernels),
+            engine_id=array("i", engine_ids), engines=[e for e in engines if e is not None],
+            src_reader=array("i", src_reader), src_start=array("q", src_start), src_end=array("q", src_end),
+            sources=sources, in_out_big=in_out_big)
