@@ -25,17 +25,26 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ---- growable byte buffer ------------------------------------------------------------------- */
-typedef struct { char *p; Py_ssize_t n, cap; } Buf;
+/* ---- growable byte buffer: a bytes object grown in place, handed to Python without a copy ---- */
+typedef struct { PyObject *obj; char *p; Py_ssize_t n, cap; } Buf;
 
-static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
-    if (b->n + n > b->cap) {
-        Py_ssize_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n) cap *= 2;
-        char *p = PyMem_Realloc(b->p, cap);
-        if (!p) return -1;
-        b->p = p; b->cap = cap;
+static int buf_grow(Buf *b, Py_ssize_t need) {
+    Py_ssize_t cap = b->cap ? b->cap : 4096;
+    while (cap < need) cap *= 2;
+    if (!b->obj) {
+        b->obj = PyBytes_FromStringAndSize(NULL, cap);
+        if (!b->obj) return -1;
+    } else if (_PyBytes_Resize(&b->obj, cap) < 0) {
+        b->obj = NULL;
+        return -1;
     }
+    b->p = PyBytes_AS_STRING(b->obj);
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (b->n + n > b->cap && buf_grow(b, b->n + n) < 0) return -1;
     memcpy(b->p + b->n, src, n);
     b->n += n;
     return 0;
@@ -43,8 +52,16 @@ static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
 static int put_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
 static int put_i32(Buf *b, int32_t v) { return buf_put(b, &v, 4); }
 static int put_u8(Buf *b, uint8_t v) { return buf_put(b, &v, 1); }
-static void buf_free(Buf *b) { PyMem_Free(b->p); b->p = NULL; b->n = b->cap = 0; }
-static PyObject *buf_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->p ? b->p : "", b->n); }
+static void buf_free(Buf *b) { Py_CLEAR(b->obj); b->p = NULL; b->n = b->cap = 0; }
+/* the bytes written (the buffer gives up its object); NULL on error */
+static PyObject *buf_bytes(Buf *b) {
+    if (!b->obj) return PyBytes_FromStringAndSize("", 0);
+    PyObject *out = b->obj;
+    b->obj = NULL; b->p = NULL; b->cap = 0;
+    if (_PyBytes_Resize(&out, b->n) < 0) return NULL;
+    b->n = 0;
+    return out;
+}
 
 /* ---- interning small tables (types, engines, pass lists) ------------------------------------- */
 typedef struct { Buf keys; Buf offs; Py_ssize_t count; Py_ssize_t *slots; Py_ssize_t size; } Table;
@@ -134,6 +151,10 @@ static PyObject *table_list(Table *t, int split) {
 static int valid_utf8(const uint8_t *p, Py_ssize_t n) {
     Py_ssize_t i = 0;
     while (i < n) {
+        if (i + 32 <= n) {  /* ASCII runs: 32 bytes a step */
+            uint64_t w[4]; memcpy(w, p + i, 32);
+            if (!((w[0] | w[1] | w[2] | w[3]) & 0x8080808080808080ULL)) { i += 32; continue; }
+        }
         if (i + 8 <= n) {
             uint64_t w; memcpy(&w, p + i, 8);
             if (!(w & 0x8080808080808080ULL)) { i += 8; continue; }
@@ -160,26 +181,20 @@ static int valid_utf8(const uint8_t *p, Py_ssize_t n) {
 /* ---- lines ------------------------------------------------------------------------------------ */
 typedef struct { const char *p; Py_ssize_t n; } Span;
 
-static int starts(Span line, const char *lit) {
-    size_t m = strlen(lit);
-    return (size_t)line.n >= m && memcmp(line.p, lit, m) == 0;
-}
-static int equals(Span line, const char *lit) {
-    size_t m = strlen(lit);
-    return (size_t)line.n == m && memcmp(line.p, lit, m) == 0;
-}
+/* literal prefixes and lines, compared with their size known at compile time (inlined) */
+#define starts(line, lit) ((line).n >= (Py_ssize_t)sizeof(lit) - 1 && memcmp((line).p, lit, sizeof(lit) - 1) == 0)
+#define equals(line, lit) ((line).n == (Py_ssize_t)sizeof(lit) - 1 && memcmp((line).p, lit, sizeof(lit) - 1) == 0)
 
 /* ``line`` is PREFIX "VALUE" with VALUE free of '"', '\\' (and newline): VALUE in *v */
-static int quoted(Span line, const char *prefix, Span *v) {
-    size_t m = strlen(prefix);
+static inline int quoted_n(Span line, const char *prefix, size_t m, Span *v) {
     if ((size_t)line.n < m + 2 || memcmp(line.p, prefix, m) != 0) return 0;
     if (line.p[m] != '"' || line.p[line.n - 1] != '"') return 0;
     const char *a = line.p + m + 1, *b = line.p + line.n - 1;
-    for (const char *c = a; c < b; c++)
-        if (*c == '"' || *c == '\\') return 0;
+    if (memchr(a, '"', b - a) || memchr(a, '\\', b - a)) return 0;
     v->p = a; v->n = b - a;
     return 1;
 }
+#define quoted(line, lit, v) quoted_n(line, lit, sizeof(lit) - 1, v)
 
 typedef struct {
     const char *data; Py_ssize_t n, pos;
@@ -201,6 +216,34 @@ static Py_ssize_t indent(Span line) {
     Py_ssize_t i = 0;
     while (i < line.n && line.p[i] == ' ') i++;
     return i;
+}
+
+/* The first line at or after ``pos`` (a line start) not indented by 5 or more spaces: an op's
+ * descriptors and nested attrs are most of its lines and none of the scan's business. SSE2
+ * finds the newlines 16 bytes at a time (no call per line); a line cut by the end: ``n``. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+static const char DEEP[6] = "     ";
+
+static Py_ssize_t skip_deep(const char *data, Py_ssize_t n, Py_ssize_t pos) {
+    if (pos + 5 > n || memcmp(data + pos, DEEP, 5) != 0) return pos;
+    Py_ssize_t i = pos;
+#if defined(__SSE2__)
+    const __m128i newline = _mm_set1_epi8('\n');
+    while (i + 16 <= n) {
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(data + i)), newline));
+        while (mask) {
+            Py_ssize_t q = i + __builtin_ctz(mask) + 1;  /* a line start */
+            if (q + 5 > n || memcmp(data + q, DEEP, 5) != 0) return q;
+            mask &= mask - 1;
+        }
+        i += 16;
+    }
+#endif
+    for (; i < n; i++)
+        if (data[i] == '\n' && (i + 6 > n || memcmp(data + i + 1, DEEP, 5) != 0)) return i + 1;
+    return n;
 }
 
 /* ---- scan ------------------------------------------------------------------------------------- */
@@ -271,7 +314,7 @@ static int put_names(Buf *b, Buf *offs, const Value *v, Py_ssize_t *count) {
         return 0;
     }
     Lines ls = {v->list.p, v->list.n, 0};
-    Span line, s; Py_ssize_t at; int nl;
+    Span line, s = {NULL, 0}; Py_ssize_t at; int nl;
     while (next_line(&ls, &line, &at, &nl)) {
         quoted(line, "          s: ", &s);
         if (!s.n) continue;
@@ -303,6 +346,7 @@ static int scan_op(Lines *ls, Out *o) {
     Py_ssize_t inputs = 0;
     int head = 1;
     for (;;) {
+        if (!head) ls->pos = skip_deep(ls->data, ls->n, ls->pos);
         if (!next_line(ls, &line, &at, &nl) || !nl) return NOT_CANONICAL;  /* truncated */
         if (equals(line, "  }")) break;
         if (head && starts(line, "    input: ")) {

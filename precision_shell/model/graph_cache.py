@@ -197,7 +197,7 @@ def _flags(col: dict, name: str, length: int) -> bytes:
 def _blob(col: dict, name: str) -> bytes:
     raw = bytes(_blob_of(col, name, col[name]))
     try:
-        raw.decode("utf-8")
+        raw.isascii() or raw.decode("utf-8")
     except ValueError:
         raise EntryError(f"{name}: not UTF-8") from None
     return raw

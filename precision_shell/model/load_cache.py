@@ -132,7 +132,9 @@ class LoadCache:
     @staticmethod
     def _decode(kind: CacheKind, data: bytes, key: tuple) -> Any:
         need(len(data) <= MAX_ENTRY_BYTES, "too large")
-        header, newline, _ = data.partition(b"\n")  # a JSON line, then the raw blobs (Attached)
+        end = data.find(b"\n")  # a JSON line, then the raw blobs (Attached); no copy of the blobs
+        newline = end >= 0
+        header = data[:end] if newline else data
         try:
             text = header.decode("utf-8")
         except UnicodeDecodeError:
