@@ -181,13 +181,19 @@ static int valid_utf8(const uint8_t *p, Py_ssize_t n) {
 /* ---- lines ------------------------------------------------------------------------------------ */
 typedef struct { const char *p; Py_ssize_t n; } Span;
 
-/* literal prefixes and lines, compared with their size known at compile time (inlined) */
-#define starts(line, lit) ((line).n >= (Py_ssize_t)sizeof(lit) - 1 && memcmp((line).p, lit, sizeof(lit) - 1) == 0)
-#define equals(line, lit) ((line).n == (Py_ssize_t)sizeof(lit) - 1 && memcmp((line).p, lit, sizeof(lit) - 1) == 0)
+/* literal prefixes and lines, compared with their size known at compile time: a loop the
+ * compiler unrolls (it calls libc's memcmp for these, a call per line) */
+static inline int same(const char *a, const char *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+#define starts(line, lit) ((line).n >= (Py_ssize_t)sizeof(lit) - 1 && same((line).p, lit, sizeof(lit) - 1))
+#define equals(line, lit) ((line).n == (Py_ssize_t)sizeof(lit) - 1 && same((line).p, lit, sizeof(lit) - 1))
 
 /* ``line`` is PREFIX "VALUE" with VALUE free of '"', '\\' (and newline): VALUE in *v */
 static inline int quoted_n(Span line, const char *prefix, size_t m, Span *v) {
-    if ((size_t)line.n < m + 2 || memcmp(line.p, prefix, m) != 0) return 0;
+    if ((size_t)line.n < m + 2 || !same(line.p, prefix, m)) return 0;
     if (line.p[m] != '"' || line.p[line.n - 1] != '"') return 0;
     const char *a = line.p + m + 1, *b = line.p + line.n - 1;
     if (memchr(a, '"', b - a) || memchr(a, '\\', b - a)) return 0;
@@ -224,10 +230,10 @@ static Py_ssize_t indent(Span line) {
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-static const char DEEP[6] = "     ";
+static inline int deep(const char *p) { return p[0] == ' ' && p[1] == ' ' && p[2] == ' ' && p[3] == ' ' && p[4] == ' '; }
 
 static Py_ssize_t skip_deep(const char *data, Py_ssize_t n, Py_ssize_t pos) {
-    if (pos + 5 > n || memcmp(data + pos, DEEP, 5) != 0) return pos;
+    if (pos + 5 > n || !deep(data + pos)) return pos;
     Py_ssize_t i = pos;
 #if defined(__SSE2__)
     const __m128i newline = _mm_set1_epi8('\n');
@@ -235,14 +241,14 @@ static Py_ssize_t skip_deep(const char *data, Py_ssize_t n, Py_ssize_t pos) {
         unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(data + i)), newline));
         while (mask) {
             Py_ssize_t q = i + __builtin_ctz(mask) + 1;  /* a line start */
-            if (q + 5 > n || memcmp(data + q, DEEP, 5) != 0) return q;
+            if (q + 5 > n || !deep(data + q)) return q;
             mask &= mask - 1;
         }
         i += 16;
     }
 #endif
     for (; i < n; i++)
-        if (data[i] == '\n' && (i + 6 > n || memcmp(data + i + 1, DEEP, 5) != 0)) return i + 1;
+        if (data[i] == '\n' && (i + 6 > n || !deep(data + i + 1))) return i + 1;
     return n;
 }
 
