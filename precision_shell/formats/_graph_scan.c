@@ -72,6 +72,12 @@ static uint64_t fnv(const char *p, Py_ssize_t n) {
     return h;
 }
 
+/* spreads FNV's bits (the table takes the low ones, the tag the high ones) */
+static inline uint64_t mix(uint64_t h) {
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdULL; h ^= h >> 33;
+    return h;
+}
+
 static int table_init(Table *t) {
     memset(t, 0, sizeof *t);
     t->size = 256;
@@ -552,23 +558,34 @@ static PyObject *link_inputs(PyObject *self, PyObject *args) {
     Py_ssize_t n = name_off.len / 8 - 1;
     PyObject *result = NULL, *warnings = NULL;
     Buf data_op = {0}, data_out = {0}, data_off = {0}, raw = {0}, ctl_op = {0}, ctl_off = {0};
-    Py_ssize_t size = 16, *slots = NULL, n_data = 0, n_ctl = 0;
+    /* open addressing; a slot is (hash tag << 32 | row + 1), 0 = empty: a probe compares names
+     * only when the tags agree (the table is 16 bytes an op, its misses are most of the time) */
+    Py_ssize_t size = 16, n_data = 0, n_ctl = 0;
+    uint64_t *slots = NULL;
     int bail = 0, nomem = 0;
     while (size < 2 * n + 2) size *= 2;
-    slots = PyMem_Malloc(size * sizeof(Py_ssize_t));
+    slots = PyMem_Calloc(size, sizeof(uint64_t));
     warnings = PyList_New(0);
-    if (!slots || !warnings) { nomem = 1; goto done; }
-    for (Py_ssize_t s = 0; s < size; s++) slots[s] = -1;
+    if (!slots || !warnings || n >= INT32_MAX) { nomem = !slots || !warnings; bail = !nomem; goto done; }
+    uint64_t *hashes = PyMem_Malloc((n + 1) * sizeof(uint64_t));  /* all first: prefetched probes */
+    if (!hashes) { nomem = 1; goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) hashes[i] = mix(fnv(nb + no[i], no[i + 1] - no[i]));
     for (Py_ssize_t i = 0; i < n && !bail; i++) {
+        if (i + 16 < n) __builtin_prefetch(&slots[hashes[i + 16] & (size - 1)], 1);
         const char *k = nb + no[i]; Py_ssize_t m = no[i + 1] - no[i];
-        Py_ssize_t s = fnv(k, m) & (size - 1);
-        while (slots[s] >= 0) {
-            Py_ssize_t j = slots[s];
-            if (no[j + 1] - no[j] == m && memcmp(nb + no[j], k, m) == 0) { bail = 1; break; }  /* repeated */
+        uint64_t h = hashes[i], tag = h >> 32;
+        Py_ssize_t s = h & (size - 1);
+        while (slots[s]) {
+            Py_ssize_t j = (Py_ssize_t)(slots[s] & 0xFFFFFFFFu) - 1;
+            if ((slots[s] >> 32) == tag && no[j + 1] - no[j] == m && memcmp(nb + no[j], k, m) == 0) {
+                bail = 1;  /* a repeated name: the Python linker's rules */
+                break;
+            }
             s = (s + 1) & (size - 1);
         }
-        slots[s] = i;
+        slots[s] = tag << 32 | (uint64_t)(i + 1);
     }
+    PyMem_Free(hashes);
     if (put_i64(&data_off, 0) < 0 || put_i64(&ctl_off, 0) < 0) { nomem = 1; goto done; }
     for (Py_ssize_t i = 0; i < n && !bail && !nomem; i++) {
         for (int64_t j = io[i]; j < io[i + 1]; j++) {
@@ -592,10 +609,19 @@ static PyObject *link_inputs(PyObject *self, PyObject *args) {
                 }
                 if (bail) break;
             }
-            Py_ssize_t s = fnv(r, colon) & (size - 1), p = -1;
-            while (slots[s] >= 0) {
-                Py_ssize_t q = slots[s];
+            Py_ssize_t p = -1;
+            for (Py_ssize_t back = 1; back <= 4 && back <= i; back++) {  /* producers are mostly near */
+                Py_ssize_t q = i - back;
                 if (no[q + 1] - no[q] == colon && memcmp(nb + no[q], r, colon) == 0) { p = q; break; }
+            }
+            uint64_t h = p < 0 ? mix(fnv(r, colon)) : 0, tag = h >> 32;
+            Py_ssize_t s = h & (size - 1);
+            while (p < 0 && slots[s]) {
+                Py_ssize_t q = (Py_ssize_t)(slots[s] & 0xFFFFFFFFu) - 1;
+                if ((slots[s] >> 32) == tag && no[q + 1] - no[q] == colon && memcmp(nb + no[q], r, colon) == 0) {
+                    p = q;
+                    break;
+                }
                 s = (s + 1) & (size - 1);
             }
             if (control) {
