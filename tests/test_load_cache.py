@@ -441,3 +441,28 @@ def test_the_repl_shows_the_warnings_at_start_and_after_the_command_that_met_the
     assert [line.split(": ")[:3] for line in lines] == [
         ["warning", "cache entry ignored", str(entries[location])] for location in ("golden", "graph_details")]
     assert all(line.split(": ")[3].startswith("not JSON") for line in lines)
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_int_columns_pack_narrow_and_come_back(monkeypatch, kernel):
+    """The graph entry's int columns: the narrowest ints of the values or of their differences,
+    read back exactly, with their min, max and order (the C kernel and numpy alike)."""
+    from array import array
+
+    from precision_shell.formats import graph_columns
+
+    if kernel and not graph_columns.kernel_available():
+        pytest.skip("the C scanner is not built")
+    monkeypatch.setattr(graph_columns, "kernel_available", lambda: kernel)
+    rng = np.random.default_rng(5)
+    offsets = np.cumsum(rng.integers(0, 300, 5000))          # differences fit 2 bytes, values 4
+    cases = [(offsets, "q", True, 2), (rng.integers(-3, 100, 777), "i", False, 1),
+             (np.array([-(1 << 62), 1 << 62, 0]), "q", False, 8), (np.array([], dtype=np.int64), "q", False, 1)]
+    for values, code, want_delta, want_size in cases:
+        delta, size, raw = graph_columns.pack_ints(array(code, values.tolist()))
+        assert (delta, size, len(raw)) == (want_delta, want_size, size * len(values))
+        out, lo, hi, ordered = graph_columns.unpack_ints(raw, size, delta, 8)
+        assert np.frombuffer(out, dtype="<i8").tolist() == values.tolist()
+        if len(values):
+            assert (lo, hi, ordered) == (values.min(), values.max(), bool(np.all(np.diff(values) >= 0)))
+    assert graph_columns.unpack_ints(np.array([1 << 40], dtype="<i8").tobytes(), 8, False, 4) is None

@@ -706,7 +706,63 @@ static PyObject *unpack(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NLLi)", out, (long long)lo, (long long)hi, sorted);
 }
 
+/* pack(buffer, itemsize) -> (delta, size, bytes): the signed ints of ``itemsize`` (4 or 8) bytes
+ * as the narrowest little-endian ints holding their values (delta 0) or, when narrower, their
+ * differences (delta 1): what ``unpack`` reads back. */
+static int width(int64_t lo, int64_t hi) {
+    if (lo >= INT8_MIN && hi <= INT8_MAX) return 1;
+    if (lo >= INT16_MIN && hi <= INT16_MAX) return 2;
+    if (lo >= INT32_MIN && hi <= INT32_MAX) return 4;
+    return 8;
+}
+
+static inline int64_t item(const char *p, int size, Py_ssize_t i) {
+    if (size == 4) { int32_t x; memcpy(&x, p + 4 * i, 4); return x; }
+    int64_t x; memcpy(&x, p + 8 * i, 8); return x;
+}
+
+static PyObject *pack(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int size;
+    if (!PyArg_ParseTuple(args, "y*i", &view, &size)) return NULL;
+    if (!(size == 4 || size == 8) || view.len % size) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "pack: not whole 4- or 8-byte ints");
+        return NULL;
+    }
+    Py_ssize_t n = view.len / size;
+    const char *p = view.buf;
+    int64_t lo = 0, hi = 0, dlo = 0, dhi = 0, prev = 0;
+    int diff_ok = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t v = item(p, size, i), d;
+        if (__builtin_sub_overflow(v, prev, &d)) diff_ok = 0;
+        if (i == 0 || v < lo) lo = v;
+        if (i == 0 || v > hi) hi = v;
+        if (i == 0 || d < dlo) dlo = d;
+        if (i == 0 || d > dhi) dhi = d;
+        prev = v;
+    }
+    int plain = width(lo, hi), delta = diff_ok ? width(dlo, dhi) : 8;
+    int use_delta = delta < plain, out = use_delta ? delta : plain;
+    PyObject *bytes = PyBytes_FromStringAndSize(NULL, n * out);
+    if (!bytes) { PyBuffer_Release(&view); return NULL; }
+    char *q = PyBytes_AS_STRING(bytes);
+    prev = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t v = item(p, size, i), w = use_delta ? v - prev : v;
+        prev = v;
+        if (out == 1) { int8_t x = (int8_t)w; memcpy(q + i, &x, 1); }
+        else if (out == 2) { int16_t x = (int16_t)w; memcpy(q + 2 * i, &x, 2); }
+        else if (out == 4) { int32_t x = (int32_t)w; memcpy(q + 4 * i, &x, 4); }
+        else memcpy(q + 8 * i, &w, 8);
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(iiN)", use_delta, out, bytes);
+}
+
 static PyMethodDef methods[] = {
+    {"pack", pack, METH_VARARGS, "pack(buffer, itemsize): (delta, size, bytes) of an int column"},
     {"unpack", unpack, METH_VARARGS, "unpack(buffer, itemsize, delta, out_itemsize): ints of a cache column"},
     {"scan", scan, METH_VARARGS, "scan(buffer, release=None): a GE graph text's op columns, or None"},
     {"link", link_inputs, METH_VARARGS, "link(names, name_off, in_blob, in_item_off, in_off): inputs by name, or None"},

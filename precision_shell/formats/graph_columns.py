@@ -146,6 +146,26 @@ def link_inputs(c: ScannedColumns) -> dict | None:
             "ctl_off": _i64(found["ctl_off"]), "warnings": found["warnings"]}
 
 
+def pack_ints(values) -> tuple[bool, int, bytes]:
+    """(delta, itemsize, bytes): an int64 ("q") or int32 ("i") column as the narrowest ints of
+    its values or of its differences (see _graph_scan.c ``pack``). Without the kernel: numpy."""
+    view = memoryview(values)
+    if kernel_available():
+        delta, size, raw = _kernel.pack(view.cast("B"), view.itemsize)
+        return bool(delta), size, raw
+    import numpy as np  # imported here: without the kernel only
+
+    values = np.frombuffer(view.cast("B"), dtype=f"<i{view.itemsize}").astype(np.int64)
+    best = None
+    for delta, column in ((False, values), (True, np.diff(values, prepend=0))):
+        lo, hi = (int(column.min()), int(column.max())) if len(column) else (0, 0)
+        size = next(k for k in (1, 2, 4, 8) if k == 8 or -(1 << (8 * k - 1)) <= lo and hi < 1 << (8 * k - 1))
+        if best is None or size < best[1]:
+            best = (delta, size, column)
+    delta, size, column = best
+    return delta, size, column.astype(f"<i{size}").tobytes()
+
+
 def unpack_ints(raw, itemsize: int, delta: bool, out_itemsize: int) -> tuple[bytes, int, int, bool] | None:
     """A start-up cache column (see _graph_scan.c ``unpack``): (ints of ``out_itemsize`` bytes,
     min, max, non-decreasing), or None when a value does not fit. Without the kernel: numpy."""

@@ -18,7 +18,7 @@ import os
 from operator import le
 from typing import NamedTuple
 
-from precision_shell.formats.graph_columns import unpack_ints
+from precision_shell.formats.graph_columns import pack_ints, unpack_ints
 from precision_shell.formats.graph_scan import OpTextReader
 from precision_shell.model.cache_codec import (Attached, CacheKind, EntryError, counts, cut, fields, from_table, ints, need,
                                                packed, strings, unpacked)
@@ -97,19 +97,9 @@ def _attached(raw: bytes, blobs: list) -> int:
 
 
 def _packed_column(values, blobs: list) -> str:
-    """``"{i1|i2|i4|i8}:{blob}"`` or ``"d{...}:{blob}"`` (differences) of an int column."""
-    import numpy as np  # encoding runs in the loading child or a detached writer, not at start-up
-
-    values = np.asarray(values).astype(np.int64)
-    choices = [("", values), ("d", np.diff(values, prepend=0))]
-    best = None
-    for prefix, column in choices:
-        lo, hi = (int(column.min()), int(column.max())) if len(column) else (0, 0)
-        size = next(k for k in (1, 2, 4, 8) if k == 8 or -(1 << (8 * k - 1)) <= lo and hi < 1 << (8 * k - 1))
-        if best is None or size < best[1]:
-            best = (prefix, size, column)
-    prefix, size, column = best
-    return f"{prefix}i{size}:{_attached(column.astype(f'<i{size}').tobytes(), blobs)}"
+    """``"i{1,2,4,8}:{blob}"`` or ``"di...:{blob}"`` (differences) of an int column."""
+    delta, size, raw = pack_ints(values)
+    return f"{'d' if delta else ''}i{size}:{_attached(raw, blobs)}"
 
 
 def _encode_graph(graph: OpGraph) -> Attached:
