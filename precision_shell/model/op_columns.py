@@ -17,6 +17,7 @@ op built in this process, (reader index, start, end) of its text span, or its Op
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -82,6 +83,8 @@ class OpColumns:
     sources: dict[int, object] = field(default_factory=dict)  # row -> holder list or OpDetails
     in_out_big: dict[int, int] = field(default_factory=dict)  # input -> an output beyond int64
     _keys: list | None = None
+    _override_rows: dict | None = None
+    _consumer_index: tuple | None = None
 
     def __len__(self) -> int:
         return len(self.type_id)
@@ -101,6 +104,27 @@ class OpColumns:
             return self._keys[i]
         found = self.key_override.get(i)
         return found if found is not None else self.names[i]
+
+    def find_row(self, key: str) -> int | None:
+        """The row whose key is ``key``, by a search of the name blob (no per-op object)."""
+        if self.key_override:
+            if self._override_rows is None:
+                self._override_rows = {k: i for i, k in self.key_override.items()}
+            found = self._override_rows.get(key)
+            if found is not None:
+                return found
+        try:
+            wanted = key.encode()
+        except UnicodeEncodeError:
+            return None
+        blob, off, size = self.names.blob, self.names.off, len(wanted)
+        at = blob.find(wanted)
+        while at >= 0:
+            row = bisect_right(off, at) - 1  # the name holding byte ``at``
+            if off[row] == at and off[row + 1] == at + size and row not in self.key_override:
+                return row
+            at = blob.find(wanted, at + 1)
+        return None
 
     def row(self, i: int) -> tuple:
         key = self.key
@@ -126,27 +150,40 @@ class OpColumns:
                 self.engines[engine] if engine >= 0 else None, source)
 
     # ---- whole graph --------------------------------------------------------------------------
-    def consumers(self) -> dict[str, list[tuple[str, int, int]]]:
-        """producer key -> (consumer key, output, consumer input index), in graph order."""
-        keys = self.keys()
-        in_off, in_op, in_out = self.in_off.tolist(), self.in_op.tolist(), self.in_out.tolist()
-        found: dict[str, list] = {}
-        for c in range(len(self)):
-            a = in_off[c]
-            for j in range(a, in_off[c + 1]):
-                p = in_op[j]
-                if p >= 0:
-                    found.setdefault(keys[p], []).append((keys[c], self.in_out_big.get(j, in_out[j]), j - a))
+    def _consumers(self) -> tuple:
+        """Inputs sorted by producer row (stable: consumers in graph order), per producer where
+        its run starts, and each input's op; made once, with numpy (a command's import)."""
+        if self._consumer_index is None:
+            import numpy as np
+
+            n = len(self)
+            in_off = np.frombuffer(memoryview(self.in_off).cast("B"), dtype=np.int64)
+            in_op = np.frombuffer(memoryview(self.in_op).cast("B"), dtype=np.int32)
+            ctl_off = np.frombuffer(memoryview(self.ctl_off).cast("B"), dtype=np.int64)
+            ctl_op = np.frombuffer(memoryview(self.ctl_op).cast("B"), dtype=np.int32)
+            rows = np.arange(n + 1, dtype=np.int64)
+            found = []
+            for off, ops in ((in_off, in_op), (ctl_off, ctl_op)):
+                order = np.argsort(ops, kind="stable")
+                starts = np.searchsorted(ops[order], rows)
+                owner = np.repeat(rows[:-1], np.diff(off))
+                found.append((order, starts, owner))
+            self._consumer_index = tuple(found)
+        return self._consumer_index
+
+    def consumer_rows(self, i: int) -> list[tuple[int, int, int]]:
+        """(consumer row, output, consumer input index) of each data edge out of row ``i``, in
+        graph order."""
+        order, starts, owner = self._consumers()[0]
+        found = []
+        for j in order[starts[i]:starts[i + 1]].tolist():
+            c = int(owner[j])
+            found.append((c, self.in_out_big.get(j, self.in_out[j]), j - self.in_off[c]))
         return found
 
-    def control_consumers(self) -> dict[str, list[str]]:
-        keys = self.keys()
-        ctl_off, ctl_op = self.ctl_off.tolist(), self.ctl_op.tolist()
-        found: dict[str, list[str]] = {}
-        for c in range(len(self)):
-            for j in range(ctl_off[c], ctl_off[c + 1]):
-                found.setdefault(keys[ctl_op[j]], []).append(keys[c])
-        return found
+    def control_consumer_rows(self, i: int) -> list[int]:
+        order, starts, owner = self._consumers()[1]
+        return owner[order[starts[i]:starts[i + 1]]].tolist()
 
     # ---- from rows (graphs built op by op: parsed files, the Python scan) ----------------------
     @classmethod

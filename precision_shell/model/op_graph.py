@@ -210,23 +210,21 @@ class OpGraph:
             found = self._pass_lists[key] = list(key)
         return found
 
-    @cached_property
-    def _consumers(self) -> dict[str, list[tuple[str, int, int]]]:
-        """key -> (consumer key, output index, consumer input index), in graph order; from the
-        columns, so that ``ni`` of one op makes no other node."""
-        return self._columns.consumers()
-
-    @cached_property
-    def _control_consumers(self) -> dict[str, list[str]]:
-        return self._columns.control_consumers()
-
     def consumer_edges(self, key: str) -> list[tuple[str, int, int]]:
         """(consumer key, output index, consumer input index) of each data edge out of ``key``."""
-        return self._consumers.get(key, [])
+        i = self.ops.row_of(key)
+        if i is None:
+            return []
+        columns = self._columns
+        return [(columns.key(c), output, index) for c, output, index in columns.consumer_rows(i)]
 
     def control_consumers(self, key: str) -> list[str]:
         """Keys of the ops with a control edge from ``key``, in graph order."""
-        return self._control_consumers.get(key, [])
+        i = self.ops.row_of(key)
+        if i is None:
+            return []
+        columns = self._columns
+        return [columns.key(c) for c in columns.control_consumer_rows(i)]
 
     @cached_property
     def edges(self) -> EdgeView:
@@ -330,14 +328,11 @@ class OpGraph:
 
     def consumers(self, name: str) -> list[tuple[OpNode, int, int]]:
         """(consumer op, this op's output index, consumer input index), in execution order."""
-        self.ops[name]  # KeyError for an unknown op, like producers()
-        rank = self._exec_rank
-        found = sorted(self._consumers.get(name, ()), key=lambda c: (rank[c[0]], c[2], c[1]))
-        return [(self.ops[key], output, index) for key, output, index in found]
-
-    @property
-    def _exec_rank(self) -> dict[str, int]:
-        return self.ops.positions
+        i = self.ops.row_of(name)
+        if i is None:
+            raise KeyError(name)  # like producers()
+        ops = self.ops
+        return [(ops.node_at(c), output, index) for c, output, index in self._columns.consumer_rows(i)]
 
     def in_exec_order(self) -> list[OpNode]:
         """All ops: graph by graph (in load order), each in its op-list order."""

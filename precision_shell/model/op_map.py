@@ -15,11 +15,14 @@ from .op_node import InputRef, OpDetails, OpNode
 
 __all__ = ["OpMap"]
 
+DICT_AFTER = 256  # single lookups by key before the key -> row dict is made
+
 
 class OpMap(Mapping):
     def __init__(self, columns, readers: list):
         self._columns, self._readers = columns, readers
         self._index: dict[str, int] | None = None
+        self._lookups = 0
         self._nodes: list[OpNode | None] = [None] * len(columns)
         self._all = False
         self._lock = threading.Lock()  # the REPL's completion warm-up thread reads nodes too
@@ -31,6 +34,15 @@ class OpMap(Mapping):
             index = {key: i for i, key in enumerate(self._columns.keys())}
             self._index = index
         return self._index
+
+    def row_of(self, key: object) -> int | None:
+        """The row of ``key``: from the name blob for the first lookups (``ni`` of one op in a
+        1M-op graph makes no 1M-entry dict), then from the dict."""
+        if self._index is None:
+            self._lookups += 1
+            if self._lookups <= DICT_AFTER:
+                return self._columns.find_row(key) if type(key) is str else None
+        return self._pos.get(key)
 
     def _make(self, i: int) -> OpNode:
         (name, op_type, graph, order, key, inputs, control, original, passes, kernel, engine,
@@ -71,14 +83,20 @@ class OpMap(Mapping):
 
     # -- Mapping ---------------------------------------------------------------------------------
     def __getitem__(self, key: str) -> OpNode:
-        return self._node(self._pos[key])
+        i = self.row_of(key)
+        if i is None:
+            raise KeyError(key)
+        return self._node(i)
 
     def get(self, key: str, default=None):
-        i = self._pos.get(key)
+        i = self.row_of(key)
         return default if i is None else self._node(i)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._pos
+        return self.row_of(key) is not None
+
+    def node_at(self, row: int) -> OpNode:
+        return self._node(row)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._pos)
