@@ -118,6 +118,8 @@ class OpColumns:
         except UnicodeEncodeError:
             return None
         blob, off, size = self.names.blob, self.names.off, len(wanted)
+        if not size:  # an empty name: no byte to find
+            return next((i for i in range(len(self)) if off[i] == off[i + 1] and i not in self.key_override), None)
         at = blob.find(wanted)
         while at >= 0:
             row = bisect_right(off, at) - 1  # the name holding byte ``at``
