@@ -73,6 +73,8 @@ setup(
                   ["precision_shell/formats/logs/_tfrecord.c"], optional=True),
         # the start-up scan of GE graph texts into columns (formats/graph_columns.py; without it:
         # formats/graph_scan.py in Python, same graph, slower)
-        Extension("precision_shell.formats._graph_scan", ["precision_shell/formats/_graph_scan.c"], optional=True)],
+        Extension("precision_shell.formats._graph_scan",
+                  [f"precision_shell/formats/{name}.c" for name in ("_graph_scan", "_graph_link")],
+                  depends=["precision_shell/formats/_graph_scan.h"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )
