@@ -341,5 +341,5 @@ class OpGraph:
     def sorted_names(self) -> list[str]:
         """Op keys sorted, built once (completion and substring search)."""
         if self._sorted_names is None:
-            self._sorted_names = sorted(self.ops)
+            self._sorted_names = sorted(self._columns.keys())  # no key -> op dict for this
         return self._sorted_names
