@@ -176,3 +176,28 @@ def test_start_up_makes_no_node_and_ni_makes_a_few(sample_ws, tmp_path, capsys):
         session.after_command()
     code, out, err = run_cli(capsys, ws, "-o", str(tmp_path / "out"), "-c", f"ni {key}")
     assert code == 0 and key in out and err == ""
+
+
+def test_a_file_cut_short_under_the_scan_is_declined_not_a_crash(tmp_path):
+    """The kernel reads a memory-mapped file: pages lost to a truncation raise SIGBUS, caught
+    during the scan (None: the caller reads the file again by the Python route)."""
+    import mmap
+    import os
+
+    model = pb.ModelDef(name="m")
+    g = model.graph.add(name="g")
+    for k in range(300):
+        add_op(g, f"op{k}", "Relu", [f"op{k - 1}:0"] if k else [], original=[f"tf/op{k}"])
+    path = write(tmp_path, text_format.MessageToString(model))
+    assert path.stat().st_size > 4 * mmap.PAGESIZE
+    fd = os.open(path, os.O_RDWR)
+    try:
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        assert graph_columns._kernel.scan(mapped) is not None
+        os.ftruncate(fd, 100)
+        assert graph_columns._kernel.scan(mapped) is None
+        mapped.close()
+    finally:
+        os.close(fd)
+    errors: list[str] = []
+    assert load_op_graph([path], errors) == (None, 0) and len(errors) == 1  # the cut file, one line

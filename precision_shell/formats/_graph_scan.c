@@ -461,6 +461,17 @@ static int scan_text(const char *data, Py_ssize_t n, Out *o, PyObject *graphs, P
     return 0;
 }
 
+/* The text is memory-mapped: a file cut short while it is scanned makes reading its lost pages
+ * raise SIGBUS, which would kill the process. Caught during the scan: the scan then declines
+ * (None) and the caller reads the file again by the Python route. */
+#if defined(SIGBUS) || defined(__unix__)
+#include <setjmp.h>
+#include <signal.h>
+#define CATCH_SIGBUS 1
+static sigjmp_buf bus_jump;
+static void on_sigbus(int sig) { (void)sig; siglongjmp(bus_jump, 1); }
+#endif
+
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     PyObject *release = Py_None;
@@ -471,12 +482,26 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *result = NULL, *graphs = PyList_New(0);
     Out o;
     memset(&o, 0, sizeof o);
-    int r = graphs ? 0 : -1;
+    volatile int r = graphs ? 0 : -1;
     if (!r && (table_init(&o.types) < 0 || table_init(&o.passes) < 0 || table_init(&o.engines) < 0)) r = NO_MEMORY;
     if (!r && (put_i64(&o.name_off, 0) < 0 || put_i64(&o.in_item_off, 0) < 0 || put_i64(&o.in_off, 0) < 0
                || put_i64(&o.orig_off, 0) < 0 || put_i64(&o.orig_item_off, 0) < 0 || put_i64(&o.kernel_off, 0) < 0))
         r = NO_MEMORY;
+#ifdef CATCH_SIGBUS
+    struct sigaction catch_bus, before;
+    memset(&catch_bus, 0, sizeof catch_bus);
+    catch_bus.sa_handler = on_sigbus;
+    sigemptyset(&catch_bus.sa_mask);
+    int caught = !r && sigaction(SIGBUS, &catch_bus, &before) == 0;
+    if (caught && sigsetjmp(bus_jump, 1) != 0) {
+        r = NOT_CANONICAL;  /* the file shrank under the scan */
+    } else if (!r) {
+        r = scan_text(data, n, &o, graphs, release);
+    }
+    if (caught) sigaction(SIGBUS, &before, NULL);
+#else
     if (!r) r = scan_text(data, n, &o, graphs, release);
+#endif
     if (r == NO_MEMORY) PyErr_NoMemory();
     if (r == NOT_CANONICAL) { result = Py_None; Py_INCREF(result); }
     if (r == 0) {
