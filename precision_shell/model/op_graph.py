@@ -12,6 +12,9 @@ Edges (§3.4): ``OpDef.input`` holds one ``"producer:out"`` per data input ancho
 (``""`` = unconnected optional input), then ``"producer:-1"`` per control edge; split on the LAST
 ':'. ``input_desc[i]`` belongs to data anchor i. Bad references never raise: they are recorded in
 ``OpGraph.warnings`` and the edge is dropped.
+
+The ops are kept as columns (op_columns.py): from the C scan and link directly (graph_load.py),
+else from the rows this builder resolves op by op; an ``OpNode`` is made when first asked for.
 """
 
 from __future__ import annotations
@@ -155,7 +158,7 @@ class OpGraph:
 
     def _row(self, graph_name: str, key: str, order: int, record: OpRecord, local: dict,
              names: dict) -> tuple:
-        """The row (see _make_nodes) of ``record`` with its inputs resolved (formats.md §3.4):
+        """The row (see op_columns.py) of ``record`` with its inputs resolved (formats.md §3.4):
         ``OpDef.input`` holds one ``"producer:out"`` per data anchor (``""`` = unconnected optional
         input), then ``"producer:-1"`` per control edge. Inputs resolve within the op's graph
         first. Bad references never raise: they go to ``warnings`` and the edge is dropped."""
