@@ -70,6 +70,11 @@ setup(
         # TFRecord framing + masked CRC32C + scalar Event decoding for `curve`
         # (formats/logs/events.py; without it: protobuf per record, same results, slower)
         Extension("precision_shell.formats.logs._tfrecord",
-                  ["precision_shell/formats/logs/_tfrecord.c"], optional=True)],
+                  ["precision_shell/formats/logs/_tfrecord.c"], optional=True),
+        # the start-up scan of GE graph texts into columns (formats/graph_columns.py; without it:
+        # formats/graph_scan.py in Python, same graph, slower)
+        Extension("precision_shell.formats._graph_scan",
+                  [f"precision_shell/formats/{name}.c" for name in ("_graph_scan", "_graph_link")],
+                  depends=["precision_shell/formats/_graph_scan.h"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -84,10 +84,12 @@ def write_graph_workspace(path: Path, n_ops: int, block: int = 100) -> dict:
 
 
 def _side(label: str, tree: Path | None) -> dict:
+    """A pshell to measure; it starts in its own tree (``python -m`` puts the working folder
+    first on sys.path, before PYTHONPATH: started here, the other side would run this tree)."""
     env = bench_env()
-    if tree is not None:
-        env["PYTHONPATH"] = str(tree)
-    return {"label": label, "env": env, "cold": [], "warm": []}
+    tree = (tree or Path(__file__).resolve().parent.parent).resolve()
+    env["PYTHONPATH"] = str(tree)
+    return {"label": label, "env": env, "cwd": str(tree), "cold": [], "warm": []}
 
 
 def measure(ws: Path, sides: list[dict], runs: int, out: Path, log=print) -> list[dict]:
@@ -98,7 +100,7 @@ def measure(ws: Path, sides: list[dict], runs: int, out: Path, log=print) -> lis
             shutil.rmtree(where, ignore_errors=True)
             cmd = [sys.executable, "-m", "precision_shell", str(ws), "-o", str(where), "-c", "info"]
             for phase in ("cold", "warm"):
-                run = run_child(cmd, env=side["env"], wait_detached=True)
+                run = run_child(cmd, env=side["env"], cwd=side["cwd"], wait_detached=True)
                 if not run.ok:
                     raise SystemExit(f"{side['label']}: pshell failed:\n{run.stderr.strip()[-2000:]}")
                 side[phase].append(run)

@@ -84,7 +84,7 @@ def test_a_planted_pickle_is_ignored_and_the_child_rewrites_the_entry(ws, tmp_pa
     session = Session.open(ws)
     assert not marker.exists() and session.load_errors == []
     assert session.load_warnings == [f"cache entry ignored: {entry}: not UTF-8"]
-    assert entry.read_bytes() != planted and json.loads(entry.read_bytes())["kind"] == "graph"  # by the child
+    assert entry.read_bytes() != planted and json.loads(entry.read_bytes().partition(b"\n")[0])["kind"] == "graph"  # by the child
     want, _ = graph_load.load_op_graph([_graph_file(ws)], [])
     assert list(session.graph.ops.values()) == list(want.ops.values())
     assert Session.open(ws).load_warnings == []
@@ -101,6 +101,6 @@ def test_a_bad_entry_from_the_child_is_reported_and_the_graph_loaded_here(ws, mo
     monkeypatch.setattr(LoadCache, "entry", staticmethod(damaged_in_child))
     session = Session.open(ws)
     (warning,) = session.load_warnings
-    assert warning.startswith("cache entry ignored: graph from the loading process: not JSON")
+    assert warning == "cache entry ignored: graph from the loading process: blobs: sizes do not add up (truncated?)"
     assert session.graph is not None and session.load_errors == []
     assert len(session.graph.ops) == len(graph_load.load_op_graph([_graph_file(ws)], [])[0].ops)

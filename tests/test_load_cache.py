@@ -12,10 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from precision_shell.model import folder_listing, graph_load, load_cache, op_node
-from precision_shell.model.cache_codec import CacheKind, ints, packed, unpacked
+from precision_shell.model.cache_codec import CacheKind, ints
 from precision_shell.model.graph_cache import GRAPH, GRAPH_DETAILS
 from precision_shell.model.load_cache import LoadCache, file_key
 from precision_shell.model.session import Session
@@ -145,21 +146,51 @@ def test_ni_shows_the_same_cold_and_warm(sample_ws, tmp_path, capsys, monkeypatc
 
 
 
-_COLUMN_DAMAGE = [
-    (lambda ops, n: ops.update(input_op=packed([n] * len(unpacked(ops["input_op"], "", lo=None)))),
-     "input_op: value out of range"),
-    (lambda ops, n: ops.update(order=ops["order"][:-4]), "order: "),
-    (lambda ops, n: ops.update(order="q:!!"), "order: "),
-    (lambda ops, n: ops.update(name=ops["name"][:-1]), "graphs: op counts do not add up"),
-    (lambda ops, n: ops.update(kernel=[1] * n), "kernel: not all strings"),
-    (lambda ops, n: ops.update(key=[[0, ops["name"][1]]]), "key: keys repeat"),
-    (lambda ops, n: ops.update(originals=packed([5] * n)), "originals: counts do not add up"),
-    (lambda ops, n: ops.update(end=packed([0] * n), start=packed([1] * n)), "start, end: a span outside its file"),
+def _split(entry: bytes) -> tuple[dict, list[bytes]]:
+    """A binary entry: its JSON header and the raw blobs after it (sizes in "blobs")."""
+    header, _, payload = entry.partition(b"\n")
+    header = json.loads(header)
+    blobs, start = [], 0
+    for size in header["blobs"]:
+        blobs.append(payload[start:start + size])
+        start += size
+    return header, blobs
+
+
+def _joined(header: dict, blobs: list[bytes]) -> bytes:
+    header["blobs"] = [len(b) for b in blobs]
+    return json.dumps(header).encode() + b"\n" + b"".join(blobs)
+
+
+def _raw(value: str, blobs: list[bytes]) -> np.ndarray:
+    """A column of the entry: "[d]{dtype}:{blob}" (d: stored as differences)."""
+    code, _, index = value.partition(":")
+    array = np.frombuffer(blobs[int(index)], dtype="<" + code.lstrip("d")).astype(np.int64)
+    return np.cumsum(array) if code.startswith("d") else array
+
+
+def _put(blobs: list[bytes], array) -> str:
+    blobs.append(np.asarray(array, dtype="<i8").tobytes())
+    return f"i8:{len(blobs) - 1}"
+
+
+_COLUMN_DAMAGE = [  # the entry's columns are raw little-endian arrays after its JSON (graph_cache.py)
+    (lambda ops, n, b: ops.update(in_op=_put(b, np.full(len(_raw(ops["in_op"], b)), n))),
+     "in_op: value out of range"),
+    (lambda ops, n, b: ops.update(order=_put(b, _raw(ops["order"], b)[:-4])), "order: "),
+    (lambda ops, n, b: ops.update(order="i8:99"), "order: not an attached blob"),
+    (lambda ops, n, b: ops.update(order="x" + ops["order"]), "order: not a packed column"),
+    (lambda ops, n, b: ops.update(type_id=_put(b, _raw(ops["type_id"], b)[:-1])), "graphs: op counts do not add up"),
+    (lambda ops, n, b: ops.update(kernel_off=_put(b, _raw(ops["kernel_off"], b)[::-1])), "kernel_off: "),
+    (lambda ops, n, b: b.__setitem__(ops["names"], b"\xff" * 4), "names: not UTF-8"),
+    (lambda ops, n, b: ops.update(orig_off=_put(b, np.full(n + 1, 5))), "orig_off: "),
+    (lambda ops, n, b: ops.update(src_end=_put(b, np.zeros(n)), src_start=_put(b, np.ones(n))),
+     "start, end: a span outside its file"),
 ]
 _DETAILS_DAMAGE = [  # only a parsed graph keeps its ops' details in the entry (no text to read them from)
-    (lambda ops, n: ops.update(details=[[0, 1, 1, [10**6], [], None]] * len(ops["details"])),
+    (lambda ops, n, b: ops.update(details=[[0, 1, 1, [10**6], [], None]] * len(ops["details"])),
      "details: outputs: value out of range"),
-    (lambda ops, n: [d.__setitem__(5, "AAAA") for d in ops["details"]],
+    (lambda ops, n, b: [d.__setitem__(5, "AAAA") for d in ops["details"]],
      "details: attrs are not serialized NamedAttrs"),
 ]
 
@@ -170,25 +201,34 @@ def test_a_damaged_graph_column_is_named(sample_ws, route, damage, reason):
     path = _graph_path(sample_ws[0])
     graph = graph_load.load_op_graph([path], [])[0] if route == "scanned" else exact_graph([path])
     key = (file_key(path),)
-    entry = json.loads(LoadCache.entry(GRAPH, key, graph))
+    entry, blobs = _split(LoadCache.entry(GRAPH, key, graph))
     ops = entry["value"]["ops"]
     assert bool(ops["details"]) == (route == "parsed")
-    damage(ops, len(ops["name"]))
+    damage(ops, len(_raw(ops["type_id"], blobs)), blobs)
     cache = LoadCache(None)
-    assert cache.value_of(GRAPH, json.dumps(entry).encode(), key, "entry") is None
+    assert cache.value_of(GRAPH, _joined(entry, blobs), key, "entry") is None
     (warning,) = cache.warnings
     assert warning.startswith("cache entry ignored: entry: ") and reason in warning, warning
+
+
+def test_a_truncated_graph_entry_is_one_warning(sample_ws):
+    path = _graph_path(sample_ws[0])
+    key = (file_key(path),)
+    data = LoadCache.entry(GRAPH, key, graph_load.load_op_graph([path], [])[0])
+    cache = LoadCache(None)
+    assert cache.value_of(GRAPH, data[:-7], key, "entry") is None
+    assert cache.warnings == ["cache entry ignored: entry: blobs: sizes do not add up (truncated?)"]
 
 
 def test_a_graph_entry_reads_ops_only_from_the_files_of_its_key(sample_ws, tmp_path):
     path = _graph_path(sample_ws[0])
     key = (file_key(path),)
-    entry = json.loads(LoadCache.entry(GRAPH, key, graph_load.load_op_graph([path], [])[0]))
+    entry, blobs = _split(LoadCache.entry(GRAPH, key, graph_load.load_op_graph([path], [])[0]))
     other = tmp_path / "other.txt"  # any file the user can read, with its real size and mtime
     other.write_bytes(path.read_bytes())
     entry["value"]["readers"] = [[str(other), *file_key(other)[1:]]]
     cache = LoadCache(None)
-    assert cache.value_of(GRAPH, json.dumps(entry).encode(), key, "entry") is None
+    assert cache.value_of(GRAPH, _joined(entry, blobs), key, "entry") is None
     assert cache.warnings == ["cache entry ignored: entry: readers: not a graph file of the key"]
 
 
@@ -223,12 +263,13 @@ def _planted(kind: str, entry: bytes, marker: Path) -> bytes:
         return pickle.dumps(_Touch(marker))
     if kind == "truncated":
         return entry[:len(entry) * 2 // 3]
-    doc = json.loads(entry)
+    header, newline, blobs = entry.partition(b"\n")  # the graph's arrays follow its JSON line
+    doc = json.loads(header)
     if kind == "wrong version":
         doc["format"] = 1
     else:  # the right header, a value of the wrong shape
         doc["value"] = {"ops": "many"} if isinstance(doc["value"], dict) else [doc["value"]]
-    return json.dumps(doc).encode()
+    return json.dumps(doc).encode() + newline + blobs
 
 
 def _entries(ws: Path, session: Session) -> dict[str, Path]:
@@ -236,7 +277,7 @@ def _entries(ws: Path, session: Session) -> dict[str, Path]:
     found = {}
     overflow = {str(d.resolve()) for d in session.workspace.overflow_dirs}
     for path in _cache_dir(ws).glob("*.json"):
-        doc = json.loads(path.read_bytes())
+        doc = json.loads(path.read_bytes().partition(b"\n")[0])
         kind, folder = doc["kind"], doc["key"][1] if doc["kind"] in ("dumps", "golden") else None
         if kind in ("graph", "graph_details", "golden"):
             found[kind] = path
@@ -400,3 +441,28 @@ def test_the_repl_shows_the_warnings_at_start_and_after_the_command_that_met_the
     assert [line.split(": ")[:3] for line in lines] == [
         ["warning", "cache entry ignored", str(entries[location])] for location in ("golden", "graph_details")]
     assert all(line.split(": ")[3].startswith("not JSON") for line in lines)
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_int_columns_pack_narrow_and_come_back(monkeypatch, kernel):
+    """The graph entry's int columns: the narrowest ints of the values or of their differences,
+    read back exactly, with their min, max and order (the C kernel and numpy alike)."""
+    from array import array
+
+    from precision_shell.formats import graph_columns
+
+    if kernel and not graph_columns.kernel_available():
+        pytest.skip("the C scanner is not built")
+    monkeypatch.setattr(graph_columns, "kernel_available", lambda: kernel)
+    rng = np.random.default_rng(5)
+    offsets = np.cumsum(rng.integers(0, 300, 5000))          # differences fit 2 bytes, values 4
+    cases = [(offsets, "q", True, 2), (rng.integers(-3, 100, 777), "i", False, 1),
+             (np.array([-(1 << 62), 1 << 62, 0]), "q", False, 8), (np.array([], dtype=np.int64), "q", False, 1)]
+    for values, code, want_delta, want_size in cases:
+        delta, size, raw = graph_columns.pack_ints(array(code, values.tolist()))
+        assert (delta, size, len(raw)) == (want_delta, want_size, size * len(values))
+        out, lo, hi, ordered = graph_columns.unpack_ints(raw, size, delta, 8)
+        assert np.frombuffer(out, dtype="<i8").tolist() == values.tolist()
+        if len(values):
+            assert (lo, hi, ordered) == (values.min(), values.max(), bool(np.all(np.diff(values) >= 0)))
+    assert graph_columns.unpack_ints(np.array([1 << 40], dtype="<i8").tobytes(), 8, False, 4) is None

@@ -243,3 +243,25 @@ def test_edge_view_answers_like_networkx(graph):
     assert graph.edges.out_edges("fc1/Relu") != [] and graph.control_consumers("fc1/Relu") == ["trans"]
     with pytest.raises(KeyError):
         graph.edges.out_edges("nope")
+
+
+@pytest.mark.parametrize("dict_after", [0, 10_000])
+def test_lookups_by_key_agree_before_and_after_the_key_dict(tmp_path, monkeypatch, dict_after):
+    """The first lookups search the name blob (no dict of every op), later ones the dict: both
+    find exactly the keys, the first graph's op for a name taken twice, and nothing else."""
+    from precision_shell.model import op_map
+
+    monkeypatch.setattr(op_map, "DICT_AFTER", dict_after)
+    graph = OpGraph.from_models([(f"{tmp_path}/{s}", m) for s, m in sample_models()])
+    keys = ["x", "w", "fc1/MatMul", "fc1/Relu", "trans", "cast", "ge_default_2/x", "loss"]
+    for position, key in enumerate(keys):
+        assert key in graph.ops and graph.ops[key].key == key
+        assert graph.ops.row_of(key) == position
+    assert graph.ops["x"].graph == "ge_default_1" and graph.ops["ge_default_2/x"].name == "x"
+    for missing in ["", "fc1", "MatMul", "x:0", "ge_default_2", "ge_default_2/loss", "wfc1/MatMul", "é", 7]:
+        assert missing not in graph.ops and graph.ops.get(missing) is None
+        with pytest.raises(KeyError):
+            graph.ops[missing]
+    assert (graph.ops._index is None) == (dict_after > 0)
+    assert [c.key for c, _, _ in graph.consumers("fc1/MatMul")] == ["fc1/Relu", "trans"]
+    assert graph.control_consumers("x") == ["fc1/MatMul"] and graph.consumer_edges("nope") == []

@@ -16,7 +16,7 @@ from array import array
 from itertools import accumulate
 from typing import Any, Callable, NamedTuple
 
-__all__ = ["CacheKind", "EntryError", "counts", "cut", "need", "fields", "ints", "packed", "strings",
+__all__ = ["Attached", "CacheKind", "EntryError", "counts", "cut", "need", "fields", "ints", "packed", "strings",
            "from_table", "to_table", "unpacked"]
 
 
@@ -32,6 +32,16 @@ class CacheKind(NamedTuple):
     name: str  # the entry file's prefix
     encode: Callable[[Any], Any]
     decode: Callable[[Any, tuple], Any]
+
+
+class Attached(NamedTuple):
+    """What an ``encode`` may return instead of plain JSON: the JSON value and raw byte blobs it
+    refers to by index (array columns: written as they are, read back with ``np.frombuffer``,
+    no base64 and no number to parse). ``decode`` then gets an Attached whose blobs are
+    memoryviews of the entry, checked by the kind like any other field."""
+
+    value: Any
+    blobs: list
 
 
 def need(ok: bool, reason: str) -> None:

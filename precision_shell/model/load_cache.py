@@ -6,7 +6,7 @@ Every entry is keyed by what it was made from (paths, sizes, mtimes) and by the 
 and code that made it, so changed inputs miss the cache and are read again. The cache is an
 optimisation only: any problem reading or writing it never stops pshell.
 
-Entries are plain data (JSON, see cache_codec.py): the output folder can be shared, so a file
+Entries are plain data (JSON, then raw array bytes for big columns, see cache_codec.py): the output folder can be shared, so a file
 planted there must not be able to run code. Each entry records its format, the pshell version
 and code stamp, its kind and the key it was made from, and every field is checked when read; an
 entry that is damaged, truncated or not what pshell writes is ignored with one warning line
@@ -25,7 +25,7 @@ from precision_shell import __version__
 from precision_shell.atomic_write import write_atomic
 from precision_shell.errors import FormatError
 from precision_shell.formats.input_files import open_regular
-from precision_shell.model.cache_codec import CacheKind, EntryError, fields, need
+from precision_shell.model.cache_codec import Attached, CacheKind, EntryError, fields, need
 from precision_shell.gc_pause import gc_paused
 
 CACHE_FORMAT = 2  # 1: pickled entries (never read: a different file name)
@@ -132,27 +132,50 @@ class LoadCache:
     @staticmethod
     def _decode(kind: CacheKind, data: bytes, key: tuple) -> Any:
         need(len(data) <= MAX_ENTRY_BYTES, "too large")
+        end = data.find(b"\n")  # a JSON line, then the raw blobs (Attached); no copy of the blobs
+        newline = end >= 0
+        header = data[:end] if newline else data
         try:
-            text = data.decode("utf-8")
+            text = header.decode("utf-8")
         except UnicodeDecodeError:
             raise EntryError("not UTF-8") from None
         try:
             entry = json.loads(text)
         except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
             raise EntryError(f"not JSON ({exc})") from None
-        fmt, made_by, stored_kind, stored_key, value = fields(entry, "entry", _FIELDS)
+        names = _FIELDS + ("blobs",) if newline else _FIELDS
+        fmt, made_by, stored_kind, stored_key, value, *sizes = fields(entry, "entry", names)
         need(fmt == CACHE_FORMAT and type(fmt) is int, f"format {fmt!r}, expected {CACHE_FORMAT}")
         need(made_by == _MADE_BY, f"made by pshell {made_by!r}, this is {_MADE_BY!r}")
         need(stored_kind == kind.name, f"kind {stored_kind!r}, expected {kind.name!r}")
         need(stored_key == _plain(key), "made from other files (key differs)")
+        if newline:
+            sizes = sizes[0]
+            need(type(sizes) is list and set(map(type, sizes)) <= {int} and all(n >= 0 for n in sizes),
+                 "blobs: not a list of sizes")
+            start = len(header) + 1
+            need(start + sum(sizes) == len(data), "blobs: sizes do not add up (truncated?)")
+            view, blobs = memoryview(data), []
+            for n in sizes:
+                blobs.append(view[start:start + n])
+                start += n
+            value = Attached(value, blobs)
         return kind.decode(value, key)
 
     @staticmethod
     def entry(kind: CacheKind, key: tuple, value: Any) -> bytes:
-        """The bytes of a cache entry (what :meth:`store_entry` writes and :meth:`value_of` reads);
-        ASCII: file names that are not UTF-8 travel as \\udcxx escapes."""
-        return json.dumps({"format": CACHE_FORMAT, "pshell": _MADE_BY, "kind": kind.name, "key": key,
-                           "value": kind.encode(value)}, separators=(",", ":"), allow_nan=False).encode("ascii")
+        """The bytes of a cache entry (what :meth:`store_entry` writes and :meth:`value_of` reads):
+        ASCII JSON (file names that are not UTF-8 travel as \\udcxx escapes), then, when the kind
+        attaches raw blobs (cache_codec.Attached), a newline and the blobs one after another."""
+        encoded = kind.encode(value)
+        blobs = None
+        if isinstance(encoded, Attached):
+            encoded, blobs = encoded
+        entry = {"format": CACHE_FORMAT, "pshell": _MADE_BY, "kind": kind.name, "key": key, "value": encoded}
+        if blobs is not None:
+            entry["blobs"] = [len(b) for b in blobs]
+        header = json.dumps(entry, separators=(",", ":"), allow_nan=False).encode("ascii")
+        return header if blobs is None else b"".join([header, b"\n", *blobs])
 
     def store_entry(self, kind: CacheKind, key: tuple, data: bytes) -> None:
         """Write entry bytes made by :meth:`entry` (atomically; a failed write is no error)."""

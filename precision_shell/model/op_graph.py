@@ -12,6 +12,9 @@ Edges (§3.4): ``OpDef.input`` holds one ``"producer:out"`` per data input ancho
 (``""`` = unconnected optional input), then ``"producer:-1"`` per control edge; split on the LAST
 ':'. ``input_desc[i]`` belongs to data anchor i. Bad references never raise: they are recorded in
 ``OpGraph.warnings`` and the edge is dropped.
+
+The ops are kept as columns (op_columns.py): from the C scan and link directly (graph_load.py),
+else from the rows this builder resolves op by op; an ``OpNode`` is made when first asked for.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ..formats.graph_scan import ScannedGraph, special_attrs
 from ..formats.quoting import shown
 from .op_attrs import TensorDesc
 from .op_edges import EdgeView
+from .op_columns import OpColumns
 from .op_map import OpMap
 from .op_node import InputRef, OpDetails, OpNode, details_of
 from ..gc_pause import gc_paused
@@ -81,8 +85,8 @@ class OpGraph:
 
     def __init__(self) -> None:
         self._ops: dict[str, OpNode] = {}  # while building: keys in order (placeholders)
-        self._row_list: list = []  # one row per op (see "start-up cache" below)
-        self._row_maker: Callable[[], list] | None = None  # rows from the cache: made on first use
+        self._column_data: OpColumns | None = None  # the ops (op_columns.py)
+        self._column_maker: Callable[[], OpColumns] | None = None  # from the cache: made on first use
         self._rows_lock = threading.Lock()
         self._map: OpMap | None = None
         self._pass_lists: dict[tuple, list[str]] = {}
@@ -102,16 +106,18 @@ class OpGraph:
     @classmethod
     def from_scans(cls, scans: list[tuple[str, list[ScannedGraph], object]]) -> "OpGraph":
         """Build from ``(source path, scanned graphs, OpTextReader)`` (formats.graph_scan)."""
-        self = cls.from_sources([(str(source), g.name, partial(_scanned_records, g, reader))
-                                 for source, graphs, reader in scans for g in graphs])
-        self.readers = [reader for _, _, reader in scans]
-        return self
+        return cls.from_sources([(str(source), g.name, partial(_scanned_records, g, reader))
+                                 for source, graphs, reader in scans for g in graphs],
+                                [reader for _, _, reader in scans])
 
     @classmethod
-    def from_sources(cls, graphs: list[tuple[str, str, Callable[[], Iterable[OpRecord]]]]) -> "OpGraph":
+    def from_sources(cls, graphs: list[tuple[str, str, Callable[[], Iterable[OpRecord]]]],
+                     readers: list | None = None) -> "OpGraph":
         """``(source, graph name, records)`` per GraphDef. When the same GraphDef name comes from
-        several files (one Build dump per compile), the last one given wins (formats.md §3.6)."""
+        several files (one Build dump per compile), the last one given wins (formats.md §3.6).
+        ``readers``: the OpTextReader of each scanned file the records read details from."""
         self = cls()
+        self.readers = list(readers or ())
         latest: dict[str, tuple[str, Callable]] = {}
         for source, name, records in graphs:
             if name in latest:
@@ -126,7 +132,7 @@ class OpGraph:
             for graph_name, rows in pending:
                 local = {record[0]: key for key, _, record in rows}
                 out += [self._row(graph_name, key, order, record, local, names) for key, order, record in rows]
-        self._row_list, self._ops = out, {}  # nodes are made when first asked for (OpMap)
+        self._column_data, self._ops = OpColumns.from_rows(out, self.readers), {}  # nodes: OpMap
         return self
 
     def _add_graph(self, graph_name: str, source: str, records: Iterable[OpRecord]) -> tuple[str, list]:
@@ -152,7 +158,7 @@ class OpGraph:
 
     def _row(self, graph_name: str, key: str, order: int, record: OpRecord, local: dict,
              names: dict) -> tuple:
-        """The row (see _make_nodes) of ``record`` with its inputs resolved (formats.md §3.4):
+        """The row (see op_columns.py) of ``record`` with its inputs resolved (formats.md §3.4):
         ``OpDef.input`` holds one ``"producer:out"`` per data anchor (``""`` = unconnected optional
         input), then ``"producer:-1"`` per control edge. Inputs resolve within the op's graph
         first. Bad references never raise: they go to ``warnings`` and the edge is dropped."""
@@ -207,33 +213,21 @@ class OpGraph:
             found = self._pass_lists[key] = list(key)
         return found
 
-    @cached_property
-    def _consumers(self) -> dict[str, list[tuple[str, int, int]]]:
-        """key -> (consumer key, output index, consumer input index), in graph order; from the
-        rows, so that ``ni`` of one op makes no other node."""
-        found: dict[str, list[tuple[str, int, int]]] = {}
-        for row in self._rows:
-            key = row[4]
-            for index, (producer, output, _raw) in enumerate(row[5]):
-                if producer is not None:
-                    found.setdefault(producer, []).append((key, output, index))
-        return found
-
-    @cached_property
-    def _control_consumers(self) -> dict[str, list[str]]:
-        found: dict[str, list[str]] = {}
-        for row in self._rows:
-            for src in row[6]:
-                found.setdefault(src, []).append(row[4])
-        return found
-
     def consumer_edges(self, key: str) -> list[tuple[str, int, int]]:
         """(consumer key, output index, consumer input index) of each data edge out of ``key``."""
-        return self._consumers.get(key, [])
+        i = self.ops.row_of(key)
+        if i is None:
+            return []
+        columns = self._columns
+        return [(columns.key(c), output, index) for c, output, index in columns.consumer_rows(i)]
 
     def control_consumers(self, key: str) -> list[str]:
         """Keys of the ops with a control edge from ``key``, in graph order."""
-        return self._control_consumers.get(key, [])
+        i = self.ops.row_of(key)
+        if i is None:
+            return []
+        columns = self._columns
+        return [columns.key(c) for c in columns.control_consumer_rows(i)]
 
     @cached_property
     def edges(self) -> EdgeView:
@@ -264,7 +258,7 @@ class OpGraph:
         if self._map is None:
             with self._map_lock:
                 if self._map is None:
-                    self._map = OpMap(self._rows, self.readers)
+                    self._map = OpMap(self._columns, self.readers)
         return self._map
 
     @property
@@ -289,30 +283,30 @@ class OpGraph:
                 lazy[0] = OpDetails(*row, None)  # OpNode.attrs reads the attrs when asked
 
     # ---- start-up cache ---------------------------------------------------------------------
-    # One row of plain values per op: (name, type, graph, order, key, [(producer, output, raw)],
-    # control keys, original names or None, passes, kernel, engine, source), where source is the
-    # detail holder [details, reader, start, end] built in this process or, from the cache,
-    # (reader index, start, end) or the decoded OpDetails (OpMap makes the holder). graph_cache.py
-    # keeps them as plain data.
+    # The ops are columns (op_columns.py); graph_cache.py keeps them as raw array bytes.
     @property
-    def _rows(self) -> list:
-        if self._row_maker is not None:
+    def _columns(self) -> OpColumns:
+        if self._column_maker is not None:
             with self._rows_lock:  # the REPL's completion warm-up thread may ask first
-                if self._row_maker is not None:
-                    self._row_list, self._row_maker = self._row_maker(), None
-        return self._row_list
+                if self._column_maker is not None:
+                    self._column_data, self._column_maker = self._column_maker(), None
+        return self._column_data
 
-    def cache_state(self) -> tuple[list[GraphSummary], list[str], list, list]:
-        """(graph summaries, warnings, readers, rows): what the start-up cache keeps."""
-        return self.graphs, self.warnings, self.readers, self._rows
+    def cache_state(self) -> tuple[list[GraphSummary], list[str], list, OpColumns]:
+        """(graph summaries, warnings, readers, columns): what the start-up cache keeps."""
+        return self.graphs, self.warnings, self.readers, self._columns
 
     @classmethod
     def from_cache_state(cls, graphs: list[GraphSummary], warnings: list[str], readers: list,
-                         make_rows: Callable[[], list]) -> "OpGraph":
+                         make_columns: Callable[[], OpColumns] | OpColumns) -> "OpGraph":
         """The graph :meth:`cache_state` described. Start-up (``info``, the prompt) reads only
-        the summaries and warnings, so the rows are made when first needed."""
+        the summaries and warnings, so the columns may be made when first needed."""
         self = cls()
-        self.graphs, self.warnings, self.readers, self._row_maker = graphs, warnings, readers, make_rows
+        self.graphs, self.warnings, self.readers = graphs, warnings, readers
+        if isinstance(make_columns, OpColumns):
+            self._column_data = make_columns
+        else:
+            self._column_maker = make_columns
         return self
 
     # ---- queries -------------------------------------------------------------------------------
@@ -337,14 +331,11 @@ class OpGraph:
 
     def consumers(self, name: str) -> list[tuple[OpNode, int, int]]:
         """(consumer op, this op's output index, consumer input index), in execution order."""
-        self.ops[name]  # KeyError for an unknown op, like producers()
-        rank = self._exec_rank
-        found = sorted(self._consumers.get(name, ()), key=lambda c: (rank[c[0]], c[2], c[1]))
-        return [(self.ops[key], output, index) for key, output, index in found]
-
-    @property
-    def _exec_rank(self) -> dict[str, int]:
-        return self.ops.positions
+        i = self.ops.row_of(name)
+        if i is None:
+            raise KeyError(name)  # like producers()
+        ops = self.ops
+        return [(ops.node_at(c), output, index) for c, output, index in self._columns.consumer_rows(i)]
 
     def in_exec_order(self) -> list[OpNode]:
         """All ops: graph by graph (in load order), each in its op-list order."""
@@ -353,5 +344,5 @@ class OpGraph:
     def sorted_names(self) -> list[str]:
         """Op keys sorted, built once (completion and substring search)."""
         if self._sorted_names is None:
-            self._sorted_names = sorted(self.ops)
+            self._sorted_names = sorted(self._columns.keys())  # no key -> op dict for this
         return self._sorted_names

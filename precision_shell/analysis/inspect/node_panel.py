@@ -345,9 +345,9 @@ def node_panel(session: Any, op: Any, *, all_attrs: bool = False, with_stats: bo
                           d.origin_name, d.origin_output_index) for d in op.outputs]
     by_index = {o.index: o for o in outputs}
     control_outputs = []
-    rank = {key: i for i, key in enumerate(graph.ops)}   # dict order = execution order
-    for _, dst, data in sorted(nxg.out_edges(op.key, data=True),
-                               key=lambda e: (e[2].get("src_output") or 0, rank.get(e[1], 0))):
+    # out_edges lists consumers in execution order: a stable sort by output keeps that order
+    # (no rank of every op: a 1M-op graph's ni makes no 1M-entry dict)
+    for _, dst, data in sorted(nxg.out_edges(op.key, data=True), key=lambda e: e[2].get("src_output") or 0):
         if data.get("kind", "data") == "data":
             target = by_index.get(data.get("src_output"))
             if target is not None:
