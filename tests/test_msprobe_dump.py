@@ -366,6 +366,22 @@ FUZZ = settings(max_examples=120, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
+def test_leaf_file_of_another_kind_is_a_format_error(tmp_path):
+    """A dump.json naming a tensor file that is neither .npy nor .pt, on a leaf whose path is not a
+    CANN dump's ``input.N``/``output.N`` (found by the fuzz test: ``int('1.0')`` escaped), gives a
+    FormatError naming the file; the other leaves still load."""
+    data, files = _pytorch_data()
+    odd = f"{LIN}.input.1.0.bin"
+    data[LIN]["input_args"][1][0]["data_name"] = odd
+    files[odd] = files.pop(f"{LIN}.input.1.0.pt")
+    rank = read_rank_dump(find_rank_dirs(_write_rank(tmp_path / "rank0", data, files))[0])
+    leaves = {leaf.path: leaf for entry in rank.entries if entry.name == LIN for leaf in entry.leaves}
+    with pytest.raises(FormatError) as caught:
+        load_leaf(leaves["input.1.0"])
+    assert odd in str(caught.value) and "input.1.0" in str(caught.value)
+    np.testing.assert_array_equal(load_leaf(leaves["input.0"]), FP32)
+
+
 @FUZZ
 @given(cut=st.integers(0, 10**6), edits=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(
     list(b'{}[]",:0-9eE.ntfNI \\x'))), max_size=4))

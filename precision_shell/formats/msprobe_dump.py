@@ -256,6 +256,9 @@ def load_leaf(leaf: Leaf) -> np.ndarray:
         from .mindspore_graph.cann import load_cann_tensor
 
         io, _, index = leaf.path.partition(".")
+        if io not in ("input", "output") or not index.isdigit():
+            # a damaged dump.json can name any file: only a CANN leaf ("input.N") says which tensor
+            raise FormatError(leaf.file, f"{leaf.path}: not a .npy or .pt file, nor a CANN dump's input.N/output.N")
         array = load_cann_tensor(leaf.file, io, int(index))
     if leaf.shape is not None and tuple(array.shape) != leaf.shape:
         raise FormatError(leaf.file, f"shape {list(array.shape)} differs from dump.json's {list(leaf.shape)}")
