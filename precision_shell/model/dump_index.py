@@ -148,6 +148,18 @@ class DumpIndex:
             return self._listing.total_bytes()
         return sum(f.size for f in self._files)
 
+    @property
+    def known_bytes(self) -> int | None:
+        """``total_bytes`` when every size is read already, else None (no stat here)."""
+        if self._files is None and not self._listing.sizes_known():
+            return None
+        return self.total_bytes
+
+    @property
+    def listing(self) -> Listing | None:
+        """The folder listing the index was built from (None: built from given files)."""
+        return self._listing
+
     def _files_of_key(self, key: str) -> list[DumpFile]:
         """``by_key.get(key, [])``; before the index is built, only this op's names are parsed,
         so that one command's first lookup does not pay for all 10^5 dumps. A command that looks

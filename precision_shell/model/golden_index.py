@@ -145,6 +145,18 @@ class GoldenIndex:
             f.sizes(self.warnings)
         return sum(self._resolve(key).size for key in self._keys())
 
+    @property
+    def known_bytes(self) -> int | None:
+        """``total_bytes`` when every size is read already, else None (no stat here)."""
+        if self._by_key is None and not self._listing.sizes_known():
+            return None
+        return self.total_bytes
+
+    @property
+    def listing(self) -> Listing | None:
+        """The folder listing the index was built from (None: built from given files)."""
+        return self._listing
+
     def find(self, op_name: str, output_index: int) -> GoldenFile | None:
         return self._resolve((escape_op_name(op_name), output_index))
 
