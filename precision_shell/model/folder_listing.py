@@ -222,6 +222,11 @@ def _scan_one(folder: Path, select: NameSelector) -> tuple[list[str], Any, list[
     except OSError as exc:
         warnings = [cannot_list(folder, exc)]
         return *select([], folder, warnings), [], warnings, False
+    names = [entry.name for entry in entries if entry.is_file(follow_symlinks=False)]
+    if len(names) == len(entries):  # regular files only (the usual dump folder): d_type told it all
+        warnings = []
+        accepted, summary = select(names, folder, warnings)
+        return accepted, summary, [], warnings, True
     names, subdirs, links, special, warnings = [], [], {}, [], []
     for entry in entries:
         try:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from precision_shell.formats.dump_names import (
-    GoldenName, escape_op_name, golden_keys_in, parse_golden_name, parse_golden_names,
+    GoldenName, escape_op_name, golden_keys_in, golden_names_counted, parse_golden_name, parse_golden_names,
 )
 from precision_shell.model.cache_codec import ints, need
 from precision_shell.model.folder_listing import Listing, list_tree
@@ -190,11 +190,10 @@ class GoldenIndex:
 def _select_goldens(names: list[str], folder: Path, warnings: list[str]) -> tuple[list[str], tuple]:
     """The golden files among a folder's file names; summary: (number of distinct tensors,
     positions of the files that a newer file of the same tensor shadows)."""
-    keyed = golden_keys_in(names)
-    accepted = [n for n, _, _ in keyed]
-    distinct = len({(op, index) for _, op, index in keyed})
+    accepted, distinct = golden_names_counted(names)
     shadowed: list[int] = []
-    if distinct < len(keyed):  # rare: several files of one tensor; the newest wins
+    if distinct < len(accepted):  # rare: several files of one tensor; the newest wins
+        keyed = golden_keys_in(accepted)
         newest: dict[tuple[str, int], int] = {}
         for i, (n, op, index) in enumerate(keyed):
             key = (op, index)
