@@ -2,8 +2,9 @@
 
 Used for dump folders (tens of thousands of files) and golden folders, so start-up cost matters:
 
-* a folder's listing is columnar: its accepted file names, a small per-kind summary (counts,
-  hashed-name mapping) and sizes. Indexes parse names only on first lookup.
+* a folder's listing is columnar: its accepted file names as one ``\\0``-joined string (a list
+  of 10^5 ``str`` is made only when a lookup needs the names), a small per-kind summary (counts,
+  hashed-name mapping) and sizes in an ``array``. Indexes parse names only on first lookup.
 * sizes cost a stat per file (2-3 µs, mostly in the kernel: 1.8 s for a tree of 600k files, more
   than the whole rest of the scan), so they are read on first use (``FolderFiles.sizes``) or by a
   :class:`SizeCount` in a background thread after start-up, and then added to the folder's cache
@@ -38,8 +39,9 @@ from precision_shell.model.load_cache import LoadCache, folder_key
 # names are files of this kind, and what the index needs from them before parsing any (counts,
 # names to treat specially). The summary must be JSON-able.
 NameSelector = Callable[[list[str], Path, list[str]], tuple[list[str], Any]]
-# read_summary(JSON of a summary, the folder's names) -> the summary; EntryError if it is not one
-SummaryReader = Callable[[Any, list[str]], Any]
+# read_summary(JSON of a summary, the folder's number of names) -> the summary; EntryError if it
+# is not one
+SummaryReader = Callable[[Any, int], Any]
 
 _SEPARATOR = "\0"  # the one character no file name can hold
 
@@ -55,19 +57,31 @@ def _module_stamp(module: str) -> str:
 
 
 class FolderFiles:
-    """The accepted files of one folder: ``names`` (in the selector's order), ``summary`` and
-    ``sizes()``, plus what the scan found on the way (``subdirs``, ``warnings``)."""
+    """The accepted files of one folder: ``names`` (in the selector's order; ``joined``, the
+    same as one string, and ``count`` need no list), ``summary`` and ``sizes()``, plus what the
+    scan found on the way (``subdirs``, ``warnings``)."""
 
-    def __init__(self, folder: Path, names: list[str], summary: Any, subdirs: list[str],
+    def __init__(self, folder: Path, names: list[str] | str, summary: Any, subdirs: list[str],
                  warnings: list[str], sizes: array | None = None):
         self.folder = folder
-        self.names = names
+        self.joined = names if isinstance(names, str) else _SEPARATOR.join(names)
+        self.count = self.joined.count(_SEPARATOR) + 1 if self.joined else 0
         self.summary = summary
         self.subdirs = subdirs
         self.warnings = warnings
         self._sizes = sizes
         self._cache_entry: tuple[LoadCache, CacheKind, tuple] | None = None  # where sizes are added
         self._lock = threading.Lock()  # the REPL's completion warm-up thread may ask too
+
+    @functools.cached_property
+    def names(self) -> list[str]:
+        """The file names as a list: made on first use (a lookup), kept from then on."""
+        return self._split()
+
+    def _split(self) -> list[str]:
+        if "names" in self.__dict__:
+            return self.__dict__["names"]
+        return self.joined.split(_SEPARATOR) if self.joined else []
 
     @property
     def has_sizes(self) -> bool:
@@ -82,7 +96,7 @@ class FolderFiles:
         read counts 0 bytes, with a warning in ``warnings``, and its sizes are not cached."""
         with self._lock:
             if self._sizes is None:
-                sizes, problems = _stat_sizes(self.folder, self.names)
+                sizes, problems = _stat_sizes(self.folder, self._split())  # the list: not kept
                 self._sizes = sizes
                 if problems:
                     warnings += problems
@@ -91,40 +105,52 @@ class FolderFiles:
                     cache.store(kind, key, self)
             return self._sizes
 
-    def size_of(self, i: int, warnings: list[str]) -> int:
-        """Size of ``names[i]``: from ``sizes`` when known, else one stat (a single lookup does
-        not read 10^5 sizes)."""
+    def size_of(self, i: int, warnings: list[str], name: str | None = None) -> int:
+        """Size of ``names[i]`` (``name``, when the caller has it): from ``sizes`` when known,
+        else one stat (a single lookup does not read 10^5 sizes)."""
         if self._sizes is not None:
             return self._sizes[i]
+        path = self.folder / (self.names[i] if name is None else name)
         try:
-            return os.stat(self.folder / self.names[i]).st_size
+            return os.stat(path).st_size
         except OSError as exc:
-            warnings.append(f"{self.folder / self.names[i]}: cannot stat ({exc.strerror})")
+            warnings.append(f"{path}: cannot stat ({exc.strerror})")
             return 0
+
+    def positions_of(self, wanted: set[str]) -> dict[str, int]:
+        """Name -> position of the names in ``wanted`` (a few) found here, without the list."""
+        framed, found = _SEPARATOR + self.joined + _SEPARATOR, {}
+        for name in wanted:
+            at = framed.find(_SEPARATOR + name + _SEPARATOR)
+            if at >= 0:
+                found[name] = framed.count(_SEPARATOR, 0, at)
+        return found
 
     def cache_value(self) -> dict:
         """What the folder's cache entry holds (plain data; :func:`_listing_parts` reads it)."""
         sizes = None if self._sizes is None else packed(self._sizes)
-        return {"names": _SEPARATOR.join(self.names), "sizes": sizes, "summary": self.summary,
+        return {"names": self.joined, "sizes": sizes, "summary": self.summary,
                 "subdirs": self.subdirs, "warnings": self.warnings}
 
 
 _ENTRY = ("names", "sizes", "summary", "subdirs", "warnings")
+_NOT_NAMES = tuple(_SEPARATOR + name + _SEPARATOR for name in ("", ".", ".."))
 
 
 def _listing_parts(read_summary: SummaryReader, value: Any, key: tuple) -> tuple:
     """(names, summary, subdirs, warnings, sizes) of a :meth:`FolderFiles.cache_value`, checked."""
     joined, size_text, summary, subdirs, warnings = fields(value, "listing", _ENTRY)
     need(type(joined) is str and "/" not in joined, "names: not a string of file names")
-    names = joined.split(_SEPARATOR) if joined else []
-    need({"", ".", ".."}.isdisjoint(names), "names: an empty name, '.' or '..'")
+    framed = _SEPARATOR + joined + _SEPARATOR  # each name between two separators
+    need(not joined or not any(bad in framed for bad in _NOT_NAMES), "names: an empty name, '.' or '..'")
+    count = joined.count(_SEPARATOR) + 1 if joined else 0
     sizes = None
     if size_text is not None:
-        sizes = array("q", unpacked(size_text, "sizes", len(names)))
+        sizes = array("q", unpacked(size_text, "sizes", count))
     strings(subdirs, "subdirs")
     need(all(subdirs) and not any(_SEPARATOR in d or "/" in d or d in (".", "..") for d in subdirs),
          "subdirs: not folder names")
-    return names, read_summary(summary, names), subdirs, strings(warnings, "warnings"), sizes
+    return joined, read_summary(summary, count), subdirs, strings(warnings, "warnings"), sizes
 
 
 def listing_kind(name: str, read_summary: SummaryReader) -> CacheKind:
@@ -168,7 +194,7 @@ class Listing:
 
     @functools.cached_property
     def _starts(self) -> list[int]:
-        return list(accumulate((len(f.names) for f in self.folders[:-1]), initial=0))
+        return list(accumulate((f.count for f in self.folders[:-1]), initial=0))
 
     def locate(self, position: int) -> tuple[FolderFiles, int]:
         """Folder and index in it of the ``position``-th file, counting through the folders in
@@ -192,7 +218,7 @@ class SizeCount:
     def __init__(self, listings: list[Listing]):
         self._pending = [(listing, f) for listing in listings for f in listing.folders if not f.has_sizes]
         self.thread: threading.Thread | None = None
-        if sum(len(f.names) for _, f in self._pending) < INLINE_SIZES_BELOW:
+        if sum(f.count for _, f in self._pending) < INLINE_SIZES_BELOW:
             self._count()
         else:
             self.thread = threading.Thread(target=self._count, name="pshell-sizes", daemon=True)
@@ -216,19 +242,25 @@ def _scan_one(folder: Path, select: NameSelector) -> tuple[list[str], Any, list[
     one folder, from its directory entries only (plus a stat for each accepted symbolic link,
     which may point nowhere). Subfolders named like accepted files, and links back to a folder
     above, are named in the warnings (the links are not followed)."""
+    others: list[os.DirEntry] = []  # entries that are not regular files: few, looked at below
     try:
         with os.scandir(folder) as it:
-            entries = list(it)
+            # one pass keeping names only: a DirEntry holds its name and its path (~300 bytes);
+            # the type comes with the entry (d_type), no stat. `or` files the others aside.
+            names = [entry.name for entry in it if entry.is_file(follow_symlinks=False) or others.append(entry)]
     except OSError as exc:
-        warnings = [cannot_list(folder, exc)]
-        return *select([], folder, warnings), [], warnings, False
-    names = [entry.name for entry in entries if entry.is_file(follow_symlinks=False)]
-    if len(names) == len(entries):  # regular files only (the usual dump folder): d_type told it all
+        try:  # the folder, or (without d_type) an entry, could not be read: entry by entry
+            with os.scandir(folder) as it:
+                names, others = [], list(it)
+        except OSError:
+            warnings = [cannot_list(folder, exc)]
+            return *select([], folder, warnings), [], warnings, False
+    if not others:  # regular files only (the usual dump folder)
         warnings = []
         accepted, summary = select(names, folder, warnings)
         return accepted, summary, [], warnings, True
-    names, subdirs, links, special, warnings = [], [], {}, [], []
-    for entry in entries:
+    subdirs, links, special, warnings = [], {}, [], []
+    for entry in others:
         try:
             if entry.is_dir():
                 if not (entry.is_symlink() and _loops_back(folder, entry.path, warnings)):

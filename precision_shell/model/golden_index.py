@@ -206,12 +206,13 @@ def _select_goldens(names: list[str], folder: Path, warnings: list[str]) -> tupl
     return accepted, (distinct, shadowed)
 
 
-def _read_golden_summary(value, names: list[str]) -> tuple[int, list[int]]:
-    """A cached summary of :func:`_select_goldens` (JSON: [distinct, shadowed]), checked."""
+def _read_golden_summary(value, count: int) -> tuple[int, list[int]]:
+    """A cached summary of :func:`_select_goldens` (JSON: [distinct, shadowed]) of ``count``
+    files, checked."""
     need(type(value) is list and len(value) == 2, "summary: not [distinct, shadowed]")
     distinct, shadowed = value
-    ints([distinct], "summary: distinct", 1, 0, len(names) + 1)
-    ints(shadowed, "summary: shadowed", len(names) - distinct, 0, len(names))
+    ints([distinct], "summary: distinct", 1, 0, count + 1)
+    ints(shadowed, "summary: shadowed", count - distinct, 0, count)
     need(all(map(int.__lt__, shadowed, shadowed[1:])), "summary: shadowed not in order")
     return distinct, shadowed
 
