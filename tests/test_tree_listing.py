@@ -9,6 +9,8 @@ import random
 import pytest
 
 from precision_shell.formats.dump_names import golden_keys_in, golden_names_counted, parse_golden_name
+from precision_shell.model import folder_listing
+from precision_shell.model.dump_index import scan_dump_dir
 from precision_shell.model.golden_index import scan_golden_dir
 
 
@@ -83,3 +85,35 @@ def test_a_folder_of_regular_files_and_one_with_a_link_and_a_folder(tmp_path):
     assert any("looks_like.1.npy: is a directory" in w for w in index.warnings)
     assert len(index) == 32  # 30 + the link + sub/deep.0.npy
     assert index.total_bytes == sum(range(30)) + 0 + 5  # the link: op_0's 0 bytes
+
+
+def test_start_up_reads_each_folder_of_the_tree_once(sample_ws, tmp_path, monkeypatch):
+    from precision_shell.model.session import Session
+
+    root, manifest = sample_ws
+    read, scandir = [], os.scandir
+
+    def counting(path="."):
+        read.append(os.path.realpath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", counting)
+    session = Session.open(root, output=tmp_path / "out")
+    dumps_dir = os.path.realpath(root / manifest["paths"]["npu_dump_dir"])
+    golden_dir = os.path.realpath(root / manifest["paths"]["golden_dir"])
+    assert read.count(dumps_dir) == 1 and read.count(golden_dir) == 1
+    assert session.dumps.op_file_count == manifest["totals"]["npu_dump_files"]
+    assert folder_listing._remembered == {}  # nothing kept after start-up
+
+
+def test_a_folder_changed_since_discovery_is_read_again(tmp_path):
+    folder = tmp_path / "dumps"
+    _write(folder / "Add.add_1.3.2.1700000000000001", 10)
+    stamp = folder_listing.folder_stamp(folder)
+    names, others = folder_listing.read_entries(folder)
+    folder_listing.remember_entries(folder, stamp, names, others)
+    _write(folder / "Mul.mul_1.4.2.1700000000000002", 20)
+    os.utime(folder, ns=(stamp[2] + 10**9, stamp[2] + 10**9))  # a clock tick later, whatever the clock
+    index = scan_dump_dir(folder)
+    assert index.op_file_count == 2 and index.total_bytes == 30
+    assert folder_listing._remembered == {}

@@ -237,24 +237,61 @@ class SizeCount:
             self.thread.join()
 
 
+def read_entries(folder: Path) -> tuple[list[str], list[os.DirEntry]]:
+    """(names of the regular files, the other entries) of ``folder``, in one ``os.scandir``
+    pass; OSError when it cannot be listed."""
+    others: list[os.DirEntry] = []  # entries that are not regular files: few, looked at one by one
+    try:
+        with os.scandir(folder) as it:
+            # names only: a DirEntry holds its name and its path (~300 bytes); the type comes
+            # with the entry (d_type), no stat. `or` files the others aside.
+            return [entry.name for entry in it if entry.is_file(follow_symlinks=False) or others.append(entry)], others
+    except OSError:
+        pass
+    with os.scandir(folder) as it:  # (without d_type) an entry could not be looked at: all as others
+        return [], list(it)
+
+
+# Folders that workspace discovery read, kept for their listing (one scandir per folder at
+# start-up): path -> (stamp, names, other entries). Bounded; cleared once the session is loaded.
+_remembered: dict[str, tuple[tuple, list[str], list[os.DirEntry]]] = {}
+_REMEMBER_AT_MOST = 1_000_000  # names: ~80 MB
+
+
+def folder_stamp(folder: Path) -> tuple:
+    """What changes when entries are added, removed or renamed in ``folder`` (() if gone)."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return ()
+    return st.st_dev, st.st_ino, st.st_mtime_ns
+
+
+def remember_entries(folder: Path, stamp: tuple, names: list[str], others: list[os.DirEntry]) -> None:
+    """Keep what :func:`read_entries` read of ``folder`` (its ``stamp`` taken before) for the
+    next listing of it, while the remembered names stay under the bound."""
+    if stamp and sum(len(r[1]) for r in _remembered.values()) + len(names) <= _REMEMBER_AT_MOST:
+        _remembered[os.fspath(folder)] = (stamp, names, others)
+
+
+def forget_entries() -> None:
+    _remembered.clear()
+
+
 def _scan_one(folder: Path, select: NameSelector) -> tuple[list[str], Any, list[str], list[str], bool]:
     """(accepted names, summary, subfolders, warnings, whether the folder could be listed) of
     one folder, from its directory entries only (plus a stat for each accepted symbolic link,
     which may point nowhere). Subfolders named like accepted files, and links back to a folder
     above, are named in the warnings (the links are not followed)."""
-    others: list[os.DirEntry] = []  # entries that are not regular files: few, looked at below
+    remembered = _remembered.pop(os.fspath(folder), None)
     try:
-        with os.scandir(folder) as it:
-            # one pass keeping names only: a DirEntry holds its name and its path (~300 bytes);
-            # the type comes with the entry (d_type), no stat. `or` files the others aside.
-            names = [entry.name for entry in it if entry.is_file(follow_symlinks=False) or others.append(entry)]
+        if remembered is not None and remembered[0] == folder_stamp(folder):  # read by discovery
+            _, names, others = remembered
+        else:
+            names, others = read_entries(folder)
     except OSError as exc:
-        try:  # the folder, or (without d_type) an entry, could not be read: entry by entry
-            with os.scandir(folder) as it:
-                names, others = [], list(it)
-        except OSError:
-            warnings = [cannot_list(folder, exc)]
-            return *select([], folder, warnings), [], warnings, False
+        warnings = [cannot_list(folder, exc)]
+        return *select([], folder, warnings), [], warnings, False
     if not others:  # regular files only (the usual dump folder)
         warnings = []
         accepted, summary = select(names, folder, warnings)

@@ -14,7 +14,7 @@ from typing import Any
 from precision_shell.errors import CommandError, PshellError
 from precision_shell.gc_pause import gc_paused
 from precision_shell.model.dump_index import DumpFile, DumpIndex, scan_dump_dir
-from precision_shell.model.folder_listing import SizeCount
+from precision_shell.model.folder_listing import SizeCount, forget_entries
 from precision_shell.model.graph_cache import GRAPH, GRAPH_DETAILS
 from precision_shell.model.golden_index import GoldenIndex, scan_golden_dir
 from precision_shell.model.load_cache import LoadCache, file_key
@@ -99,6 +99,7 @@ class Session(OutputWriter):
             self._count_sizes(self.dumps, self.golden)
             if job is not None:
                 self._guard(self._finish_graph, job)
+            forget_entries()  # what discovery read and the listings did not take
             # folders that could not be listed, goldens skipped: said at start-up, not found empty
             self.load_errors += self.workspace.warnings + self.golden.warnings + self.overflow_dumps.warnings
 
