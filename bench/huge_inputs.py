@@ -149,21 +149,23 @@ def measure_session(ws: Path, sides: list[dict], runs: int, out: Path, log=print
         log(f"  {ws.name} session side: round {round_no + 1} done (load average {os.getloadavg()[0]:.2f})")
     return [{"label": side["label"], **{f"{phase}_{what}": Series([r[what] for r in found[k][phase]]).median
                                         for phase in ("cold", "warm")
-                                        for what in ("prompt_cpu_s", "prompt_wall_s", "sizes_cpu_s", "pss_mb")},
+                                        for what in ("prompt_cpu_s", "prompt_wall_s", "sizes_cpu_s", "pss_mb",
+                                                     "peak_rss_mb")},
              "imports_cpu_s": Series([r["imports_cpu_s"] for r in found[k]["cold"]]).median,
              "files": found[k]["cold"][0]["files"], "bytes": found[k]["cold"][0]["bytes"]}
             for k, side in enumerate(sides)]
 
 
 def _session_table(rows: dict[str, list[dict]]) -> list[str]:
-    lines = ["", "Session side alone (in-process, graph left out; CPU of all threads):", "",
+    lines = ["", "Session side alone (in-process, graph left out; CPU of all threads; 'prompt': the session "
+             "loaded, 'sizes': then until every file size is read, which the branch base's `info` waits for):", "",
              "| workspace | pshell | cold CPU to prompt s | cold wall to prompt s | then sizes CPU s | "
-             "cold peak PSS MB | warm CPU to prompt s | warm sizes CPU s | imports CPU s |",
+             "cold peak RSS MB | warm CPU to prompt s | warm sizes CPU s | imports CPU s |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, sides in rows.items():
         for r in sides:
             lines.append(f"| {name} | {r['label']} | {r['cold_prompt_cpu_s']:.2f} | {r['cold_prompt_wall_s']:.2f} | "
-                         f"{r['cold_sizes_cpu_s']:.2f} | {r['cold_pss_mb']:.0f} | {r['warm_prompt_cpu_s']:.2f} | "
+                         f"{r['cold_sizes_cpu_s']:.2f} | {r['cold_peak_rss_mb']:.0f} | {r['warm_prompt_cpu_s']:.2f} | "
                          f"{r['warm_sizes_cpu_s']:.2f} | {r['imports_cpu_s']:.2f} |")
     return lines
 

@@ -104,3 +104,23 @@ def test_use_counts_the_sizes_of_the_new_dump_set(sample_ws, tmp_path, gated_sta
     assert _info(session)[0]["npu_dump_bytes"] is None
     gated_stat.set()
     assert _info(session, "info --sizes")[0]["npu_dump_bytes"] == manifest["totals"]["npu_dump_bytes"]
+
+
+def test_no_cache_write_starts_once_the_process_exits(tmp_path, monkeypatch):
+    """At exit a daemon count must not begin a write it cannot finish (its temporary file would
+    stay in the cache folder); a write under way is waited for (the same lock)."""
+    from precision_shell.model.dump_index import scan_dump_dir
+    from precision_shell.model.load_cache import LoadCache
+
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    (folder / "Add.add_1.3.2.1700000000000001").write_bytes(b"x" * 7)
+    cache = LoadCache(tmp_path / "cache")
+    index = scan_dump_dir(folder, cache=cache)
+    stored = sorted(p.read_bytes() for p in (tmp_path / "cache").rglob("*.json"))
+    monkeypatch.setattr(folder_listing, "_exiting", False)
+    folder_listing._no_more_stores()
+    assert folder_listing._exiting
+    assert index.total_bytes == 7  # sizes read, but the entry is left as it was
+    assert sorted(p.read_bytes() for p in (tmp_path / "cache").rglob("*.json")) == stored
+    assert [p.name for p in (tmp_path / "cache").rglob("*") if p.name.startswith(".")] == []

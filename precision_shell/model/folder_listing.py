@@ -18,6 +18,7 @@ the listing itself.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import os
@@ -102,7 +103,9 @@ class FolderFiles:
                     warnings += problems
                 elif self._cache_entry is not None:
                     cache, kind, key = self._cache_entry
-                    cache.store(kind, key, self)
+                    with _STORING:  # a background count's write is not cut off by the exit
+                        if not _exiting:
+                            cache.store(kind, key, self)
             return self._sizes
 
     def size_of(self, i: int, warnings: list[str], name: str | None = None) -> int:
@@ -202,6 +205,19 @@ class Listing:
         starts = self._starts
         k = bisect_right(starts, position) - 1
         return self.folders[k], position - starts[k]
+
+
+_STORING = threading.Lock()
+_exiting = False
+
+
+@atexit.register
+def _no_more_stores() -> None:
+    """At exit: wait for a cache write under way (a daemon thread would die in the middle and
+    leave its temporary file), start no other."""
+    global _exiting
+    with _STORING:
+        _exiting = True
 
 
 # Fewer files than this are stat'ed at once (~50 ms); more are counted in a background thread,
