@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from precision_shell.formats.input_files import NOT_REGULAR, cannot_list
-from precision_shell.model.cache_codec import CacheKind, fields, need, packed, strings, unpacked
+from precision_shell.model.cache_codec import CacheKind, fields, need, packed, strings, unpacked_array
 from precision_shell.model.load_cache import LoadCache, folder_key
 
 # select(file names, folder, warnings) -> (accepted names in the given order, summary): which
@@ -149,7 +149,7 @@ def _listing_parts(read_summary: SummaryReader, value: Any, key: tuple) -> tuple
     count = joined.count(_SEPARATOR) + 1 if joined else 0
     sizes = None
     if size_text is not None:
-        sizes = array("q", unpacked(size_text, "sizes", count))
+        sizes = unpacked_array(size_text, "sizes", count)  # the narrowest ints that hold them
     strings(subdirs, "subdirs")
     need(all(subdirs) and not any(_SEPARATOR in d or "/" in d or d in (".", "..") for d in subdirs),
          "subdirs: not folder names")
