@@ -87,7 +87,9 @@ def _side(label: str, tree: Path | None) -> dict:
     env = bench_env()
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
-    return {"label": label, "env": env, "cold": [], "warm": []}
+    # started in its own tree: `python -m` and `-c` put the working folder before PYTHONPATH
+    cwd = str(tree or Path(__file__).resolve().parent.parent)
+    return {"label": label, "env": env, "cwd": cwd, "cold": [], "warm": []}
 
 
 def measure(ws: Path, sides: list[dict], runs: int, out: Path, log=print) -> list[dict]:
@@ -98,7 +100,7 @@ def measure(ws: Path, sides: list[dict], runs: int, out: Path, log=print) -> lis
             shutil.rmtree(where, ignore_errors=True)
             cmd = [sys.executable, "-m", "precision_shell", str(ws), "-o", str(where), "-c", "info"]
             for phase in ("cold", "warm"):
-                run = run_child(cmd, env=side["env"], wait_detached=True)
+                run = run_child(cmd, env=side["env"], cwd=side["cwd"], wait_detached=True)
                 if not run.ok:
                     raise SystemExit(f"{side['label']}: pshell failed:\n{run.stderr.strip()[-2000:]}")
                 side[phase].append(run)
@@ -142,7 +144,8 @@ def measure_session(ws: Path, sides: list[dict], runs: int, out: Path, log=print
             where = out / f"session{k}"
             shutil.rmtree(where, ignore_errors=True)
             for phase in ("cold", "warm"):
-                run = run_child([sys.executable, "-c", _SESSION_CHILD, str(ws), str(where)], env=side["env"])
+                run = run_child([sys.executable, "-c", _SESSION_CHILD, str(ws), str(where)], env=side["env"],
+                                cwd=side["cwd"])
                 if not run.ok:
                     raise SystemExit(f"{side['label']}: session side failed:\n{run.stderr.strip()[-2000:]}")
                 found[k][phase].append(dict(json.loads(run.stdout.strip().splitlines()[-1]), pss_mb=run.pss_mb))
@@ -182,18 +185,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--session-only", action="store_true",
                    help="tree: only the session side in-process (no whole `info` with its graph child)")
     opts = p.parse_args(argv)
-    out = Path(opts.out)
+    out = Path(opts.out).resolve()  # the sides start in their own trees
     out.mkdir(parents=True, exist_ok=True)
-    sides = [_side("this tree", None)] + ([_side(str(opts.against), opts.against)] if opts.against else [])
+    against = opts.against.resolve() if opts.against else None
+    sides = [_side("this tree", None)] + ([_side(str(against), against)] if against else [])
     results, session_rows, started = {}, {}, time.perf_counter()
     print(f"load average at start {os.getloadavg()[0]:.2f}", flush=True)
     if opts.graph_ops:
-        ws = Path(opts.workdir) / f"graph_{opts.graph_ops}"
+        ws = Path(opts.workdir).resolve() / f"graph_{opts.graph_ops}"
         info = write_graph_workspace(ws, opts.graph_ops)
         print(f"{ws}: {info['ops']:,} ops, {info['bytes'] / 1e6:.0f} MB of graph text", flush=True)
         results[ws.name] = measure(ws, [dict(s, cold=[], warm=[]) for s in sides], opts.runs, out)
     if opts.files:
-        ws = ensure_workspace(Path(opts.workdir), files=opts.files)
+        ws = ensure_workspace(Path(opts.workdir).resolve(), files=opts.files)
         t = ws.totals
         print(f"{ws.path}: {t['npu_dump_files']:,} dumps, {t['golden_files']:,} goldens", flush=True)
         if not opts.session_only:
