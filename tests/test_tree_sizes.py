@@ -11,7 +11,7 @@ import pytest
 
 from precision_shell.commands.registry import REGISTRY
 from precision_shell.commands.runner import execute, split_statements
-from precision_shell.model import folder_listing
+from precision_shell.model import folder_listing, size_count
 from precision_shell.model.session import Session
 
 
@@ -30,6 +30,12 @@ def _dump_and_golden_dirs(root: Path, manifest: dict) -> tuple[Path, Path]:
     return root / manifest["paths"]["npu_dump_dir"], root / manifest["paths"]["golden_dir"]
 
 
+@pytest.fixture(autouse=True)
+def _own_counts(monkeypatch):
+    """The counts a test starts are not left to this process's exit."""
+    monkeypatch.setattr(size_count, "_counting", [])
+
+
 @pytest.fixture
 def gated_stat(monkeypatch):
     """Every background size count waits for the returned event before it stats a folder."""
@@ -41,7 +47,7 @@ def gated_stat(monkeypatch):
         return stat_sizes(folder, names)
 
     monkeypatch.setattr(folder_listing, "_stat_sizes", waiting)
-    monkeypatch.setattr(folder_listing, "INLINE_SIZES_BELOW", 1)  # every tree counts as big
+    monkeypatch.setattr(size_count, "INLINE_SIZES_BELOW", 1)  # every tree counts as big
     yield gate
     gate.set()
 
@@ -79,7 +85,7 @@ def test_a_small_tree_has_its_sizes_at_once(sample_ws, tmp_path):
 
 def test_sizes_counted_in_the_background_reach_the_next_start(sample_ws, tmp_path, monkeypatch):
     root, manifest = sample_ws
-    monkeypatch.setattr(folder_listing, "INLINE_SIZES_BELOW", 1)
+    monkeypatch.setattr(size_count, "INLINE_SIZES_BELOW", 1)
     first = Session.open(root, output=tmp_path / "out")
     first.wait_for_sizes()
     assert first.size_counts[0].thread is not None
@@ -119,8 +125,65 @@ def test_no_cache_write_starts_once_the_process_exits(tmp_path, monkeypatch):
     index = scan_dump_dir(folder, cache=cache)
     stored = sorted(p.read_bytes() for p in (tmp_path / "cache").rglob("*.json"))
     monkeypatch.setattr(folder_listing, "_exiting", False)
-    folder_listing._no_more_stores()
+    folder_listing.end_cache_writes()
     assert folder_listing._exiting
     assert index.total_bytes == 7  # sizes read, but the entry is left as it was
     assert sorted(p.read_bytes() for p in (tmp_path / "cache").rglob("*.json")) == stored
     assert [p.name for p in (tmp_path / "cache").rglob("*") if p.name.startswith(".")] == []
+
+
+_EXITS_FIRST = """
+import sys, threading
+from precision_shell.model import folder_listing, size_count
+size_count.INLINE_SIZES_BELOW = 1
+stat_sizes = folder_listing._stat_sizes
+
+def never_in_a_thread(folder, names):
+    if threading.current_thread() is not threading.main_thread():
+        threading.Event().wait()  # the count never ends: the process exits first
+    return stat_sizes(folder, names)
+
+folder_listing._stat_sizes = never_in_a_thread
+from precision_shell.model.session import Session
+session = Session.open(sys.argv[1], output=sys.argv[2])
+print(session.dumps.known_bytes, session.golden.known_bytes)
+"""
+
+
+def _cached_sizes(cache: Path) -> dict[str, bool]:
+    """Kind of each listing entry in ``cache`` -> whether it holds sizes."""
+    import json
+
+    found = {}
+    for path in cache.glob("*.json"):
+        entry = json.loads(path.read_text())
+        if entry["kind"] in ("dumps", "golden"):
+            found[path.name] = entry["value"]["sizes"] is not None
+    return found
+
+
+def test_a_run_that_exits_first_leaves_its_sizes_to_the_next_start(sample_ws, tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import time
+
+    root, manifest = sample_ws
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-c", _EXITS_FIRST, str(root), str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["None", "None"]  # not known in that process
+    for _ in range(600):  # a detached copy of it writes them: wait for it (not a child of ours)
+        if _cached_sizes(out / "cache") and all(_cached_sizes(out / "cache").values()):
+            break
+        time.sleep(0.05)
+    assert _cached_sizes(out / "cache") and all(_cached_sizes(out / "cache").values())
+
+    def no_stat(folder, names):
+        raise AssertionError(f"{folder}: sizes stat'ed although the cache holds them")
+
+    monkeypatch.setattr(folder_listing, "_stat_sizes", no_stat)
+    data, _ = _info(Session.open(root, output=out))
+    assert data["npu_dump_bytes"] == manifest["totals"]["npu_dump_bytes"]
+    golden_dir = _dump_and_golden_dirs(root, manifest)[1]
+    assert data["golden_bytes"] == _bytes_on_disk(golden_dir, "*.npy")

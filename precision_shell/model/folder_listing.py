@@ -18,7 +18,6 @@ the listing itself.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import hashlib
 import os
@@ -72,6 +71,8 @@ class FolderFiles:
         self.warnings = warnings
         self._sizes = sizes
         self._cache_entry: tuple[LoadCache, CacheKind, tuple] | None = None  # where sizes are added
+        self._sizes_saved = sizes is not None  # in the cache entry (read from it, or written)
+        self._sizes_failed = False             # a file could not be stat'ed: sizes not cached
         self._lock = threading.Lock()  # the REPL's completion warm-up thread may ask too
 
     @functools.cached_property
@@ -98,6 +99,7 @@ class FolderFiles:
         with self._lock:
             if self._sizes is None:
                 sizes, problems = _stat_sizes(self.folder, self._split())  # the list: not kept
+                self._sizes_failed = bool(problems)
                 self._sizes = sizes
                 if problems:
                     warnings += problems
@@ -106,7 +108,25 @@ class FolderFiles:
                     with _STORING:  # a background count's write is not cut off by the exit
                         if not _exiting:
                             cache.store(kind, key, self)
+                            self._sizes_saved = True
             return self._sizes
+
+    @property
+    def sizes_unsaved(self) -> bool:
+        """Whether this folder has a cache entry that does not hold its sizes (yet)."""
+        return self._cache_entry is not None and not self._sizes_saved and not self._sizes_failed
+
+    def save_sizes_unlocked(self) -> None:
+        """Read the sizes if not known and write them to the cache entry, without the lock: for
+        a process forked at exit, where a thread of the parent may have held it."""
+        sizes = self._sizes
+        if sizes is None:
+            sizes, problems = _stat_sizes(self.folder, self._split())
+            if problems:
+                return
+        self._sizes = sizes
+        cache, kind, key = self._cache_entry
+        cache.store(kind, key, self)
 
     def size_of(self, i: int, warnings: list[str], name: str | None = None) -> int:
         """Size of ``names[i]`` (``name``, when the caller has it): from ``sizes`` when known,
@@ -207,50 +227,16 @@ class Listing:
         return self.folders[k], position - starts[k]
 
 
-_STORING = threading.Lock()
+_STORING = threading.Lock()  # held by a cache write of sizes: the exit waits for it
 _exiting = False
 
 
-@atexit.register
-def _no_more_stores() -> None:
-    """At exit: wait for a cache write under way (a daemon thread would die in the middle and
-    leave its temporary file), start no other."""
+def end_cache_writes() -> None:
+    """No sizes are stored by this process from now on; a write under way is waited for (a
+    daemon thread would die in the middle of it and leave its temporary file)."""
     global _exiting
     with _STORING:
         _exiting = True
-
-
-# Fewer files than this are stat'ed at once (~50 ms); more are counted in a background thread,
-# so that a tree of 10^5 files reaches the prompt without 10^5 stats first.
-INLINE_SIZES_BELOW = 20_000
-
-
-class SizeCount:
-    """Reads the sizes of every file of ``listings`` that are not known yet: at once when they
-    are few, else in a daemon thread (``os.stat`` releases the GIL; each folder's sizes are
-    cached when read). Asking a folder's sizes meanwhile waits for that folder only, so
-    ``total_bytes`` stays exact; ``done`` says whether asking would wait."""
-
-    def __init__(self, listings: list[Listing]):
-        self._pending = [(listing, f) for listing in listings for f in listing.folders if not f.has_sizes]
-        self.thread: threading.Thread | None = None
-        if sum(f.count for _, f in self._pending) < INLINE_SIZES_BELOW:
-            self._count()
-        else:
-            self.thread = threading.Thread(target=self._count, name="pshell-sizes", daemon=True)
-            self.thread.start()
-
-    def _count(self) -> None:
-        for listing, files in self._pending:
-            files.sizes(listing.warnings)
-
-    @property
-    def done(self) -> bool:
-        return self.thread is None or not self.thread.is_alive()
-
-    def wait(self) -> None:
-        if self.thread is not None:
-            self.thread.join()
 
 
 def read_entries(folder: Path) -> tuple[list[str], list[os.DirEntry]]:

@@ -14,13 +14,14 @@ from typing import Any
 from precision_shell.errors import CommandError, PshellError
 from precision_shell.gc_pause import gc_paused
 from precision_shell.model.dump_index import DumpFile, DumpIndex, scan_dump_dir
-from precision_shell.model.folder_listing import SizeCount, forget_entries
+from precision_shell.model.folder_listing import forget_entries
 from precision_shell.model.graph_cache import GRAPH, GRAPH_DETAILS
 from precision_shell.model.golden_index import GoldenIndex, scan_golden_dir
 from precision_shell.model.load_cache import LoadCache, file_key
 from precision_shell.model.output_guard import InputPlace, OutputGuard, workspace_inputs
 from precision_shell.model.output_writer import OutputWriter
 from precision_shell.model.progress import silent_progress
+from precision_shell.model.size_count import SizeCount
 from precision_shell.model.workspace import DumpSet, Workspace, discover, level_labels
 
 
