@@ -187,3 +187,12 @@ def test_a_run_that_exits_first_leaves_its_sizes_to_the_next_start(sample_ws, tm
     assert data["npu_dump_bytes"] == manifest["totals"]["npu_dump_bytes"]
     golden_dir = _dump_and_golden_dirs(root, manifest)[1]
     assert data["golden_bytes"] == _bytes_on_disk(golden_dir, "*.npy")
+
+
+def test_a_finished_count_is_not_kept(sample_ws, tmp_path, monkeypatch):
+    root, _ = sample_ws
+    monkeypatch.setattr(size_count, "INLINE_SIZES_BELOW", 1)
+    session = Session.open(root, output=tmp_path / "out")
+    assert session.size_counts[-1].thread is not None
+    session.wait_for_sizes()
+    assert size_count._counting == []

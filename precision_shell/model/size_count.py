@@ -33,13 +33,18 @@ class SizeCount:
         if sum(f.count for _, f in self._pending) < INLINE_SIZES_BELOW:
             self._count()
         else:
-            _counting.append(self)
+            _counting.append(self)  # before the thread starts: it removes itself when done
             self.thread = threading.Thread(target=self._count, name="pshell-sizes", daemon=True)
             self.thread.start()
 
     def _count(self) -> None:
-        for listing, files in self._pending:
-            files.sizes(listing.warnings)
+        try:
+            for listing, files in self._pending:
+                files.sizes(listing.warnings)
+        finally:  # done: a long session (REPL, MCP) keeps neither the count nor its listings
+            self._pending = []
+            if self in _counting:
+                _counting.remove(self)
 
     @property
     def folders(self) -> list[FolderFiles]:
@@ -59,7 +64,7 @@ def _at_exit() -> None:
     """The sizes not in the cache yet: stored by a detached copy of this process (the exit
     does not wait for 10^5 stats), once no thread writes any more."""
     end_cache_writes()
-    unsaved = [f for count in _counting for f in count.folders if f.sizes_unsaved]
+    unsaved = [f for count in list(_counting) for f in count.folders if f.sizes_unsaved]
     if unsaved and hasattr(os, "fork"):
         _save_detached(unsaved)
 
