@@ -117,3 +117,23 @@ def test_a_folder_changed_since_discovery_is_read_again(tmp_path):
     index = scan_dump_dir(folder)
     assert index.op_file_count == 2 and index.total_bytes == 30
     assert folder_listing._remembered == {}
+
+
+@pytest.mark.parametrize("joined, ok", [
+    ("a\0b", True), ("a\0...\0b", True), ("x", True), ("", True), ("a\0.b\0c.", True),
+    ("a\0\0b", False), ("a\0.\0b", False), ("a\0..\0b", False), (".\0a", False), ("a\0..", False),
+    ("\0a", False), ("a\0", False), (".", False), ("..", False), ("a/b", False),
+])
+def test_a_cached_listing_naming_the_folder_or_its_parent_is_refused(tmp_path, joined, ok):
+    """A shared output folder's cache entry cannot make pshell read '', '.' or '..' as a file."""
+    from precision_shell.model.load_cache import LoadCache
+
+    cache = LoadCache(tmp_path / "cache", warnings := [])
+    kind = folder_listing.listing_kind("test", lambda value, count: value)
+    value = folder_listing.FolderFiles(tmp_path, joined, None, [], [])
+    decoded = cache.value_of(kind, LoadCache.entry(kind, ("k",), value), ("k",), "entry")
+    if ok:
+        assert decoded is not None and decoded[0] == joined
+        assert decoded[-1] == (len(joined.split("\0")) if joined else 0)  # the count
+    else:
+        assert decoded is None and len(warnings) == 1

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import stat
 import sys
 import threading
@@ -62,10 +63,12 @@ class FolderFiles:
     scan found on the way (``subdirs``, ``warnings``)."""
 
     def __init__(self, folder: Path, names: list[str] | str, summary: Any, subdirs: list[str],
-                 warnings: list[str], sizes: array | None = None):
+                 warnings: list[str], sizes: array | None = None, count: int | None = None):
         self.folder = folder
         self.joined = names if isinstance(names, str) else _SEPARATOR.join(names)
-        self.count = self.joined.count(_SEPARATOR) + 1 if self.joined else 0
+        if count is None:  # (a cache entry's reader counted them already)
+            count = self.joined.count(_SEPARATOR) + 1 if self.joined else 0
+        self.count = count
         self.summary = summary
         self.subdirs = subdirs
         self.warnings = warnings
@@ -157,15 +160,18 @@ class FolderFiles:
 
 
 _ENTRY = ("names", "sizes", "summary", "subdirs", "warnings")
-_NOT_NAMES = tuple(_SEPARATOR + name + _SEPARATOR for name in ("", ".", ".."))
+_NOT_NAMES = ("", ".", "..")
+_INNER_NOT_NAME = re.compile(f"{_SEPARATOR}\\.{{0,2}}{_SEPARATOR}")  # one regex pass, not three finds
 
 
 def _listing_parts(read_summary: SummaryReader, value: Any, key: tuple) -> tuple:
-    """(names, summary, subdirs, warnings, sizes) of a :meth:`FolderFiles.cache_value`, checked."""
+    """(names, summary, subdirs, warnings, sizes, count) of a :meth:`FolderFiles.cache_value`,
+    checked."""
     joined, size_text, summary, subdirs, warnings = fields(value, "listing", _ENTRY)
     need(type(joined) is str and "/" not in joined, "names: not a string of file names")
-    framed = _SEPARATOR + joined + _SEPARATOR  # each name between two separators
-    need(not joined or not any(bad in framed for bad in _NOT_NAMES), "names: an empty name, '.' or '..'")
+    first, last = joined.partition(_SEPARATOR)[0], joined.rpartition(_SEPARATOR)[2]
+    need(not joined or (first not in _NOT_NAMES and last not in _NOT_NAMES and not _INNER_NOT_NAME.search(joined)),
+         "names: an empty name, '.' or '..'")
     count = joined.count(_SEPARATOR) + 1 if joined else 0
     sizes = None
     if size_text is not None:
@@ -173,7 +179,7 @@ def _listing_parts(read_summary: SummaryReader, value: Any, key: tuple) -> tuple
     strings(subdirs, "subdirs")
     need(all(subdirs) and not any(_SEPARATOR in d or "/" in d or d in (".", "..") for d in subdirs),
          "subdirs: not folder names")
-    return joined, read_summary(summary, count), subdirs, strings(warnings, "warnings"), sizes
+    return joined, read_summary(summary, count), subdirs, strings(warnings, "warnings"), sizes, count
 
 
 def listing_kind(name: str, read_summary: SummaryReader) -> CacheKind:
