@@ -112,6 +112,67 @@ def measure(ws: Path, sides: list[dict], runs: int, out: Path, log=print) -> lis
             for s in sides]
 
 
+# The session's own start-up in one process, graph left out (a graph child's work is the graph
+# index's): CPU seconds of the whole process (all threads) to the prompt, then until the file
+# sizes counted after start-up are in. Prints one JSON line.
+_SESSION_CHILD = r"""
+import json, resource, sys, time
+cpu0, wall0 = time.process_time(), time.perf_counter()
+from precision_shell.model.session import Session
+from precision_shell.model.workspace import discover
+imports = time.process_time() - cpu0
+ws = discover(sys.argv[1], output=sys.argv[2])
+ws.graph_files = []
+session = Session(workspace=ws)
+session._load()
+prompt_cpu, prompt_wall = time.process_time() - cpu0, time.perf_counter() - wall0
+getattr(session, "wait_for_sizes", lambda: None)()  # an older pshell: total_bytes stats
+total = session.dumps.total_bytes + session.golden.total_bytes
+print(json.dumps({"imports_cpu_s": imports, "prompt_cpu_s": prompt_cpu, "prompt_wall_s": prompt_wall,
+                  "sizes_cpu_s": time.process_time() - cpu0 - prompt_cpu, "bytes": total,
+                  "files": session.dumps.op_file_count + len(session.golden),
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def measure_session(ws: Path, sides: list[dict], runs: int, out: Path, log=print) -> list[dict]:
+    """The session side alone (see ``_SESSION_CHILD``), cold (no start-up cache) and warm."""
+    warm_page_cache(workspace_files(ws))
+    found = {k: {"cold": [], "warm": []} for k in range(len(sides))}
+    for round_no in range(runs):
+        for k, side in enumerate(sides):
+            where = out / f"session{k}"
+            shutil.rmtree(where, ignore_errors=True)
+            for phase in ("cold", "warm"):
+                run = run_child([sys.executable, "-c", _SESSION_CHILD, str(ws), str(where)], env=side["env"],
+                                cwd=side["cwd"])
+                if not run.ok:
+                    raise SystemExit(f"{side['label']}: session side failed:\n{run.stderr.strip()[-2000:]}")
+                found[k][phase].append(dict(json.loads(run.stdout.strip().splitlines()[-1]), pss_mb=run.pss_mb))
+        log(f"  {ws.name} session side: round {round_no + 1} done (load average {os.getloadavg()[0]:.2f})")
+    return [{"label": side["label"], **{f"{phase}_{what}": Series([r[what] for r in found[k][phase]]).median
+                                        for phase in ("cold", "warm")
+                                        for what in ("prompt_cpu_s", "prompt_wall_s", "sizes_cpu_s", "pss_mb",
+                                                     "peak_rss_mb")},
+             "imports_cpu_s": Series([r["imports_cpu_s"] for r in found[k]["cold"]]).median,
+             "files": found[k]["cold"][0]["files"], "bytes": found[k]["cold"][0]["bytes"]}
+            for k, side in enumerate(sides)]
+
+
+def _session_table(rows: dict[str, list[dict]]) -> list[str]:
+    lines = ["", "Session side alone (in-process, graph left out; CPU of all threads; 'prompt': the session "
+             "loaded, 'sizes': then until every file size is read, which the branch base's `info` waits for):", "",
+             "| workspace | pshell | cold CPU to prompt s | cold wall to prompt s | then sizes CPU s | "
+             "cold peak RSS MB | warm CPU to prompt s | warm sizes CPU s | imports CPU s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, sides in rows.items():
+        for r in sides:
+            lines.append(f"| {name} | {r['label']} | {r['cold_prompt_cpu_s']:.2f} | {r['cold_prompt_wall_s']:.2f} | "
+                         f"{r['cold_sizes_cpu_s']:.2f} | {r['cold_peak_rss_mb']:.0f} | {r['warm_prompt_cpu_s']:.2f} | "
+                         f"{r['warm_sizes_cpu_s']:.2f} | {r['imports_cpu_s']:.2f} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--graph-ops", type=int, default=1_000_000, help="ops of the graph workspace (0: none)")
@@ -121,22 +182,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "out" / "huge"))
     p.add_argument("--against", type=Path, default=None,
                    help="another pshell source tree measured side by side (e.g. the main branch)")
+    p.add_argument("--session-only", action="store_true",
+                   help="tree: only the session side in-process (no whole `info` with its graph child)")
     opts = p.parse_args(argv)
-    out = Path(opts.out)
+    out = Path(opts.out).resolve()  # the sides start in their own trees
     out.mkdir(parents=True, exist_ok=True)
-    sides = [_side("this tree", None)] + ([_side(str(opts.against), opts.against)] if opts.against else [])
-    results, started = {}, time.perf_counter()
+    against = opts.against.resolve() if opts.against else None
+    sides = [_side("this tree", None)] + ([_side(str(against), against)] if against else [])
+    results, session_rows, started = {}, {}, time.perf_counter()
     print(f"load average at start {os.getloadavg()[0]:.2f}", flush=True)
     if opts.graph_ops:
-        ws = Path(opts.workdir) / f"graph_{opts.graph_ops}"
+        ws = Path(opts.workdir).resolve() / f"graph_{opts.graph_ops}"
         info = write_graph_workspace(ws, opts.graph_ops)
         print(f"{ws}: {info['ops']:,} ops, {info['bytes'] / 1e6:.0f} MB of graph text", flush=True)
         results[ws.name] = measure(ws, [dict(s, cold=[], warm=[]) for s in sides], opts.runs, out)
     if opts.files:
-        ws = ensure_workspace(Path(opts.workdir), files=opts.files)
+        ws = ensure_workspace(Path(opts.workdir).resolve(), files=opts.files)
         t = ws.totals
         print(f"{ws.path}: {t['npu_dump_files']:,} dumps, {t['golden_files']:,} goldens", flush=True)
-        results[ws.name] = measure(ws.path, [dict(s, cold=[], warm=[]) for s in sides], opts.runs, out)
+        if not opts.session_only:
+            results[ws.name] = measure(ws.path, [dict(s, cold=[], warm=[]) for s in sides], opts.runs, out)
+        session_rows[ws.name] = measure_session(ws.path, sides, opts.runs, out)
     lines = ["| workspace | pshell | cold wall s | cold CPU s | cold peak PSS MB | warm wall s | warm CPU s |",
              "|---|---|---|---|---|---|---|"]
     for name, rows in results.items():
@@ -144,8 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"| {name} | {r['label']} | {r['cold_wall_s']:.2f} | {r['cold_cpu_s']:.2f} | "
                          f"{r['cold_pss_mb']:.0f} | {r['warm_wall_s']:.2f} | {r['warm_cpu_s']:.2f} |")
     text = (f"{os.cpu_count()} CPUs; medians of {opts.runs}; load average at end {os.getloadavg()[0]:.2f}; "
-            f"elapsed {time.perf_counter() - started:.0f} s\n\n" + "\n".join(lines) + "\n")
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+            f"elapsed {time.perf_counter() - started:.0f} s\n\n" + "\n".join(lines + _session_table(session_rows)) + "\n")
+    (out / "results.json").write_text(json.dumps({**results, "session_side": session_rows}, indent=1))
     (out / "results.md").write_text(text)
     print(text)
     return 0

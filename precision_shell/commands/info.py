@@ -7,7 +7,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from precision_shell import __version__
-from precision_shell.commands.registry import command
+from precision_shell.commands.registry import arg, command
 from precision_shell.commands.results import Sections
 from precision_shell.errors import FormatError
 from precision_shell.model.session import Session
@@ -53,10 +53,23 @@ def _rel(session: Session, path) -> str:
         return str(path)
 
 
+_COUNTING = "size being counted; `info --sizes` waits for it"
+
+
+def _size_text(n: int | None) -> str:
+    """A byte total, or what is not known yet (a big tree's sizes are read after start-up)."""
+    return _COUNTING if n is None else human_bytes(n)
+
+
 @command("info", summary="Workspace summary: graphs, runs, devices, steps, counts, sizes, what is missing.",
-         example="info\ninfo --format json   (batch: pshell WS -c info --format json)")
+         example="info\ninfo --sizes   (waits for the file sizes of a big tree)\n"
+                 "info --format json   (batch: pshell WS -c info --format json)",
+         args=[arg("--sizes", action="store_true",
+                   help="wait for the byte totals when a big tree's file sizes are still being counted")])
 def info(session: Session, args) -> Sections:
     ws = session.workspace
+    if args.sizes:
+        session.wait_for_sizes()
     graph = session.graph
     graphs = []
     if graph is not None:
@@ -71,7 +84,8 @@ def info(session: Session, args) -> Sections:
         "graphs": graphs,
         "ops": graph.op_count if graph is not None else 0,
         "npu_dump_files": dumps.op_file_count,
-        "npu_dump_bytes": dumps.total_bytes,
+        "npu_dump_bytes": dumps.known_bytes,    # null: still being counted
+        "golden_bytes": session.golden.known_bytes,
         "golden_tensors": len(session.golden),
         "overflow_records": overflow_records,
         "fusion_graphs": len(session.fusion),
@@ -94,12 +108,12 @@ def info(session: Session, args) -> Sections:
                               f"{g['passes']} passes)  [{_rel(session, Path(g['source']))}]"))
     if session.active is not None:
         rows.append(("npu", f"{session.active.label}: {dumps.op_file_count:,} dump files "
-                            f"({human_bytes(dumps.total_bytes)})"))
+                            f"({_size_text(data['npu_dump_bytes'])})"))
         if len(ws.dump_sets) > 1:
             rows.append(("", f"{len(ws.dump_sets)} dump sets: runs {', '.join(ws.runs)}; "
                              f"devices {', '.join(devices) or '-'}; steps {', '.join(steps) or '-'}"))
     if ws.golden_dir is not None:
-        rows.append(("golden", f"{len(session.golden):,} tensors ({human_bytes(session.golden.total_bytes)}) "
+        rows.append(("golden", f"{len(session.golden):,} tensors ({_size_text(data['golden_bytes'])}) "
                                f"in {_rel(session, ws.golden_dir)}"))
     if ws.overflow_dirs or dumps.opdebug:
         where = ", ".join(_rel(session, d) for d in ws.overflow_dirs) or "beside the dumps"

@@ -17,6 +17,7 @@ siblings (``….input.0.npy``, ``….output.0.json``), stats ``.csv`` files and 
 from __future__ import annotations
 
 import csv
+import operator
 import os
 import re
 from typing import Iterable, NamedTuple
@@ -161,6 +162,32 @@ def golden_keys_in(names: Iterable[str]) -> list[tuple[str, str, int]]:
         if op and not (op.endswith(_DECODED) and op.rpartition(".")[2] in _DECODED):
             found.append((m.string, op, int(index)))
     return found
+
+
+def golden_names_counted(names: list[str]) -> tuple[list[str], int]:
+    """(the golden file names among bare ``names``, in order; how many distinct (op, index) keys
+    they hold): what start-up needs, as ``golden_keys_in`` gives it. A folder of golden files
+    only (the usual one) is read by one regex pass over its joined names, no object per name
+    but the key; other folders, and names at the rules' corners (decoded-file suffixes, an
+    empty op), take ``golden_keys_in``'s way."""
+    joined = "\n".join(names)
+    framed = "\n" + joined  # each name after a "\n": "\n" + text is a name's start
+    if joined.count("\n") == len(names) - 1 and not any(corner in framed for corner in _CORNERS):
+        keys = _GOLDEN_LINES.findall(joined)  # "op.index" of each golden name, index as written
+        if len(keys) == len(names):
+            if _LEADING_ZERO.search(joined):  # maybe "x.01" and "x.1": one index
+                return list(names), len({(op, int(index)) for op, _, index in map(_rpartition_dot, keys)})
+            return list(names), len(set(keys))
+    keyed = golden_keys_in(names)
+    return [n for n, _, _ in keyed], len({(op, index) for _, op, index in keyed})
+
+
+# _GOLDEN_NAME for one line of names joined by "\n" (no name holds one: checked before use)
+# and its key as one string (an op ends where the all-digit index starts: the pair is recovered)
+_GOLDEN_LINES = re.compile(r"^([.A-Za-z0-9_-]*?\.[0-9]+)(?:\.[0-9]+)?\.npy$", re.MULTILINE)
+_rpartition_dot = operator.methodcaller("rpartition", ".")
+_CORNERS = ("\n.", ".input.", ".output.", "\ninput.", "\noutput.")  # an empty op, a decoded file
+_LEADING_ZERO = re.compile(r"\.0[0-9]")
 
 
 def read_mapping_csv(path: str | os.PathLike) -> dict[str, str]:

@@ -99,13 +99,20 @@ def _bound(code: str) -> int:
 
 def unpacked(value: Any, what: str, length: int | None = None, lo: int | None = 0, hi: int | None = None) -> list:
     """The ints of :func:`packed`, checked as :func:`ints` checks a list."""
+    return unpacked_array(value, what, length, lo, hi).tolist()
+
+
+def unpacked_array(value: Any, what: str, length: int | None = None, lo: int | None = 0,
+                   hi: int | None = None) -> array:
+    """:func:`unpacked` as the packed array itself (no list of 10^5 ints), for a column kept
+    as an array."""
     need(type(value) is str and value[:1] in tuple(_WIDTHS) and value[1:2] == ":", f"{what}: not a packed column")
     column = array(value[0])
     try:
         column.frombytes(base64.b64decode(value[2:], validate=True))
     except ValueError as exc:  # not base64, not whole ints
         raise EntryError(f"{what}: not a packed column ({exc})") from None
-    return _in_range(column.tolist(), what, length, lo, hi)
+    return _in_range(column, what, length, lo, hi)
 
 
 def counts(value: Any, what: str, length: int, total: int, *, nullable: bool = False) -> list:

@@ -124,7 +124,7 @@ class DumpIndex:
         """``len(op_files)`` without parsing the file names."""
         if self._files is not None:
             return len(self._op_files)
-        return sum(len(f.names) - len(f.summary[1]) for f in self._listing.folders)
+        return sum(f.count - len(f.summary[1]) for f in self._listing.folders)
 
     @property
     def opdebug(self) -> list[DumpFile]:
@@ -135,10 +135,9 @@ class DumpIndex:
                 hashed, wanted = folder_files.summary
                 if not wanted:
                     continue
-                wanted = set(wanted)
                 found += [DumpFile(folder_files.folder, n, parse_dump_name(hashed.get(n, n)),
-                                   folder_files.size_of(i, self.warnings))
-                          for i, n in enumerate(folder_files.names) if n in wanted]
+                                   folder_files.size_of(i, self.warnings, n))
+                          for n, i in folder_files.positions_of(set(wanted)).items()]
             self._opdebug = sorted(found, key=_FILE_ORDER)
         return self._opdebug
 
@@ -147,6 +146,18 @@ class DumpIndex:
         if self._files is None:
             return self._listing.total_bytes()
         return sum(f.size for f in self._files)
+
+    @property
+    def known_bytes(self) -> int | None:
+        """``total_bytes`` when every size is read already, else None (no stat here)."""
+        if self._files is None and not self._listing.sizes_known():
+            return None
+        return self.total_bytes
+
+    @property
+    def listing(self) -> Listing | None:
+        """The folder listing the index was built from (None: built from given files)."""
+        return self._listing
 
     def _files_of_key(self, key: str) -> list[DumpFile]:
         """``by_key.get(key, [])``; before the index is built, only this op's names are parsed,
@@ -238,7 +249,7 @@ def _select_dumps(names: list[str], folder: Path, warnings: list[str]) -> tuple[
 _MAPPINGS: dict[Path, tuple[int, dict[str, str]]] = {}  # mapping.csv -> (mtime, rows), read once
 
 
-def _read_dump_summary(value, names: list[str]) -> tuple[dict[str, str], list[str]]:
+def _read_dump_summary(value, count: int) -> tuple[dict[str, str], list[str]]:
     """A cached summary of :func:`_select_dumps` (JSON: [hashed, opdebug]), checked."""
     need(type(value) is list and len(value) == 2 and type(value[0]) is dict, "summary: not [hashed, opdebug]")
     hashed, opdebug = value

@@ -2,11 +2,13 @@
 
 Used for dump folders (tens of thousands of files) and golden folders, so start-up cost matters:
 
-* a folder's listing is columnar: its accepted file names, a small per-kind summary (counts,
-  hashed-name mapping) and sizes. Indexes parse names only on first lookup.
-* sizes cost a stat per file (about 5 µs in the kernel: 0.7 s for 150k files, more than the whole
-  rest of the scan), so they are read on first use (``FolderFiles.sizes``) and then added to the
-  folder's cache entry, where the next start finds them.
+* a folder's listing is columnar: its accepted file names as one ``\\0``-joined string (a list
+  of 10^5 ``str`` is made only when a lookup needs the names), a small per-kind summary (counts,
+  hashed-name mapping) and sizes in an ``array``. Indexes parse names only on first lookup.
+* sizes cost a stat per file (2-3 µs, mostly in the kernel: 1.8 s for a tree of 600k files, more
+  than the whole rest of the scan), so they are read on first use (``FolderFiles.sizes``) or by a
+  :class:`SizeCount` in a background thread after start-up, and then added to the folder's cache
+  entry, where the next start finds them.
 * the cache entry (plain JSON, see cache_codec.py) holds the names as one ``\\0``-joined string
   and the sizes packed (cache_codec.packed): one value each to decode and check, not 10^5.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import stat
 import sys
 import threading
@@ -30,15 +33,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from precision_shell.formats.input_files import NOT_REGULAR, cannot_list
-from precision_shell.model.cache_codec import CacheKind, fields, need, packed, strings, unpacked
+from precision_shell.model.cache_codec import CacheKind, fields, need, packed, strings, unpacked_array
 from precision_shell.model.load_cache import LoadCache, folder_key
 
 # select(file names, folder, warnings) -> (accepted names in the given order, summary): which
 # names are files of this kind, and what the index needs from them before parsing any (counts,
 # names to treat specially). The summary must be JSON-able.
 NameSelector = Callable[[list[str], Path, list[str]], tuple[list[str], Any]]
-# read_summary(JSON of a summary, the folder's names) -> the summary; EntryError if it is not one
-SummaryReader = Callable[[Any, list[str]], Any]
+# read_summary(JSON of a summary, the folder's number of names) -> the summary; EntryError if it
+# is not one
+SummaryReader = Callable[[Any, int], Any]
 
 _SEPARATOR = "\0"  # the one character no file name can hold
 
@@ -54,19 +58,35 @@ def _module_stamp(module: str) -> str:
 
 
 class FolderFiles:
-    """The accepted files of one folder: ``names`` (in the selector's order), ``summary`` and
-    ``sizes()``, plus what the scan found on the way (``subdirs``, ``warnings``)."""
+    """The accepted files of one folder: ``names`` (in the selector's order; ``joined``, the
+    same as one string, and ``count`` need no list), ``summary`` and ``sizes()``, plus what the
+    scan found on the way (``subdirs``, ``warnings``)."""
 
-    def __init__(self, folder: Path, names: list[str], summary: Any, subdirs: list[str],
-                 warnings: list[str], sizes: array | None = None):
+    def __init__(self, folder: Path, names: list[str] | str, summary: Any, subdirs: list[str],
+                 warnings: list[str], sizes: array | None = None, count: int | None = None):
         self.folder = folder
-        self.names = names
+        self.joined = names if isinstance(names, str) else _SEPARATOR.join(names)
+        if count is None:  # (a cache entry's reader counted them already)
+            count = self.joined.count(_SEPARATOR) + 1 if self.joined else 0
+        self.count = count
         self.summary = summary
         self.subdirs = subdirs
         self.warnings = warnings
         self._sizes = sizes
         self._cache_entry: tuple[LoadCache, CacheKind, tuple] | None = None  # where sizes are added
+        self._sizes_saved = sizes is not None  # in the cache entry (read from it, or written)
+        self._sizes_failed = False             # a file could not be stat'ed: sizes not cached
         self._lock = threading.Lock()  # the REPL's completion warm-up thread may ask too
+
+    @functools.cached_property
+    def names(self) -> list[str]:
+        """The file names as a list: made on first use (a lookup), kept from then on."""
+        return self._split()
+
+    def _split(self) -> list[str]:
+        if "names" in self.__dict__:
+            return self.__dict__["names"]
+        return self.joined.split(_SEPARATOR) if self.joined else []
 
     @property
     def has_sizes(self) -> bool:
@@ -81,49 +101,85 @@ class FolderFiles:
         read counts 0 bytes, with a warning in ``warnings``, and its sizes are not cached."""
         with self._lock:
             if self._sizes is None:
-                sizes, problems = _stat_sizes(self.folder, self.names)
+                sizes, problems = _stat_sizes(self.folder, self._split())  # the list: not kept
+                self._sizes_failed = bool(problems)
                 self._sizes = sizes
                 if problems:
                     warnings += problems
                 elif self._cache_entry is not None:
                     cache, kind, key = self._cache_entry
-                    cache.store(kind, key, self)
+                    with _STORING:  # a background count's write is not cut off by the exit
+                        if not _exiting:
+                            cache.store(kind, key, self)
+                            self._sizes_saved = True
             return self._sizes
 
-    def size_of(self, i: int, warnings: list[str]) -> int:
-        """Size of ``names[i]``: from ``sizes`` when known, else one stat (a single lookup does
-        not read 10^5 sizes)."""
+    @property
+    def sizes_unsaved(self) -> bool:
+        """Whether this folder has a cache entry that does not hold its sizes (yet)."""
+        return self._cache_entry is not None and not self._sizes_saved and not self._sizes_failed
+
+    def save_sizes_unlocked(self) -> None:
+        """Read the sizes if not known and write them to the cache entry, without the lock: for
+        a process forked at exit, where a thread of the parent may have held it."""
+        sizes = self._sizes
+        if sizes is None:
+            sizes, problems = _stat_sizes(self.folder, self._split())
+            if problems:
+                return
+        self._sizes = sizes
+        cache, kind, key = self._cache_entry
+        cache.store(kind, key, self)
+
+    def size_of(self, i: int, warnings: list[str], name: str | None = None) -> int:
+        """Size of ``names[i]`` (``name``, when the caller has it): from ``sizes`` when known,
+        else one stat (a single lookup does not read 10^5 sizes)."""
         if self._sizes is not None:
             return self._sizes[i]
+        path = self.folder / (self.names[i] if name is None else name)
         try:
-            return os.stat(self.folder / self.names[i]).st_size
+            return os.stat(path).st_size
         except OSError as exc:
-            warnings.append(f"{self.folder / self.names[i]}: cannot stat ({exc.strerror})")
+            warnings.append(f"{path}: cannot stat ({exc.strerror})")
             return 0
+
+    def positions_of(self, wanted: set[str]) -> dict[str, int]:
+        """Name -> position of the names in ``wanted`` (a few) found here, without the list."""
+        framed, found = _SEPARATOR + self.joined + _SEPARATOR, {}
+        for name in wanted:
+            at = framed.find(_SEPARATOR + name + _SEPARATOR)
+            if at >= 0:
+                found[name] = framed.count(_SEPARATOR, 0, at)
+        return found
 
     def cache_value(self) -> dict:
         """What the folder's cache entry holds (plain data; :func:`_listing_parts` reads it)."""
         sizes = None if self._sizes is None else packed(self._sizes)
-        return {"names": _SEPARATOR.join(self.names), "sizes": sizes, "summary": self.summary,
+        return {"names": self.joined, "sizes": sizes, "summary": self.summary,
                 "subdirs": self.subdirs, "warnings": self.warnings}
 
 
 _ENTRY = ("names", "sizes", "summary", "subdirs", "warnings")
+_NOT_NAMES = ("", ".", "..")
+_INNER_NOT_NAME = re.compile(f"{_SEPARATOR}\\.{{0,2}}{_SEPARATOR}")  # one regex pass, not three finds
 
 
 def _listing_parts(read_summary: SummaryReader, value: Any, key: tuple) -> tuple:
-    """(names, summary, subdirs, warnings, sizes) of a :meth:`FolderFiles.cache_value`, checked."""
+    """(names, summary, subdirs, warnings, sizes, count) of a :meth:`FolderFiles.cache_value`,
+    checked."""
     joined, size_text, summary, subdirs, warnings = fields(value, "listing", _ENTRY)
     need(type(joined) is str and "/" not in joined, "names: not a string of file names")
-    names = joined.split(_SEPARATOR) if joined else []
-    need({"", ".", ".."}.isdisjoint(names), "names: an empty name, '.' or '..'")
+    first, last = joined.partition(_SEPARATOR)[0], joined.rpartition(_SEPARATOR)[2]
+    need(not joined or (first not in _NOT_NAMES and last not in _NOT_NAMES and not _INNER_NOT_NAME.search(joined)),
+         "names: an empty name, '.' or '..'")
+    count = joined.count(_SEPARATOR) + 1 if joined else 0
     sizes = None
     if size_text is not None:
-        sizes = array("q", unpacked(size_text, "sizes", len(names)))
+        sizes = unpacked_array(size_text, "sizes", count)  # the narrowest ints that hold them
     strings(subdirs, "subdirs")
     need(all(subdirs) and not any(_SEPARATOR in d or "/" in d or d in (".", "..") for d in subdirs),
          "subdirs: not folder names")
-    return names, read_summary(summary, names), subdirs, strings(warnings, "warnings"), sizes
+    return joined, read_summary(summary, count), subdirs, strings(warnings, "warnings"), sizes, count
 
 
 def listing_kind(name: str, read_summary: SummaryReader) -> CacheKind:
@@ -161,9 +217,13 @@ class Listing:
         """Sum of all file sizes (reads them if not known; problems go to ``warnings``)."""
         return sum(sum(f.sizes(self.warnings)) for f in self.folders)
 
+    def sizes_known(self) -> bool:
+        """Whether every file's size is read already (``total_bytes`` would not stat)."""
+        return all(f.has_sizes for f in self.folders)
+
     @functools.cached_property
     def _starts(self) -> list[int]:
-        return list(accumulate((len(f.names) for f in self.folders[:-1]), initial=0))
+        return list(accumulate((f.count for f in self.folders[:-1]), initial=0))
 
     def locate(self, position: int) -> tuple[FolderFiles, int]:
         """Folder and index in it of the ``position``-th file, counting through the folders in
@@ -173,19 +233,79 @@ class Listing:
         return self.folders[k], position - starts[k]
 
 
+_STORING = threading.Lock()  # held by a cache write of sizes: the exit waits for it
+_exiting = False
+
+
+def end_cache_writes() -> None:
+    """No sizes are stored by this process from now on; a write under way is waited for (a
+    daemon thread would die in the middle of it and leave its temporary file)."""
+    global _exiting
+    with _STORING:
+        _exiting = True
+
+
+def read_entries(folder: Path) -> tuple[list[str], list[os.DirEntry]]:
+    """(names of the regular files, the other entries) of ``folder``, in one ``os.scandir``
+    pass; OSError when it cannot be listed."""
+    others: list[os.DirEntry] = []  # entries that are not regular files: few, looked at one by one
+    try:
+        with os.scandir(folder) as it:
+            # names only: a DirEntry holds its name and its path (~300 bytes); the type comes
+            # with the entry (d_type), no stat. `or` files the others aside.
+            return [entry.name for entry in it if entry.is_file(follow_symlinks=False) or others.append(entry)], others
+    except OSError:
+        pass
+    with os.scandir(folder) as it:  # (without d_type) an entry could not be looked at: all as others
+        return [], list(it)
+
+
+# Folders that workspace discovery read, kept for their listing (one scandir per folder at
+# start-up): path -> (stamp, names, other entries). Bounded; cleared once the session is loaded.
+_remembered: dict[str, tuple[tuple, list[str], list[os.DirEntry]]] = {}
+_REMEMBER_AT_MOST = 1_000_000  # names: ~80 MB
+
+
+def folder_stamp(folder: Path) -> tuple:
+    """What changes when entries are added, removed or renamed in ``folder`` (() if gone)."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return ()
+    return st.st_dev, st.st_ino, st.st_mtime_ns
+
+
+def remember_entries(folder: Path, stamp: tuple, names: list[str], others: list[os.DirEntry]) -> None:
+    """Keep what :func:`read_entries` read of ``folder`` (its ``stamp`` taken before) for the
+    next listing of it, while the remembered names stay under the bound."""
+    if stamp and sum(len(r[1]) for r in _remembered.values()) + len(names) <= _REMEMBER_AT_MOST:
+        _remembered[os.fspath(folder)] = (stamp, names, others)
+
+
+def forget_entries() -> None:
+    _remembered.clear()
+
+
 def _scan_one(folder: Path, select: NameSelector) -> tuple[list[str], Any, list[str], list[str], bool]:
     """(accepted names, summary, subfolders, warnings, whether the folder could be listed) of
     one folder, from its directory entries only (plus a stat for each accepted symbolic link,
     which may point nowhere). Subfolders named like accepted files, and links back to a folder
     above, are named in the warnings (the links are not followed)."""
+    remembered = _remembered.pop(os.fspath(folder), None)
     try:
-        with os.scandir(folder) as it:
-            entries = list(it)
+        if remembered is not None and remembered[0] == folder_stamp(folder):  # read by discovery
+            _, names, others = remembered
+        else:
+            names, others = read_entries(folder)
     except OSError as exc:
         warnings = [cannot_list(folder, exc)]
         return *select([], folder, warnings), [], warnings, False
-    names, subdirs, links, special, warnings = [], [], {}, [], []
-    for entry in entries:
+    if not others:  # regular files only (the usual dump folder)
+        warnings = []
+        accepted, summary = select(names, folder, warnings)
+        return accepted, summary, [], warnings, True
+    subdirs, links, special, warnings = [], {}, [], []
+    for entry in others:
         try:
             if entry.is_dir():
                 if not (entry.is_symlink() and _loops_back(folder, entry.path, warnings)):

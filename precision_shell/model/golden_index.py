@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from precision_shell.formats.dump_names import (
-    GoldenName, escape_op_name, golden_keys_in, parse_golden_name, parse_golden_names,
+    GoldenName, escape_op_name, golden_keys_in, golden_names_counted, parse_golden_name, parse_golden_names,
 )
 from precision_shell.model.cache_codec import ints, need
 from precision_shell.model.folder_listing import Listing, list_tree
@@ -145,6 +145,18 @@ class GoldenIndex:
             f.sizes(self.warnings)
         return sum(self._resolve(key).size for key in self._keys())
 
+    @property
+    def known_bytes(self) -> int | None:
+        """``total_bytes`` when every size is read already, else None (no stat here)."""
+        if self._by_key is None and not self._listing.sizes_known():
+            return None
+        return self.total_bytes
+
+    @property
+    def listing(self) -> Listing | None:
+        """The folder listing the index was built from (None: built from given files)."""
+        return self._listing
+
     def find(self, op_name: str, output_index: int) -> GoldenFile | None:
         return self._resolve((escape_op_name(op_name), output_index))
 
@@ -178,11 +190,10 @@ class GoldenIndex:
 def _select_goldens(names: list[str], folder: Path, warnings: list[str]) -> tuple[list[str], tuple]:
     """The golden files among a folder's file names; summary: (number of distinct tensors,
     positions of the files that a newer file of the same tensor shadows)."""
-    keyed = golden_keys_in(names)
-    accepted = [n for n, _, _ in keyed]
-    distinct = len({(op, index) for _, op, index in keyed})
+    accepted, distinct = golden_names_counted(names)
     shadowed: list[int] = []
-    if distinct < len(keyed):  # rare: several files of one tensor; the newest wins
+    if distinct < len(accepted):  # rare: several files of one tensor; the newest wins
+        keyed = golden_keys_in(accepted)
         newest: dict[tuple[str, int], int] = {}
         for i, (n, op, index) in enumerate(keyed):
             key = (op, index)
@@ -195,12 +206,13 @@ def _select_goldens(names: list[str], folder: Path, warnings: list[str]) -> tupl
     return accepted, (distinct, shadowed)
 
 
-def _read_golden_summary(value, names: list[str]) -> tuple[int, list[int]]:
-    """A cached summary of :func:`_select_goldens` (JSON: [distinct, shadowed]), checked."""
+def _read_golden_summary(value, count: int) -> tuple[int, list[int]]:
+    """A cached summary of :func:`_select_goldens` (JSON: [distinct, shadowed]) of ``count``
+    files, checked."""
     need(type(value) is list and len(value) == 2, "summary: not [distinct, shadowed]")
     distinct, shadowed = value
-    ints([distinct], "summary: distinct", 1, 0, len(names) + 1)
-    ints(shadowed, "summary: shadowed", len(names) - distinct, 0, len(names))
+    ints([distinct], "summary: distinct", 1, 0, count + 1)
+    ints(shadowed, "summary: shadowed", count - distinct, 0, count)
     need(all(map(int.__lt__, shadowed, shadowed[1:])), "summary: shadowed not in order")
     return distinct, shadowed
 

@@ -14,12 +14,14 @@ from typing import Any
 from precision_shell.errors import CommandError, PshellError
 from precision_shell.gc_pause import gc_paused
 from precision_shell.model.dump_index import DumpFile, DumpIndex, scan_dump_dir
+from precision_shell.model.folder_listing import forget_entries
 from precision_shell.model.graph_cache import GRAPH, GRAPH_DETAILS
 from precision_shell.model.golden_index import GoldenIndex, scan_golden_dir
 from precision_shell.model.load_cache import LoadCache, file_key
 from precision_shell.model.output_guard import InputPlace, OutputGuard, workspace_inputs
 from precision_shell.model.output_writer import OutputWriter
 from precision_shell.model.progress import silent_progress
+from precision_shell.model.size_count import SizeCount
 from precision_shell.model.workspace import DumpSet, Workspace, discover, level_labels
 
 
@@ -58,6 +60,7 @@ class Session(OutputWriter):
     cache: LoadCache = field(default_factory=lambda: LoadCache(None))
     npu_root: Path | None = None           # --npu DIR: an input tree besides the dump leaves in it
     extra_inputs: list[InputPlace] = field(default_factory=list)
+    size_counts: list = field(default_factory=list)  # SizeCounts started, each done or counting
     _graph_key: tuple | None = None
     _run: Any = None
     _input_places: list[InputPlace] | None = None
@@ -93,12 +96,22 @@ class Session(OutputWriter):
                 self.golden = golden
             self._guard(self._load_overflow)
             self._guard(self._load_fusion)
+            # file sizes (a stat each; `info` shows totals): counted meanwhile, not before the prompt
+            self._count_sizes(self.dumps, self.golden)
             if job is not None:
-                # while the child still works: file sizes (a stat each; `info` shows totals)
-                self._guard(lambda: (self.dumps.total_bytes, self.golden.total_bytes))
                 self._guard(self._finish_graph, job)
+            forget_entries()  # what discovery read and the listings did not take
             # folders that could not be listed, goldens skipped: said at start-up, not found empty
             self.load_errors += self.workspace.warnings + self.golden.warnings + self.overflow_dumps.warnings
+
+    def _count_sizes(self, *indexes) -> None:
+        listings = [index.listing for index in indexes if index.listing is not None]
+        self.size_counts.append(SizeCount(listings))
+
+    def wait_for_sizes(self) -> None:
+        """Until the sizes counted in the background are all read (``info --sizes``)."""
+        for count in self.size_counts:
+            count.wait()
 
     def _make_cache(self) -> LoadCache:
         folder = self.workspace.output_dir / "cache"
@@ -225,6 +238,8 @@ class Session(OutputWriter):
                                    f"see `info` for devices and steps")
             chosen = matches[0]
         index = scan_dump_dir(chosen.path, cache=self.cache)
+        if self.size_counts:  # after start-up (which counts all its folders at once)
+            self._count_sizes(index)
         self.active, self.dumps = chosen, index
         self.results.clear()  # findings of another dump set no longer apply
         return chosen

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from precision_shell.errors import FormatError
-from precision_shell.formats.dump_names import parse_dump_name
+from precision_shell.formats.dump_names import is_dump_name
 from precision_shell.formats.input_files import NOT_REGULAR, cannot_list
+from precision_shell.model.folder_listing import folder_stamp, forget_entries, read_entries, remember_entries
 
 _DIGIT_DIR = re.compile(r"[0-9]")
 _LEVELS = ("time", "device", "model", "model_id", "step")
@@ -87,18 +88,23 @@ def _scan_folder(folder: Path, warnings: list[str]) -> tuple[bool, list[Path]]:
     """(whether ``folder`` directly holds dump files, its subfolders, linked ones first); a
     folder that cannot be listed adds a line to ``warnings``."""
     has_dumps, linked, subdirs = False, [], []
+    stamp = folder_stamp(folder)
     try:
-        with os.scandir(folder) as it:
-            for entry in it:
-                try:
-                    if entry.is_dir():
-                        (linked if entry.is_symlink() else subdirs).append(Path(entry.path))
-                    elif not has_dumps and (parse_dump_name(entry.name) or entry.name.isdigit()):
-                        has_dumps = entry.is_file()
-                except OSError:  # the entry vanished or cannot be stat'ed: the index reports it
-                    continue
+        names, others = read_entries(folder)
     except OSError as exc:
         warnings.append(cannot_list(folder, exc))
+        return False, []
+    has_dumps = any(map(is_dump_name, names)) or any(map(str.isdigit, names))
+    for entry in others:  # folders, links, special files: few
+        try:
+            if entry.is_dir():
+                (linked if entry.is_symlink() else subdirs).append(Path(entry.path))
+            elif not has_dumps and (is_dump_name(entry.name) or entry.name.isdigit()):
+                has_dumps = entry.is_file()
+        except OSError:  # the entry vanished or cannot be stat'ed: the index reports it
+            continue
+    if has_dumps:  # its dump listing reads the same entries: one pass over the folder
+        remember_entries(folder, stamp, names, others)
     # links first: popped last, so a folder reached both ways is labelled by its real path
     return has_dumps, linked + subdirs
 
@@ -212,6 +218,7 @@ def discover(path: str | os.PathLike | None = None, *, npu: str | None = None,
     """Locate every part of the workspace; what is absent is listed in ``missing``."""
     from precision_shell.formats.graph_files import find_graph_files
 
+    forget_entries()  # a former discovery's folders
     root = _check_dir(path or ".", "workspace")
     if (root / "precision_data").is_dir():
         pd: Path | None = root / "precision_data"
