@@ -156,7 +156,8 @@ def _cached_sizes(cache: Path) -> dict[str, bool]:
 
     found = {}
     for path in cache.glob("*.json"):
-        entry = json.loads(path.read_text())
+        # the entry's JSON line (a graph entry carries raw array bytes after it)
+        entry = json.loads(path.read_bytes().partition(b"\n")[0])
         if entry["kind"] in ("dumps", "golden"):
             found[path.name] = entry["value"]["sizes"] is not None
     return found
