@@ -52,6 +52,17 @@ class Entry:
         return self._leaves
 
     @property
+    def tensor_dir(self) -> str:
+        return self._dir
+
+    def leaf_sources(self) -> list[tuple[str, dict | Leaf | None]]:
+        """(path, leaf) of every leaf in dump order without building Leaf objects that are not
+        built yet: the leaf's JSON object (None for a null leaf), or its Leaf once built."""
+        if self._leaves is None:
+            return [(path, node) for path, node, problem in leaf_nodes(self.kind, self._body) if problem is None]
+        return [(leaf.path, leaf) for leaf in self._leaves]
+
+    @property
     def tensor_count(self) -> int:
         if self._leaves is None:
             return self._counts.tensors

@@ -191,6 +191,11 @@ def build_leaves(kind: str, body: dict, tensor_dir: str) -> list[Leaf]:
             for path, node, problem in leaf_nodes(kind, body) if problem is None]
 
 
+def leaf_of(node: dict, path: str, tensor_dir: str) -> Leaf:
+    """The Leaf of one checked leaf object (what :func:`build_leaves` makes of it)."""
+    return _leaf(node, path, tensor_dir)
+
+
 def _leaf(node: dict, path: str, tensor_dir: str) -> Leaf:
     get = node.get
     shape = dtype = dtype_raw = None
