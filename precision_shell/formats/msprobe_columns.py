@@ -117,13 +117,17 @@ def row_name(entry: str, leaf: Leaf) -> str:
 
 
 class _Builder:
+    """Rows appended as tuples (row_entry, dtype, dtype_text, shape, grad) and their four
+    statistics; rows taken from a Leaf (the odd ones) are patched in at the end."""
+
     def __init__(self) -> None:
         self.entry_names: list[str] = []
         self.names: list[str] = []
-        self.cols: dict[str, list] = {name: [] for name, _ in _ARRAYS}
+        self.rows: list[tuple[int, int, int, int, int]] = []
         self.stats: list[float] = []
         self.codes: dict[str, int] = {"": 0}
         self.cells: dict[int, tuple[str, str, str, str]] = {}
+        self.odd: dict[int, tuple[int, bool]] = {}         # row -> (kind, simple) of Leaf rows
         self.raw_dtypes: dict[str, tuple[int, int] | None] = {}    # dtype string -> codes, None: not plain
         self.shapes: dict[str, int | None] = {}                    # str(list) -> code, None: not a shape
 
@@ -134,43 +138,33 @@ class _Builder:
         return found
 
     def add_entry(self, name: str, kind: str, sources, tensor_dir: str) -> None:
-        """``sources``: (path, JSON object or None) of the entry's leaves in dump order, or its
-        built Leaf objects."""
+        """``sources``: (path, JSON object, None, or built Leaf) of the entry's leaves in dump order."""
         at = len(self.entry_names)
         self.entry_names.append(name)
-        if kind == "parameters_grad":
-            ordered = sources
-        else:
+        if kind != "parameters_grad":
             states = [_STATE_ORDER.get(path.partition(".")[0], 0) for path, _ in sources]
-            ordered = sources if states == sorted(states) else \
-                [sources[i] for i in sorted(range(len(sources)), key=states.__getitem__)]
-        names, cols, stats = self.names, self.cols, self.stats
-        row_entry, kinds, dtypes, dtype_texts = cols["row_entry"], cols["kind"], cols["dtype"], cols["dtype_text"]
-        shapes, grads, simples = cols["shape"], cols["grad"], cols["simple"]
-        for path, node in ordered:
+            if states != sorted(states):
+                sources = [sources[i] for i in sorted(range(len(sources)), key=states.__getitem__)]
+        names, rows, stats = self.names, self.rows, self.stats
+        raw_dtypes, shapes = self.raw_dtypes, self.shapes
+        for path, node in sources:
             if type(node) is dict and "value" not in node and "data_name" not in node:
                 raw, shape = node.get("dtype"), node.get("shape")
                 high, low, mean, norm = node.get("Max"), node.get("Min"), node.get("Mean"), node.get("Norm")
                 if type(raw) is str and type(shape) is list and type(high) is float and type(low) is float \
                         and type(mean) is float and type(norm) is float \
                         and high - high == 0 and low - low == 0 and mean - mean == 0 and norm - norm == 0:
-                    dtype_codes = self.raw_dtypes.get(raw, False)
+                    dtype_codes = raw_dtypes.get(raw, False)
                     if dtype_codes is False:
-                        dtype_codes = self.raw_dtypes[raw] = self._dtype_codes(raw)
+                        dtype_codes = raw_dtypes[raw] = self._dtype_codes(raw)
                     text = str(shape)
-                    shape_code = self.shapes.get(text, False)
+                    shape_code = shapes.get(text, False)
                     if shape_code is False:
-                        shape_code = self.shapes[text] = self._shape_code(shape, text)
+                        shape_code = shapes[text] = self._shape_code(shape, text)
                     if dtype_codes is not None and shape_code is not None:
                         rg = node.get("requires_grad")
                         names.append(f"{name}.{path}")
-                        row_entry.append(at)
-                        kinds.append(TENSOR)
-                        dtypes.append(dtype_codes[0])
-                        dtype_texts.append(dtype_codes[1])
-                        shapes.append(shape_code)
-                        grads.append(1 if rg is True else 2 if rg is False else 0)
-                        simples.append(True)
+                        rows.append((at, *dtype_codes, shape_code, 1 if rg is True else 2 if rg is False else 0))
                         stats += (high, low, mean, norm)
                         continue
             leaf = node if isinstance(node, Leaf) else Leaf(path, None) if node is None else \
@@ -190,19 +184,14 @@ class _Builder:
         return self.code(text)
 
     def _add_leaf(self, entry: str, at: int, leaf: Leaf) -> None:
-        cols = self.cols
         row = len(self.names)
         self.names.append(row_name(entry, leaf))
-        cols["row_entry"].append(at)
-        cols["kind"].append(NONE_LEAF if leaf.type is None else TENSOR if leaf.is_tensor else PLAIN)
-        cols["dtype"].append(self.code(leaf.dtype or "") if leaf.is_tensor else 0)
-        cols["dtype_text"].append(self.code(dtype_text(leaf)))
-        cols["shape"].append(self.code(shape_text(leaf)))
         rg = leaf.requires_grad
-        cols["grad"].append(0 if rg is None else 1 if rg else 2)
+        self.rows.append((at, self.code(leaf.dtype or "") if leaf.is_tensor else 0, self.code(dtype_text(leaf)),
+                          self.code(shape_text(leaf)), 0 if rg is None else 1 if rg else 2))
         values = (leaf.max, leaf.min, leaf.mean, leaf.norm)
         simple = plain_float(leaf) and all(v is not None and math.isfinite(v) for v in values)
-        cols["simple"].append(simple)
+        self.odd[row] = (NONE_LEAF if leaf.type is None else TENSOR if leaf.is_tensor else PLAIN, simple)
         if simple:
             self.stats += values
         else:
@@ -210,10 +199,16 @@ class _Builder:
             self.cells[row] = stat_texts(leaf)
 
     def finish(self) -> StatsColumns:
-        arrays = {name: np.array(self.cols[name], dtype=dtype) for name, dtype in _ARRAYS}
+        n = len(self.names)
+        table = np.array(self.rows, dtype=np.int32).reshape(n, 5)
+        kind, simple = np.full(n, TENSOR, dtype=np.int8), np.ones(n, dtype=bool)
+        for row, (k, ok) in self.odd.items():
+            kind[row], simple[row] = k, ok
         stats = np.array(self.stats, dtype=float).reshape(-1, 4)
-        return StatsColumns(self.entry_names, self.names, stats=stats, texts=list(self.codes),
-                            cells=self.cells, **arrays)
+        return StatsColumns(self.entry_names, self.names, row_entry=table[:, 0].copy(), kind=kind,
+                            dtype=table[:, 1].copy(), dtype_text=table[:, 2].copy(), shape=table[:, 3].copy(),
+                            grad=table[:, 4].astype(np.int8), simple=simple, stats=stats,
+                            texts=list(self.codes), cells=self.cells)
 
 
 def stats_columns(entries) -> StatsColumns:

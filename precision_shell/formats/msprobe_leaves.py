@@ -26,6 +26,7 @@ _MAX_LEAF_DEPTH = 16
 # entry keys -> leaf path roots; input_args and input_kwargs both become "input" (A6)
 _ROOTS = {"input_args": "input", "input_kwargs": "input", "input": "input", "output": "output",
           "parameters": "parameters"}
+LEAF_ROOTS = _ROOTS
 
 
 @dataclass(slots=True)     # 300k of them in a 100k-entry dump: slots halve their size

@@ -17,6 +17,8 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
+import struct
 from dataclasses import dataclass
 
 from precision_shell.errors import PshellError
@@ -54,35 +56,97 @@ def full_rank(rank: RankDump) -> RankDump:
 @dataclass
 class PendingRead:
     """A dump being read by a child process (``pid``), its summary coming through ``fd``; or,
-    where no child could be forked, the dump (or why not) read here already (``done``)."""
+    where no child could be forked, the dump (or why not) read here already (``done``).
+
+    After the summary the child sends the statistics columns of each rank (statistics task:
+    what a statistics ``vc`` pairs, :mod:`.msprobe_columns`) and stays until they are read
+    (:meth:`columns`) or this process ends (the pipe closes under it)."""
     path: str
     pid: int | None = None
     fd: int | None = None
     done: MsprobeDump | PshellError | None = None
+    _pipe: object = None
+    _columns: list | None = None
 
     def result(self) -> MsprobeDump:
         """The dump (ranks deferred when a child read it); PshellError as the read raised it."""
-        if self.pid is not None:
-            self.done, self.pid = self._reply(), None
+        if self.pid is not None and self._pipe is None:
+            self.done = self._reply()
         if isinstance(self.done, PshellError):
             raise self.done
         return self.done
 
     def _reply(self) -> MsprobeDump | PshellError:
-        chunks = []
-        with os.fdopen(self.fd, "rb") as pipe:
-            while chunk := pipe.read(1 << 20):
-                chunks.append(chunk)
-        _, status = os.waitpid(self.pid, 0)
+        self._pipe = os.fdopen(self.fd, "rb")
+        reply = None
         try:
-            reply = json.loads(b"".join(chunks))
-        except ValueError:
-            reply = None
-        if not isinstance(reply, dict) or os.waitstatus_to_exitcode(status) != 0:
+            reply = json.loads(_message(self._pipe))
+        except (ValueError, OSError):
+            pass
+        if not isinstance(reply, dict):
+            self._finish()
             return _read_here(self.path)      # the child died: read it here instead
         if "error" in reply:
+            self._finish()
             return PshellError(reply["error"])
         return dump_of(reply["dump"])
+
+    def columns(self, index: int):
+        """The statistics columns the child made of rank ``index`` (StatsColumns), or None
+        (not a statistics rank, no child, or it failed)."""
+        if self._columns is None:
+            self._columns = []
+            if self._pipe is not None and self.pid is not None and isinstance(self.done, MsprobeDump):
+                from precision_shell.formats.msprobe_columns import decode
+
+                try:
+                    for _ in self.done.ranks:
+                        data = _message(self._pipe)
+                        self._columns.append(decode(data) if data else None)
+                except (ValueError, OSError):
+                    self._columns = []
+            self._finish()
+        return self._columns[index] if index < len(self._columns) else None
+
+    def __del__(self) -> None:
+        if self.pid is not None and self._pipe is not None:    # columns never asked for
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                self._finish()
+            except (OSError, AttributeError):    # gone already, or the interpreter is ending
+                pass
+
+    def _finish(self) -> None:
+        """Close the pipe and reap the child."""
+        if self._pipe is not None:
+            self._pipe.close()
+        elif self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
+        if self.pid is not None:
+            os.waitpid(self.pid, 0)
+            self.pid = None
+
+
+_LENGTH = struct.Struct("<Q")
+
+
+def _message(pipe) -> bytes:
+    """One length-prefixed message; ValueError when the pipe ends first."""
+    head = pipe.read(_LENGTH.size)
+    if len(head) != _LENGTH.size:
+        raise ValueError("pipe closed")
+    (size,) = _LENGTH.unpack(head)
+    data = pipe.read(size)
+    if len(data) != size:
+        raise ValueError("pipe closed")
+    return data
+
+
+def _send(pipe, chunks: list[bytes]) -> None:
+    pipe.write(_LENGTH.pack(sum(len(c) for c in chunks)))
+    for chunk in chunks:
+        pipe.write(chunk)
 
 
 def _read_here(path: str) -> MsprobeDump | PshellError:
@@ -90,6 +154,24 @@ def _read_here(path: str) -> MsprobeDump | PshellError:
         return read_msprobe_dump(path)
     except PshellError as exc:
         return exc
+
+
+def _child(path: str, write_fd: int) -> None:
+    """Read, send the summary, then each rank's statistics columns (an empty message for none)."""
+    done = _read_here(path)
+    reply = {"error": str(done)} if isinstance(done, PshellError) else {"dump": summary_of(done)}
+    with os.fdopen(write_fd, "wb") as pipe:
+        _send(pipe, [json.dumps(reply).encode()])
+        pipe.flush()
+        if isinstance(done, PshellError):
+            return
+        from precision_shell.formats.msprobe_columns import encode, stats_columns
+
+        for rank in done.ranks:
+            chunks = encode(stats_columns(rank.entries)) if rank.task == "statistics" else []
+            rank.entries = []       # its parsed JSON freed before the next rank's columns
+            _send(pipe, chunks)
+            pipe.flush()
 
 
 def start_reading(path: str | os.PathLike) -> PendingRead:
@@ -110,10 +192,7 @@ def start_reading(path: str | os.PathLike) -> PendingRead:
         try:
             os.close(read_fd)
             gc.disable()     # ~5 objects per leaf, no cycles, and the process ends here
-            done = _read_here(path)
-            reply = {"error": str(done)} if isinstance(done, PshellError) else {"dump": summary_of(done)}
-            with os.fdopen(write_fd, "wb") as pipe:
-                pipe.write(json.dumps(reply).encode())
+            _child(path, write_fd)
             code = 0
         finally:
             os._exit(code)

@@ -10,16 +10,20 @@ on the texts the reader kept for them).
 
 from __future__ import annotations
 
+import csv
 import os
+import signal
+import struct
 from typing import Callable, Iterator
 
 import numpy as np
 
 from precision_shell.formats.msprobe_columns import GRAD_TEXTS, NONE_LEAF, StatsColumns
 from .column_pairing import ColumnPairing
-from .csv_layout import _SUMMARY_TEXT, _percent
+from precision_shell.atomic_write import write_atomic
+from .csv_layout import _SUMMARY_TEXT, _percent, header
 from .engine import N_A, _cell, _stats_diff
-from .stats_table import CHUNK, _texts, judged_columns, write_table_csv
+from .stats_table import CHUNK, _texts, csv_lines, judged_columns
 
 _N_A_CELLS = [(N_A, "na", None)] * 4
 
@@ -111,11 +115,11 @@ def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[s
             ["True" if a == b else "False" for a, b in zip(n_grads, b_grads)]], simple.tolist(), percent
 
 
-def column_chunks(pairing: ColumnPairing, chunk: int = CHUNK) -> Iterator:
-    """What :func:`.stats_table.judged_columns` takes, chunk by chunk."""
+def column_chunks(pairing: ColumnPairing, bounds: list[tuple[int, int]]) -> Iterator:
+    """What :func:`.stats_table.judged_columns` takes, for the slices ``bounds`` of target rows."""
     t = pairing.target
     row_entry = t.row_entry
-    for lo, hi in _bounds(row_entry, chunk):
+    for lo, hi in bounds:
         cols, simple, percent = _column_chunk(pairing, lo, hi)
         entries = row_entry[lo:hi]
         starts = np.flatnonzero(np.r_[True, entries[1:] != entries[:-1]]).tolist()
@@ -123,8 +127,110 @@ def column_chunks(pairing: ColumnPairing, chunk: int = CHUNK) -> Iterator:
         yield cols, simple, percent, [(s, e, t.entry_names[entries[s]]) for s, e in zip(starts, ends)]
 
 
+def _texts_of(pairing: ColumnPairing, bounds, stack, dtype_is_error) -> Iterator[tuple[str, int]]:
+    """(CSV lines, rows) of each slice."""
+    for cols in judged_columns(column_chunks(pairing, bounds), stack, dtype_is_error):
+        yield csv_lines(cols), len(cols[0])
+
+
 def write_column_csv(path: str | os.PathLike, pairing: ColumnPairing, stack: dict[str, tuple[str, ...]] | None = None,
                      dtype_is_error: bool = False, advance: Callable[[int], None] | None = None,
-                     chunk: int = CHUNK) -> None:
-    """msprobe's statistics-mode CSV of a column pairing, chunk by chunk."""
-    write_table_csv(path, judged_columns(column_chunks(pairing, chunk), stack, dtype_is_error), advance)
+                     chunk: int = CHUNK, processes: int = 2) -> None:
+    """msprobe's statistics-mode CSV of a column pairing, chunk by chunk. With ``processes`` 2
+    a forked child formats the second half of the rows while this process formats the first
+    (the floats' ``repr`` is most of the work, and it holds the GIL), then sends its lines."""
+    bounds = _bounds(pairing.target.row_entry, chunk)
+    half = len(pairing.golden_row) // 2
+    split = next((k for k, (lo, _) in enumerate(bounds) if lo >= half), len(bounds))
+    helper = _Helper.start(pairing, bounds[split:], stack, dtype_is_error) if processes > 1 and split < len(bounds) else None
+    mine = bounds if helper is None else bounds[:split]
+
+    def write(f) -> None:
+        csv.writer(f).writerow(header("statistics"))
+        for text, rows in _texts_of(pairing, mine, stack, dtype_is_error):
+            f.write(text)
+            if advance is not None:
+                advance(rows)
+        if helper is None:
+            return
+        f.flush()
+        got = 0
+        for data, rows in helper.results():
+            f.buffer.write(data)
+            got += 1
+            if advance is not None:
+                advance(rows)
+        if not helper.complete:       # the child failed: its slices from where it stopped, here
+            for text, rows in _texts_of(pairing, bounds[split + got:], stack, dtype_is_error):
+                f.write(text)
+                if advance is not None:
+                    advance(rows)
+
+    try:
+        write_atomic(path, write)
+    finally:
+        if helper is not None:
+            helper.stop()
+
+
+class _Helper:
+    """A forked child formatting slices of the CSV and sending their UTF-8 lines, one
+    length-prefixed message per slice (rows count first), then an empty one."""
+    _HEAD = struct.Struct("<QQ")
+
+    def __init__(self, pid: int, fd: int):
+        self.pid, self.pipe, self.complete = pid, os.fdopen(fd, "rb"), False
+
+    @classmethod
+    def start(cls, pairing: ColumnPairing, bounds, stack, dtype_is_error) -> "_Helper | None":
+        if not hasattr(os, "fork"):
+            return None
+        read_fd, write_fd = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_fd)
+            os.close(write_fd)
+            return None
+        if pid == 0:
+            code = 1
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent stops it (stop())
+                os.close(read_fd)
+                texts = [(text.encode("utf-8"), rows) for text, rows in
+                         _texts_of(pairing, bounds, stack, dtype_is_error)]
+                with os.fdopen(write_fd, "wb") as pipe:
+                    for data, rows in texts:
+                        pipe.write(cls._HEAD.pack(len(data), rows))
+                        pipe.write(data)
+                    pipe.write(cls._HEAD.pack(0, 0))
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        return cls(pid, read_fd)
+
+    def results(self) -> Iterator[tuple[bytes, int]]:
+        while True:
+            head = self.pipe.read(self._HEAD.size)
+            if len(head) != self._HEAD.size:
+                return
+            size, rows = self._HEAD.unpack(head)
+            if size == 0 and rows == 0:
+                self.complete = True
+                return
+            data = self.pipe.read(size)
+            if len(data) != size:
+                return
+            yield data, rows
+
+    def stop(self) -> None:
+        """End the child (done, or interrupted here) and reap it."""
+        self.pipe.close()
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = None

@@ -120,6 +120,8 @@ def backward_entry_keys(entry_names) -> dict[str, str]:
     backward_count: dict[str, int] = {}
     entry_key: dict[str, str] = {}
     for entry in dict.fromkeys(entry_names):
+        if "backward" not in entry:      # direction "backward" is one of its last two parts
+            continue
         stem, call_direction, direction = _split_name(entry)
         if direction != "backward":
             continue
