@@ -135,3 +135,44 @@ def test_columns_survive_bytes_with_odd_names():
     assert back.simple.tolist() == [True, False, True] and back.grad.tolist() == [0, 1, 2]
     with pytest.raises(ValueError):
         decode(b"".join(encode(columns))[:-3])
+
+
+def _chain_dump(path, entries: int, scale: float):
+    """A statistics dump of ``entries`` chained API entries (each output the next one's input)."""
+    rank = path / "step0" / "rank0"
+    rank.mkdir(parents=True)
+    rng = random.Random(7)
+
+    def leaf():
+        hi = rng.random() * scale
+        return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": hi, "Min": -hi / 2,
+                "Mean": hi / 5, "Norm": hi * 3, "requires_grad": False}
+    data, previous = {}, leaf()
+    for i in range(entries):
+        out = leaf()
+        data[f"Tensor.__add__.{i}.forward"] = {"input_args": [previous, leaf()], "input_kwargs": {}, "output": [out]}
+        previous = out
+    (rank / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch",
+                                                "data": data}, indent=1))
+    return path
+
+
+def test_vcs_on_columns_judges_as_on_rows_and_lists_downstream_capped(tmp_path):
+    from precision_shell.analysis.root_cause.run import DOWNSTREAM_LISTED, find_framework_suspects
+    from precision_shell.model.framework_run import FrameworkRun
+
+    target = _rank(_chain_dump(tmp_path / "t", 60, 1.0))
+    golden = _rank(_chain_dump(tmp_path / "g", 60, 1.5))     # every statistic off by 50%: all fail
+    run = FrameworkRun(target)
+    on_rows = find_framework_suspects(run, StatisticsRows(pair_dumps(target, golden)), 0.9, mode="statistics")
+    columns = pair_columns(_columns(target), _columns(golden))
+    on_columns = find_framework_suspects(run, (), 0.9, mode="statistics",
+                                         golden_statistics=columns.golden_statistics)
+    assert [s.to_json() for s in on_columns] == [s.to_json() for s in on_rows]
+    assert len(on_rows) == 60 and all(s.statistic == "Max,Min,Norm" for s in on_rows)
+    # every entry feeds the next: each lists the first failing entries after it, at most the cap
+    failing = {s.op for s in on_rows}
+    for s in on_rows:
+        every = [name for name in run.downstream(s.op) if name in failing]
+        assert s.downstream == every[:DOWNSTREAM_LISTED]
+    assert len(on_rows[0].downstream) == DOWNSTREAM_LISTED and on_rows[-1].downstream == []

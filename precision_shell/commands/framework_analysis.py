@@ -193,8 +193,8 @@ def vcs(session, args) -> Table:
         raise UsageError("vcs --plot draws a tensor metric; this pair compares statistics (see the table)")
     run = session.run
     unjudged: list[str] = []
-    suspects = find_framework_suspects(run, found.rows, threshold, args.backward, mode=found.mode,
-                                       tolerance=tolerance, unjudged=unjudged)
+    suspects = find_framework_suspects(run, threshold=threshold, backward=args.backward, mode=found.mode,
+                                       tolerance=tolerance, unjudged=unjudged, **found.judge_source())
     view = arrange(suspects, args, keys=_sort_keys(found, run), type_of=lambda s: _api_type(s.op), limit=limit)
     session.results["vcs"] = suspects
     session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)

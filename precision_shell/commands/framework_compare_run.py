@@ -47,6 +47,13 @@ class FrameworkCompare:
             self._rows = StatisticsRows(self.pairing)
         return self._rows
 
+    def judge_source(self) -> dict:
+        """What :func:`.root_cause.run.find_framework_suspects` reads of this compare: its rows,
+        or on columns the golden statistics by row name (no row objects built)."""
+        if self.columns is not None:
+            return {"results": (), "golden_statistics": self.columns.golden_statistics}
+        return {"results": self.rows}
+
     @property
     def row_count(self) -> int:
         return len(self.columns.golden_row) if self.columns is not None else len(self.rows)

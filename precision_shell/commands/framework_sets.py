@@ -121,8 +121,8 @@ def suspects_table(session, args, threshold: float, tolerance: float) -> Table:
         if found.mode == "md5":
             warnings.append(f"{_where(rank)}: md5 mode: no values or statistics to find roots with")
             continue
-        suspects = find_framework_suspects(session.run_of(rank), found.rows, threshold, args.backward,
-                                           mode=found.mode, tolerance=tolerance)
+        suspects = find_framework_suspects(session.run_of(rank), threshold=threshold, backward=args.backward,
+                                           mode=found.mode, tolerance=tolerance, **found.judge_source())
         lines.append(RankLine(rank.location.rank, "-" if rank.location.step is None else str(rank.location.step),
                               next((s.op for s in suspects if s.first), None),
                               [s.op for s in suspects if s.role == "root"], len(suspects), found.compared,

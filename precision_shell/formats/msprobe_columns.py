@@ -47,6 +47,12 @@ class StatsColumns:
     stats: np.ndarray                # (n, 4) float64 Max/Min/Mean/Norm of simple rows (NaN else)
     texts: list[str]
     cells: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)  # other rows' stat texts
+    values: dict[int, tuple] = field(default_factory=dict)     # other rows' Leaf max/min/mean/norm
+
+    def statistics(self, row: int) -> tuple:
+        """(max, min, mean, norm) of a row as its Leaf has them (floats, or None)."""
+        found = self.values.get(row)
+        return found if found is not None else tuple(self.stats[row].tolist())
 
     def __len__(self) -> int:
         return len(self.names)
@@ -128,6 +134,7 @@ class _Builder:
         self.codes: dict[str, int] = {"": 0}
         self.cells: dict[int, tuple[str, str, str, str]] = {}
         self.odd: dict[int, tuple[int, bool]] = {}         # row -> (kind, simple) of Leaf rows
+        self.values: dict[int, tuple] = {}
         self.raw_dtypes: dict[str, tuple[int, int] | None] = {}    # dtype string -> codes, None: not plain
         self.shapes: dict[str, int | None] = {}                    # str(list) -> code, None: not a shape
 
@@ -192,6 +199,7 @@ class _Builder:
         values = (leaf.max, leaf.min, leaf.mean, leaf.norm)
         simple = plain_float(leaf) and all(v is not None and math.isfinite(v) for v in values)
         self.odd[row] = (NONE_LEAF if leaf.type is None else TENSOR if leaf.is_tensor else PLAIN, simple)
+        self.values[row] = values
         if simple:
             self.stats += values
         else:
@@ -208,7 +216,7 @@ class _Builder:
         return StatsColumns(self.entry_names, self.names, row_entry=table[:, 0].copy(), kind=kind,
                             dtype=table[:, 1].copy(), dtype_text=table[:, 2].copy(), shape=table[:, 3].copy(),
                             grad=table[:, 4].astype(np.int8), simple=simple, stats=stats,
-                            texts=list(self.codes), cells=self.cells)
+                            texts=list(self.codes), cells=self.cells, values=self.values)
 
 
 def stats_columns(entries) -> StatsColumns:
@@ -232,7 +240,8 @@ def encode(columns: StatsColumns) -> list[bytes]:
     arrays = [np.ascontiguousarray(getattr(columns, name), dtype=dtype) for name, dtype in _ARRAYS]
     arrays.append(np.ascontiguousarray(columns.stats, dtype="<f8"))
     header = {"rows": len(columns.names), "entries": len(columns.entry_names), "texts": columns.texts,
-              "cells": [[row, *texts] for row, texts in columns.cells.items()]}
+              "cells": [[row, *texts] for row, texts in columns.cells.items()],
+              "values": [[row, *values] for row, values in columns.values.items()]}
     if nul:      # a name holding NUL: the names go in the header as JSON strings instead
         header["names"], header["entry_names"] = columns.names, columns.entry_names
         blobs = [b"", b""]
@@ -270,4 +279,6 @@ def decode(data: bytes | memoryview) -> StatsColumns:
             or len(stats) != rows:
         raise ValueError("row counts disagree")
     cells = {int(row): tuple(texts) for row, *texts in header["cells"]}
-    return StatsColumns(entry_names, names, stats=stats, texts=header["texts"], cells=cells, **arrays)
+    values = {int(row): tuple(v) for row, *v in header["values"]}
+    return StatsColumns(entry_names, names, stats=stats, texts=header["texts"], cells=cells, values=values,
+                        **arrays)

@@ -32,6 +32,7 @@ class ColumnPairing:
     golden_only: int = 0             # golden rows no target row took
     entry_count: int = 0             # target entries with rows
     entry_problems: list[str] = field(default_factory=list)   # "ENTRY: problem; problem"
+    _by_name: dict[str, int] | None = field(default=None, repr=False)
 
     @property
     def paired(self) -> int:
@@ -39,6 +40,16 @@ class ColumnPairing:
 
     def reason(self, row: int) -> str:
         return self.reasons.get(row, NO_GOLDEN_ROW)
+
+    def golden_statistics(self, name: str) -> tuple | None:
+        """(max, min, mean, norm) of the golden row paired with the target row ``name`` (the last
+        row of a repeated name, as a dict of rows keeps it); None when unpaired or no such row."""
+        if self._by_name is None:
+            self._by_name = {n: i for i, n in enumerate(self.target.names)}
+        row = self._by_name.get(name)
+        if row is None or self.golden_row[row] < 0:
+            return None
+        return self.golden.statistics(int(self.golden_row[row]))
 
     def coverage(self) -> Coverage:
         """As :func:`.coverage.framework_coverage` counts a statistics compare: a row without
