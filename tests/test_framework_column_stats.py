@@ -166,8 +166,7 @@ def test_vcs_on_columns_judges_as_on_rows_and_lists_downstream_capped(tmp_path):
     run = FrameworkRun(target)
     on_rows = find_framework_suspects(run, StatisticsRows(pair_dumps(target, golden)), 0.9, mode="statistics")
     columns = pair_columns(_columns(target), _columns(golden))
-    on_columns = find_framework_suspects(run, (), 0.9, mode="statistics",
-                                         golden_statistics=columns.golden_statistics)
+    on_columns = find_framework_suspects(run, (), 0.9, mode="statistics", columns=columns)
     assert [s.to_json() for s in on_columns] == [s.to_json() for s in on_rows]
     assert len(on_rows) == 60 and all(s.statistic == "Max,Min,Norm" for s in on_rows)
     # every entry feeds the next: each lists the first failing entries after it, at most the cap
@@ -176,3 +175,21 @@ def test_vcs_on_columns_judges_as_on_rows_and_lists_downstream_capped(tmp_path):
         every = [name for name in run.downstream(s.op) if name in failing]
         assert s.downstream == every[:DOWNSTREAM_LISTED]
     assert len(on_rows[0].downstream) == DOWNSTREAM_LISTED and on_rows[-1].downstream == []
+
+
+@pytest.mark.parametrize("tolerance", [0.1, 0.01])
+def test_vcs_on_columns_judges_odd_statistics_as_on_rows(tmp_path, tolerance):
+    from precision_shell.analysis.root_cause.run import find_framework_suspects
+    from precision_shell.model.framework_run import FrameworkRun
+
+    target, golden = _scaled_pair(tmp_path, copies=4)
+    run = FrameworkRun(target)
+    unjudged_rows, unjudged_columns = [], []
+    on_rows = find_framework_suspects(run, StatisticsRows(pair_dumps(target, golden)), 0.9, True, mode="statistics",
+                                      tolerance=tolerance, unjudged=unjudged_rows)
+    on_columns = find_framework_suspects(run, (), 0.9, True, mode="statistics", tolerance=tolerance,
+                                         unjudged=unjudged_columns,
+                                         columns=pair_columns(_columns(target), _columns(golden)))
+    assert [s.to_json() for s in on_columns] == [s.to_json() for s in on_rows]
+    assert unjudged_columns == unjudged_rows and unjudged_rows     # NaN/None statistics: not comparable
+    assert len(on_rows) > 20

@@ -51,7 +51,7 @@ class FrameworkCompare:
         """What :func:`.root_cause.run.find_framework_suspects` reads of this compare: its rows,
         or on columns the golden statistics by row name (no row objects built)."""
         if self.columns is not None:
-            return {"results": (), "golden_statistics": self.columns.golden_statistics}
+            return {"results": (), "columns": self.columns}
         return {"results": self.rows}
 
     @property

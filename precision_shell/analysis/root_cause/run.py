@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from precision_shell.model.framework_run import FrameworkRun, FrameworkTensor
 from precision_shell.analysis.compare.msprobe.engine import RowResult, is_failing
-from precision_shell.analysis.root_cause.stat_verdict import DEFAULT_TOLERANCE, judge_stats
+from precision_shell.analysis.root_cause.stat_verdict import DEFAULT_TOLERANCE, JUDGED, judge_stats
+
+if TYPE_CHECKING:
+    from precision_shell.analysis.compare.msprobe.column_pairing import ColumnPairing
 
 
 @dataclass(frozen=True)
@@ -81,12 +84,10 @@ class FrameworkSuspect:
 
 def judge_rows(run: FrameworkRun, results: Iterable[RowResult], mode: str, threshold: float,
                tolerance: float = DEFAULT_TOLERANCE,
-               golden_statistics: Callable[[str], tuple | None] | None = None
-               ) -> Callable[[FrameworkTensor], Judged | None]:
+               columns: ColumnPairing | None = None) -> Callable[[FrameworkTensor], Judged | None]:
     """The verdict of a tensor from its own compare row, None when it has none (no golden row,
-    no file in tensor mode, statistics not comparable). ``golden_statistics``: statistics mode
-    on columns, the paired golden row's (max, min, mean, norm) by compare name (None: unpaired),
-    instead of ``results``."""
+    no file in tensor mode, statistics not comparable). ``columns``: a statistics compare made on
+    columns (its golden statistics by row name), read instead of ``results``."""
     from precision_shell.model.runs.base import Stats
 
     def judged_stats(t: FrameworkTensor, high, low, mean, norm) -> Judged | None:
@@ -96,9 +97,20 @@ def judge_rows(run: FrameworkRun, results: Iterable[RowResult], mode: str, thres
             return None
         return Judged(v.fails, None, ",".join(v.failed), v.rel_error)
 
-    if golden_statistics is not None:
+    if columns is not None:     # statistics on columns: the common rows judged column-wise
+        ok, rel = columns.statistic_relative_errors()
+        failed = (rel > tolerance).tolist()
+        ok, worst = ok.tolist(), rel.max(axis=1).tolist()
+        labels = [label for label, _ in JUDGED]
+
         def from_columns(t: FrameworkTensor) -> Judged | None:
-            found = golden_statistics(t.compare_name)
+            row = columns.row_of(t.compare_name)
+            if row is None:
+                return None
+            if ok[row] and t.stats is not None:
+                names = [label for label, bad in zip(labels, failed[row]) if bad]
+                return Judged(bool(names), None, ",".join(names), worst[row])
+            found = columns.golden_statistics(t.compare_name)
             return None if found is None else judged_stats(t, *found)
         return from_columns
     by_name = {r.name: r for r in results}
@@ -120,12 +132,11 @@ def find_framework_suspects(run: FrameworkRun, results: Iterable[RowResult], thr
                             backward: bool = False, *, mode: str = "tensor",
                             tolerance: float = DEFAULT_TOLERANCE,
                             unjudged: list[str] | None = None,
-                            golden_statistics: Callable[[str], tuple | None] | None = None
-                            ) -> list[FrameworkSuspect]:
+                            columns: ColumnPairing | None = None) -> list[FrameworkSuspect]:
     """``unjudged``, when given, receives the outputs judged through the dataflow graph because
     their own compare could not judge them (statistics null on one side, no golden row).
-    ``golden_statistics``: see :func:`judge_rows` (``results`` is not read then)."""
-    own = judge_rows(run, results, mode, threshold, tolerance, golden_statistics)
+    ``columns``: see :func:`judge_rows` (``results`` is not read then)."""
+    own = judge_rows(run, results, mode, threshold, tolerance, columns)
     kinds = ("forward", "backward", "parameters_grad") if backward else ("forward",)
     verdicts: dict[str, Judged | None] = {}
 

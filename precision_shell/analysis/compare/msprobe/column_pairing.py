@@ -41,15 +41,33 @@ class ColumnPairing:
     def reason(self, row: int) -> str:
         return self.reasons.get(row, NO_GOLDEN_ROW)
 
-    def golden_statistics(self, name: str) -> tuple | None:
-        """(max, min, mean, norm) of the golden row paired with the target row ``name`` (the last
-        row of a repeated name, as a dict of rows keeps it); None when unpaired or no such row."""
+    def row_of(self, name: str) -> int | None:
+        """The target row named ``name`` (the last of a repeated name, as a dict of rows keeps it)."""
         if self._by_name is None:
             self._by_name = {n: i for i, n in enumerate(self.target.names)}
-        row = self._by_name.get(name)
+        return self._by_name.get(name)
+
+    def golden_statistics(self, name: str) -> tuple | None:
+        """(max, min, mean, norm) of the golden row paired with the target row ``name``; None
+        when unpaired or no such row."""
+        row = self.row_of(name)
         if row is None or self.golden_row[row] < 0:
             return None
         return self.golden.statistics(int(self.golden_row[row]))
+
+    def statistic_relative_errors(self) -> tuple[np.ndarray, np.ndarray]:
+        """For rows whose two sides are float tensors with finite statistics (the rest: False):
+        which, and ``|t - g| / max(|g|, 1e-12)`` of Max, Min and Norm, (n, 3) -- what
+        :func:`.root_cause.stat_verdict.judge_stats` computes per row, the same float64 steps."""
+        found = self.golden_row
+        at = np.where(found >= 0, found, 0)
+        if not len(self.golden):
+            return np.zeros(len(found), dtype=bool), np.zeros((len(found), 3))
+        ok = self.target.simple & self.golden.simple[at] & (found >= 0)
+        t, g = self.target.stats[:, [0, 1, 3]], self.golden.stats[at][:, [0, 1, 3]]
+        with np.errstate(invalid="ignore", over="ignore"):
+            rel = np.abs(t - g) / np.maximum(np.abs(g), 1e-12)
+        return ok, rel
 
     def coverage(self) -> Coverage:
         """As :func:`.coverage.framework_coverage` counts a statistics compare: a row without
