@@ -58,13 +58,16 @@ class PendingRead:
     """A dump being read by a child process (``pid``), its summary coming through ``fd``; or,
     where no child could be forked, the dump (or why not) read here already (``done``).
 
-    After the summary the child sends the statistics columns of each rank (statistics task:
-    what a statistics ``vc`` pairs, :mod:`.msprobe_columns`) and stays until they are read
-    (:meth:`columns`) or this process ends (the pipe closes under it)."""
+    After the summary the child makes the statistics columns of each rank (statistics task:
+    what a statistics ``vc`` pairs, :mod:`.msprobe_columns`), writes them into an anonymous
+    in-memory file made before the fork (``memfd``; Linux) and ends; :meth:`columns` reads them
+    from there when ``vc`` asks. Without a memfd the columns come through the pipe, and the
+    child waits until they are read or this process ends (the pipe closes under it)."""
     path: str
     pid: int | None = None
     fd: int | None = None
     done: MsprobeDump | PshellError | None = None
+    memfd: int | None = None
     _pipe: object = None
     _columns: list | None = None
 
@@ -96,22 +99,25 @@ class PendingRead:
         (not a statistics rank, no child, or it failed)."""
         if self._columns is None:
             self._columns = []
-            if self._pipe is not None and self.pid is not None and isinstance(self.done, MsprobeDump):
+            if self._pipe is not None and isinstance(self.done, MsprobeDump):
                 from precision_shell.formats.msprobe_columns import decode
 
                 try:
                     for _ in self.done.ranks:
                         data = _message(self._pipe)
-                        self._columns.append(decode(data) if data else None)
-                except (ValueError, OSError):
+                        if data[:1] == b"M":
+                            data = _pread(self.memfd, *_PLACE.unpack(data[1:]))
+                        self._columns.append(decode(memoryview(data)[1:]) if data else None)
+                except (ValueError, OSError, struct.error):
                     self._columns = []
             self._finish()
         return self._columns[index] if index < len(self._columns) else None
 
     def __del__(self) -> None:
-        if self.pid is not None and self._pipe is not None:    # columns never asked for
+        if self._pipe is not None or self.memfd is not None:    # columns never asked for
             try:
-                os.kill(self.pid, signal.SIGKILL)
+                if self.pid is not None:
+                    os.kill(self.pid, signal.SIGKILL)
                 self._finish()
             except (OSError, AttributeError):    # gone already, or the interpreter is ending
                 pass
@@ -123,12 +129,28 @@ class PendingRead:
         elif self.fd is not None:
             os.close(self.fd)
         self.fd = None
+        if self.memfd is not None:
+            os.close(self.memfd)
+            self.memfd = None
         if self.pid is not None:
             os.waitpid(self.pid, 0)
             self.pid = None
 
 
 _LENGTH = struct.Struct("<Q")
+_PLACE = struct.Struct("<QQ")       # offset and size of a rank's columns in the memfd
+
+
+def _pread(fd: int, offset: int, size: int) -> bytes:
+    """``size`` bytes at ``offset`` of ``fd`` (a R tag in front, as the pipe sends them)."""
+    parts, got = [b"R"], 0
+    while got < size:
+        part = os.pread(fd, min(size - got, 1 << 26), offset + got)
+        if not part:
+            raise ValueError("columns cut short")
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts)
 
 
 def _message(pipe) -> bytes:
@@ -156,8 +178,9 @@ def _read_here(path: str) -> MsprobeDump | PshellError:
         return exc
 
 
-def _child(path: str, write_fd: int) -> None:
-    """Read, send the summary, then each rank's statistics columns (an empty message for none)."""
+def _child(path: str, write_fd: int, memfd: int | None) -> None:
+    """Read, send the summary, then per rank a message: empty (no columns), ``R`` and the
+    columns, or ``M`` and where they are in ``memfd``."""
     done = _read_here(path)
     reply = {"error": str(done)} if isinstance(done, PshellError) else {"dump": summary_of(done)}
     with os.fdopen(write_fd, "wb") as pipe:
@@ -167,9 +190,19 @@ def _child(path: str, write_fd: int) -> None:
             return
         from precision_shell.formats.msprobe_columns import encode, stats_columns
 
+        offset = 0
         for rank in done.ranks:
             chunks = encode(stats_columns(rank.entries)) if rank.task == "statistics" else []
             rank.entries = []       # its parsed JSON freed before the next rank's columns
+            if chunks and memfd is not None:
+                size = sum(len(c) for c in chunks)
+                for chunk in chunks:
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(memfd, view):]
+                chunks, offset = [b"M", _PLACE.pack(offset, size)], offset + size
+            elif chunks:
+                chunks = [b"R", *chunks]
             _send(pipe, chunks)
             pipe.flush()
 
@@ -182,19 +215,24 @@ def start_reading(path: str | os.PathLike) -> PendingRead:
         return PendingRead(path, done=_read_here(path))
     read_fd, write_fd = os.pipe()
     try:
+        memfd = os.memfd_create("pshell-golden-columns", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") else None
+    except OSError:
+        memfd = None
+    try:
         pid = os.fork()
     except OSError:
-        os.close(read_fd)
-        os.close(write_fd)
+        for fd in (read_fd, write_fd, memfd):
+            if fd is not None:
+                os.close(fd)
         return PendingRead(path, done=_read_here(path))
     if pid == 0:     # the child: read, reply, and leave without running the parent's clean-up
         code = 1
         try:
             os.close(read_fd)
             gc.disable()     # ~5 objects per leaf, no cycles, and the process ends here
-            _child(path, write_fd)
+            _child(path, write_fd, memfd)
             code = 0
         finally:
             os._exit(code)
     os.close(write_fd)
-    return PendingRead(path, pid, read_fd)
+    return PendingRead(path, pid, read_fd, memfd=memfd)
