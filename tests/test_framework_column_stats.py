@@ -193,3 +193,56 @@ def test_vcs_on_columns_judges_odd_statistics_as_on_rows(tmp_path, tolerance):
     assert [s.to_json() for s in on_columns] == [s.to_json() for s in on_rows]
     assert unjudged_columns == unjudged_rows and unjudged_rows     # NaN/None statistics: not comparable
     assert len(on_rows) > 20
+
+
+def test_csv_halves_in_two_processes_equal_one_process_and_survive_a_dead_helper(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from precision_shell.analysis.compare.msprobe import column_table
+
+    target, golden = _scaled_pair(tmp_path, copies=3)
+    columns = pair_columns(_columns(target), _columns(golden))
+    one, two, dead = tmp_path / "one.csv", tmp_path / "two.csv", tmp_path / "dead.csv"
+    write_column_csv(one, columns, target.stack, chunk=50, processes=1)
+    started = []
+    real_start = column_table._Helper.start.__func__
+
+    def start(cls, *args):
+        helper = real_start(cls, *args)
+        started.append(helper)
+        return helper
+    monkeypatch.setattr(column_table._Helper, "start", classmethod(start))
+    write_column_csv(two, columns, target.stack, chunk=50, processes=2)
+    assert len(started) == 1 and started[0].pid is None and started[0].complete     # reaped
+    assert two.read_bytes() == one.read_bytes()
+
+    def killed(cls, *args):      # the helper dies before sending: this process writes its half
+        helper = real_start(cls, *args)
+        os.kill(helper.pid, signal.SIGKILL)
+        started.append(helper)
+        return helper
+    monkeypatch.setattr(column_table._Helper, "start", classmethod(killed))
+    write_column_csv(dead, columns, target.stack, chunk=50, processes=2)
+    assert not started[-1].complete and started[-1].pid is None
+    assert dead.read_bytes() == one.read_bytes()
+
+
+def test_ctrl_c_while_writing_stops_the_helper_and_leaves_no_file(tmp_path, monkeypatch):
+    from precision_shell.analysis.compare.msprobe import column_table
+
+    target, golden = _scaled_pair(tmp_path, copies=3)
+    columns = pair_columns(_columns(target), _columns(golden))
+    started = []
+    real_start = column_table._Helper.start.__func__
+    monkeypatch.setattr(column_table._Helper, "start",
+                        classmethod(lambda cls, *a: started.append(real_start(cls, *a)) or started[-1]))
+
+    def interrupt(rows):
+        raise KeyboardInterrupt
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        write_column_csv(out / "c.csv", columns, target.stack, advance=interrupt, chunk=50)
+    assert started and started[0].pid is None       # killed and reaped
+    assert list(out.iterdir()) == []                # no CSV, no temporary file
