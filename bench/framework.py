@@ -5,7 +5,9 @@ round (``--runs`` rounds, medians reported), so load changes on a shared machine
 1. **open to the prompt**: a pair of ``--entries`` (default 100k) statistics dumps (synthetic
    ``dump.json`` files of chained API entries, so dataflow edges are inferred as in a real run)
    opened by ``pshell T --golden G -c info`` (what the REPL runs for its banner). Target < 2 s.
-2. **statistics vc**: ``pshell T --golden G -c vc`` on that pair (msprobe's summary CSV);
+2. **statistics vc**: ``pshell T --golden G -c vc`` on that pair (msprobe's summary CSV), and
+   ``-c "vcs -l 20"`` (roots and propagated judged by the statistics, issue 31's "100 MB
+   dump.json vcs"); ``reader_peak``: the framework reader alone on one side's ``dump.json``;
    ``--against TREE`` runs the same command with another checkout's pshell (before/after, the
    CSVs checked byte-identical) and ``--msprobe-stats-runs N`` times ``msprobe compare`` on the
    pair (~70 s a run).
@@ -105,6 +107,11 @@ print(count)
 def write_tensor_pair(root: Path, total_mb: float, venv_python: Path) -> tuple[Path, Path]:
     subprocess.run([str(venv_python), "-c", _TENSOR_WRITER, str(root), str(total_mb)], check=True)
     return root / "target", root / "golden"
+
+
+# the framework reader alone on one dump.json (its peak memory: issue 31's < 500 MB for 100 MB)
+_READ_ONLY = ("import sys; from precision_shell.formats.msprobe_dump import read_msprobe_dump; "
+              "print(len(read_msprobe_dump(sys.argv[1]).ranks[0].entries))")
 
 
 # an installed pshell has its bytecode cached; this machine's PYTHONDONTWRITEBYTECODE=1 would
@@ -243,9 +250,12 @@ def main() -> None:
         prompt = seconds_to_prompt(stats / "target", stats / "golden", args.out / "stats_pshell")
         if prompt is not None:
             prompts.append(prompt)
-        for name, command in (("open_to_prompt", "info"), ("statistics_vc", "vc")):
+        for name, command in (("open_to_prompt", "info"), ("statistics_vc", "vc"), ("statistics_vcs", "vcs -l 20")):
             runs.setdefault(name, []).append(pshell(stats / "target", stats / "golden", command,
                                                     args.out / "stats_pshell"))
+        runs.setdefault("reader_peak", []).append(run_child(
+            [sys.executable, "-c", _READ_ONLY, str(stats / "golden" / "step0" / "rank0" / "dump.json")],
+            env=PSHELL_ENV, cwd=ROOT))
         if args.against is not None:
             runs.setdefault("statistics_vc_against", []).append(
                 pshell(stats / "target", stats / "golden", "vc", args.out / "stats_against", args.against))
@@ -264,7 +274,8 @@ def main() -> None:
         results["prompt_in_terminal"] = {"wall": round(statistics.median(prompts), 4), "runs": prompts}
         print(f"{args.entries:,}-entry statistics pair, the REPL's prompt in a terminal after "
               f"{statistics.median(prompts):.3f} s (median; runs {', '.join(f'{p:.2f}' for p in prompts)})")
-    for name in ("open_to_prompt", "statistics_vc", "statistics_vc_against", "statistics_msprobe_compare"):
+    for name in ("open_to_prompt", "statistics_vc", "statistics_vcs", "reader_peak", "statistics_vc_against",
+                 "statistics_msprobe_compare"):
         found = results.get(name)
         if found is None:
             continue

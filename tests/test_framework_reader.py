@@ -84,3 +84,42 @@ def _data_names(node) -> int:
     if isinstance(node, dict):
         return ("data_name" in node) + sum(_data_names(v) for v in node.values())
     return sum(_data_names(v) for v in node) if isinstance(node, list) else 0
+
+
+def test_the_child_sends_the_golden_statistics_columns_and_ends_without_being_asked(tmp_path):
+    import os
+    import time
+
+    from precision_shell.formats.msprobe_columns import stats_columns
+
+    golden = sample() / "stats_golden_fp32" / "step0"
+    pending = start_reading(golden)
+    dump = pending.result()
+    assert pending.memfd is not None        # Linux: the columns wait in an in-memory file
+    for _ in range(200):                    # the child writes them there and exits on its own
+        pid, _status = os.waitpid(pending.pid, os.WNOHANG)
+        if pid:
+            pending.pid = None
+            break
+        time.sleep(0.05)
+    assert pending.pid is None
+    got = pending.columns(0)
+    want = stats_columns(read_msprobe_dump(golden).ranks[0].entries)
+    assert dump.ranks[0].task == "statistics" and len(got) == len(want) > 200
+    assert got.names == want.names and got.cells == want.cells and got.texts == want.texts
+    assert np.array_equal(got.stats, want.stats, equal_nan=True) and (got.grad == want.grad).all()
+    assert pending.columns(1) is None and pending.memfd is None
+
+
+def test_a_tensor_golden_sends_no_columns_and_vc_makes_them_here(tmp_path):
+    session = FrameworkSession.open(sample() / "stats_target_bf16" / "step0",
+                                    golden=sample() / "golden_fp32" / "step0", output=tmp_path / "out")
+    assert session._golden_read.columns(0) is None          # a tensor-task golden: none made
+    columns = session.golden_columns()
+    assert len(columns) == len(stats_columns_of(session.require_golden()))
+
+
+def stats_columns_of(rank):
+    from precision_shell.formats.msprobe_columns import stats_columns
+
+    return stats_columns(rank.entries)

@@ -41,16 +41,22 @@ def compare(session, args) -> Message:
     if wants_sets(args):
         return compare_table(session, args)
     found = run_compare(session)
-    pairing = found.pairing
-    paired = sum(1 for p in pairing.pairs if p.golden is not None)
+    columns = found.columns      # statistics mode: counted on the columns, no row objects
+    if columns is not None:
+        pairing_mode, paired, ops, golden_only = columns.mode, columns.paired, columns.entry_count, columns.golden_only
+        problems = columns.entry_problems
+    else:
+        pairing = found.pairing
+        pairing_mode, ops, golden_only = pairing.mode, len(pairing.entries), len(pairing.golden_only)
+        paired = sum(1 for p in pairing.pairs if p.golden is not None)
+        problems = [f"{e.entry}: {'; '.join(e.problems)}" for e in pairing.entries if e.problems]
     coverage = found.coverage
     lines = [f"{session.target.root} vs {session.golden_dump.root}: {found.mode} mode, "
-             f"{_count(len(found.rows), 'row')} ({paired:,} paired, {found.compared:,} compared) "
+             f"{_count(found.row_count, 'row')} ({paired:,} paired, {found.compared:,} compared) "
              f"in {found.seconds:.2f} s", coverage.summary_line()]
-    problems = [f"{e.entry}: {'; '.join(e.problems)}" for e in pairing.entries if e.problems]
-    data: dict[str, Any] = {"mode": found.mode, "pairing": pairing.mode, "ops": len(pairing.entries),
-                            "tensors": len(found.rows), "paired": paired, "compared": found.compared,
-                            "golden_only": len(pairing.golden_only), "csv": str(found.csv_path),
+    data: dict[str, Any] = {"mode": found.mode, "pairing": pairing_mode, "ops": ops,
+                            "tensors": found.row_count, "paired": paired, "compared": found.compared,
+                            "golden_only": golden_only, "csv": str(found.csv_path),
                             "seconds": round(found.seconds, 4), "problems": found.problems,
                             "entry_problems": problems, "coverage": coverage.to_json()}
     if found.mode == "tensor":
@@ -78,8 +84,8 @@ def compare(session, args) -> Message:
         different = sum(1 for r in found.rows if r.md5_equal is False and r.pair.golden is not None)
         lines.append(f"md5: {_count(different, 'row')} differ")
         data["different"] = different
-    if pairing.golden_only:
-        lines.append(f"{_count(len(pairing.golden_only), 'golden row')} without a target row")
+    if golden_only:
+        lines.append(f"{_count(golden_only, 'golden row')} without a target row")
     if problems:
         lines.append(f"{_count(len(problems), 'entry')} with pairing problems (first: {problems[0]})")
     lines.append(f"CSV: {found.csv_path}")
@@ -187,8 +193,8 @@ def vcs(session, args) -> Table:
         raise UsageError("vcs --plot draws a tensor metric; this pair compares statistics (see the table)")
     run = session.run
     unjudged: list[str] = []
-    suspects = find_framework_suspects(run, found.rows, threshold, args.backward, mode=found.mode,
-                                       tolerance=tolerance, unjudged=unjudged)
+    suspects = find_framework_suspects(run, threshold=threshold, backward=args.backward, mode=found.mode,
+                                       tolerance=tolerance, unjudged=unjudged, **found.judge_source())
     view = arrange(suspects, args, keys=_sort_keys(found, run), type_of=lambda s: _api_type(s.op), limit=limit)
     session.results["vcs"] = suspects
     session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)

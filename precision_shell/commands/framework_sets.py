@@ -103,11 +103,11 @@ def compare_ranks(session, ranks: list) -> tuple[list, str, list[str]]:
 
 def compare_table(session, args) -> Message:
     done, merged, warnings = compare_ranks(session, select_ranks(session, args.ranks, args.steps))
-    lines = [f"{_where(rank)}: {found.mode} mode, {len(found.rows):,} rows ({found.compared:,} compared), "
+    lines = [f"{_where(rank)}: {found.mode} mode, {found.row_count:,} rows ({found.compared:,} compared), "
              f"CSV {found.csv_path}" for rank, found in done]
     lines.append(f"merged CSV: {merged}")
     data = {"sets": [{"step": rank.location.step, "rank": rank.location.rank, "mode": found.mode,
-                      "tensors": len(found.rows), "compared": found.compared, "csv": str(found.csv_path)}
+                      "tensors": found.row_count, "compared": found.compared, "csv": str(found.csv_path)}
                      for rank, found in done], "merged_csv": merged}
     return Message(lines, data=data, warnings=warnings)
 
@@ -121,8 +121,8 @@ def suspects_table(session, args, threshold: float, tolerance: float) -> Table:
         if found.mode == "md5":
             warnings.append(f"{_where(rank)}: md5 mode: no values or statistics to find roots with")
             continue
-        suspects = find_framework_suspects(session.run_of(rank), found.rows, threshold, args.backward,
-                                           mode=found.mode, tolerance=tolerance)
+        suspects = find_framework_suspects(session.run_of(rank), threshold=threshold, backward=args.backward,
+                                           mode=found.mode, tolerance=tolerance, **found.judge_source())
         lines.append(RankLine(rank.location.rank, "-" if rank.location.step is None else str(rank.location.step),
                               next((s.op for s in suspects if s.first), None),
                               [s.op for s in suspects if s.role == "root"], len(suspects), found.compared,

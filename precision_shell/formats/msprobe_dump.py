@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import FormatError
 from .golden_npy import load_npy, read_npy_header
 from .msprobe_json import load_json, read_json_text_lenient, salvage_object
-from .msprobe_leaves import Leaf, LeafCounts, build_leaves, check_leaves, leaf_nodes
+from .msprobe_leaves import LEAF_ROOTS, Leaf, LeafCounts, build_leaves, check_leaves, leaf_nodes
 from .msprobe_layout import TENSOR_DIR, RankDir, entry_name_fields, find_rank_dirs, split_tensor_file_name
 from .torch_pt import PtTensor, load_pt_tensor, open_pt
 
@@ -50,6 +50,28 @@ class Entry:
             self._leaves = build_leaves(self.kind, self._body, self._dir)
             self._body = None
         return self._leaves
+
+    @property
+    def tensor_dir(self) -> str:
+        return self._dir
+
+    def leaf_sources(self) -> list[tuple[str, dict | Leaf | None]]:
+        """(path, leaf) of every leaf in dump order without building Leaf objects that are not
+        built yet: the leaf's JSON object (None for a null leaf), or its Leaf once built."""
+        if self._leaves is not None:
+            return [(leaf.path, leaf) for leaf in self._leaves]
+        if self.kind != "parameters_grad":     # the common body, inline: lists of leaf objects
+            found: list[tuple[str, dict]] = []
+            for key, value in self._body.items():
+                root = LEAF_ROOTS.get(key)
+                if root is None or value == {}:
+                    continue
+                if type(value) is not list or not all(type(n) is dict and type(n.get("type")) is str for n in value):
+                    break
+                found += [(f"{root}.{i}", node) for i, node in enumerate(value)]
+            else:
+                return found
+        return [(path, node) for path, node, problem in leaf_nodes(self.kind, self._body) if problem is None]
 
     @property
     def tensor_count(self) -> int:

@@ -26,6 +26,7 @@ _MAX_LEAF_DEPTH = 16
 # entry keys -> leaf path roots; input_args and input_kwargs both become "input" (A6)
 _ROOTS = {"input_args": "input", "input_kwargs": "input", "input": "input", "output": "output",
           "parameters": "parameters"}
+LEAF_ROOTS = _ROOTS
 
 
 @dataclass(slots=True)     # 300k of them in a 100k-entry dump: slots halve their size
@@ -189,6 +190,11 @@ def build_leaves(kind: str, body: dict, tensor_dir: str) -> list[Leaf]:
     """The Leaf objects of an entry that :func:`check_leaves` has checked (no warnings here)."""
     return [Leaf(path, None) if node is None else _leaf(node, path, tensor_dir)
             for path, node, problem in leaf_nodes(kind, body) if problem is None]
+
+
+def leaf_of(node: dict, path: str, tensor_dir: str) -> Leaf:
+    """The Leaf of one checked leaf object (what :func:`build_leaves` makes of it)."""
+    return _leaf(node, path, tensor_dir)
 
 
 def _leaf(node: dict, path: str, tensor_dir: str) -> Leaf:

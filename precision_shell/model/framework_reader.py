@@ -17,6 +17,8 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
+import struct
 from dataclasses import dataclass
 
 from precision_shell.errors import PshellError
@@ -54,35 +56,119 @@ def full_rank(rank: RankDump) -> RankDump:
 @dataclass
 class PendingRead:
     """A dump being read by a child process (``pid``), its summary coming through ``fd``; or,
-    where no child could be forked, the dump (or why not) read here already (``done``)."""
+    where no child could be forked, the dump (or why not) read here already (``done``).
+
+    After the summary the child makes the statistics columns of each rank (statistics task:
+    what a statistics ``vc`` pairs, :mod:`.msprobe_columns`), writes them into an anonymous
+    in-memory file made before the fork (``memfd``; Linux) and ends; :meth:`columns` reads them
+    from there when ``vc`` asks. Without a memfd the columns come through the pipe, and the
+    child waits until they are read or this process ends (the pipe closes under it)."""
     path: str
     pid: int | None = None
     fd: int | None = None
     done: MsprobeDump | PshellError | None = None
+    memfd: int | None = None
+    _pipe: object = None
+    _columns: list | None = None
 
     def result(self) -> MsprobeDump:
         """The dump (ranks deferred when a child read it); PshellError as the read raised it."""
-        if self.pid is not None:
-            self.done, self.pid = self._reply(), None
+        if self.pid is not None and self._pipe is None:
+            self.done = self._reply()
         if isinstance(self.done, PshellError):
             raise self.done
         return self.done
 
     def _reply(self) -> MsprobeDump | PshellError:
-        chunks = []
-        with os.fdopen(self.fd, "rb") as pipe:
-            while chunk := pipe.read(1 << 20):
-                chunks.append(chunk)
-        _, status = os.waitpid(self.pid, 0)
+        self._pipe = os.fdopen(self.fd, "rb")
+        reply = None
         try:
-            reply = json.loads(b"".join(chunks))
-        except ValueError:
-            reply = None
-        if not isinstance(reply, dict) or os.waitstatus_to_exitcode(status) != 0:
+            reply = json.loads(_message(self._pipe))
+        except (ValueError, OSError):
+            pass
+        if not isinstance(reply, dict):
+            self._finish()
             return _read_here(self.path)      # the child died: read it here instead
         if "error" in reply:
+            self._finish()
             return PshellError(reply["error"])
         return dump_of(reply["dump"])
+
+    def columns(self, index: int):
+        """The statistics columns the child made of rank ``index`` (StatsColumns), or None
+        (not a statistics rank, no child, or it failed)."""
+        if self._columns is None:
+            self._columns = []
+            if self._pipe is not None and isinstance(self.done, MsprobeDump):
+                from precision_shell.formats.msprobe_columns import decode
+
+                try:
+                    for _ in self.done.ranks:
+                        data = _message(self._pipe)
+                        if data[:1] == b"M":
+                            data = _pread(self.memfd, *_PLACE.unpack(data[1:]))
+                        self._columns.append(decode(memoryview(data)[1:]) if data else None)
+                except (ValueError, OSError, struct.error):
+                    self._columns = []
+            self._finish()
+        return self._columns[index] if index < len(self._columns) else None
+
+    def __del__(self) -> None:
+        if self._pipe is not None or self.memfd is not None:    # columns never asked for
+            try:
+                if self.pid is not None:
+                    os.kill(self.pid, signal.SIGKILL)
+                self._finish()
+            except (OSError, AttributeError):    # gone already, or the interpreter is ending
+                pass
+
+    def _finish(self) -> None:
+        """Close the pipe and reap the child."""
+        if self._pipe is not None:
+            self._pipe.close()
+        elif self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
+        if self.memfd is not None:
+            os.close(self.memfd)
+            self.memfd = None
+        if self.pid is not None:
+            os.waitpid(self.pid, 0)
+            self.pid = None
+
+
+_LENGTH = struct.Struct("<Q")
+_PLACE = struct.Struct("<QQ")       # offset and size of a rank's columns in the memfd
+
+
+def _pread(fd: int, offset: int, size: int) -> bytes:
+    """``size`` bytes at ``offset`` of ``fd`` (a R tag in front, as the pipe sends them)."""
+    parts, got = [b"R"], 0
+    while got < size:
+        part = os.pread(fd, min(size - got, 1 << 26), offset + got)
+        if not part:
+            raise ValueError("columns cut short")
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts)
+
+
+def _message(pipe) -> bytes:
+    """One length-prefixed message; ValueError when the pipe ends first."""
+    head = pipe.read(_LENGTH.size)
+    if len(head) != _LENGTH.size:
+        raise ValueError("pipe closed")
+    (size,) = _LENGTH.unpack(head)
+    data = pipe.read(size)
+    if len(data) != size:
+        raise ValueError("pipe closed")
+    return data
+
+
+def _send(pipe, chunks: list[bytes]) -> None:
+    pipe.write(_LENGTH.pack(sum(len(c) for c in chunks)))
+    for chunk in chunks:
+        pipe.write(chunk)
 
 
 def _read_here(path: str) -> MsprobeDump | PshellError:
@@ -90,6 +176,35 @@ def _read_here(path: str) -> MsprobeDump | PshellError:
         return read_msprobe_dump(path)
     except PshellError as exc:
         return exc
+
+
+def _child(path: str, write_fd: int, memfd: int | None) -> None:
+    """Read, send the summary, then per rank a message: empty (no columns), ``R`` and the
+    columns, or ``M`` and where they are in ``memfd``."""
+    done = _read_here(path)
+    reply = {"error": str(done)} if isinstance(done, PshellError) else {"dump": summary_of(done)}
+    with os.fdopen(write_fd, "wb") as pipe:
+        _send(pipe, [json.dumps(reply).encode()])
+        pipe.flush()
+        if isinstance(done, PshellError):
+            return
+        from precision_shell.formats.msprobe_columns import encode, stats_columns
+
+        offset = 0
+        for rank in done.ranks:
+            chunks = encode(stats_columns(rank.entries)) if rank.task == "statistics" else []
+            rank.entries = []       # its parsed JSON freed before the next rank's columns
+            if chunks and memfd is not None:
+                size = sum(len(c) for c in chunks)
+                for chunk in chunks:
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(memfd, view):]
+                chunks, offset = [b"M", _PLACE.pack(offset, size)], offset + size
+            elif chunks:
+                chunks = [b"R", *chunks]
+            _send(pipe, chunks)
+            pipe.flush()
 
 
 def start_reading(path: str | os.PathLike) -> PendingRead:
@@ -100,22 +215,24 @@ def start_reading(path: str | os.PathLike) -> PendingRead:
         return PendingRead(path, done=_read_here(path))
     read_fd, write_fd = os.pipe()
     try:
+        memfd = os.memfd_create("pshell-golden-columns", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") else None
+    except OSError:
+        memfd = None
+    try:
         pid = os.fork()
     except OSError:
-        os.close(read_fd)
-        os.close(write_fd)
+        for fd in (read_fd, write_fd, memfd):
+            if fd is not None:
+                os.close(fd)
         return PendingRead(path, done=_read_here(path))
     if pid == 0:     # the child: read, reply, and leave without running the parent's clean-up
         code = 1
         try:
             os.close(read_fd)
             gc.disable()     # ~5 objects per leaf, no cycles, and the process ends here
-            done = _read_here(path)
-            reply = {"error": str(done)} if isinstance(done, PshellError) else {"dump": summary_of(done)}
-            with os.fdopen(write_fd, "wb") as pipe:
-                pipe.write(json.dumps(reply).encode())
+            _child(path, write_fd, memfd)
             code = 0
         finally:
             os._exit(code)
     os.close(write_fd)
-    return PendingRead(path, pid, read_fd)
+    return PendingRead(path, pid, read_fd, memfd=memfd)

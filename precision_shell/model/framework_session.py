@@ -93,6 +93,7 @@ class FrameworkSession(OutputWriter):
     extra_inputs: list[InputPlace] = field(default_factory=list)
     selected: RankDump | None = None
     _runs: dict[int, FrameworkRun] = field(default_factory=dict)
+    _golden_read: PendingRead | None = field(default=None, repr=False)   # the child's columns to come
     # the REPL's completion warm-up thread builds the run too: one build, whoever asks first
     _runs_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
@@ -128,6 +129,7 @@ class FrameworkSession(OutputWriter):
         if not output:
             place.output_dir = session._default_output()
         session.selected = dump.ranks[0]
+        session._golden_read = pending
         return session
 
     # -- selection --------------------------------------------------------------------------------
@@ -186,6 +188,23 @@ class FrameworkSession(OutputWriter):
             loc = target.location
             raise CommandError(f"no golden rank for step {loc.step} rank {loc.rank} in {self.golden_dump.root}")
         return rank
+
+    def golden_columns(self, target: RankDump | None = None):
+        """The statistics columns of the golden ``dump.json`` for ``target`` (default: the
+        selection): made by the child that read it at start-up when it could, else here from
+        its entries (:mod:`precision_shell.formats.msprobe_columns`)."""
+        from precision_shell.formats.msprobe_columns import stats_columns
+
+        target = target or self.selected
+        with self._runs_lock:
+            rank = self.golden_for(target)
+            if rank is not None and self._golden_read is not None:
+                at = next(i for i, r in enumerate(self.golden_dump.ranks) if r is rank)
+                columns = self._golden_read.columns(at)
+                if columns is not None:
+                    return columns
+            with gc_paused(freeze=True):
+                return stats_columns(self.require_golden(target).entries)
 
     def use(self, step: int | None = None, rank: str | None = None) -> RankDump:
         """Select a step and rank (``rank`` as the folder name, ``rank3``, or just ``3``);

@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from precision_shell.model.framework_run import FrameworkRun, FrameworkTensor
 from precision_shell.analysis.compare.msprobe.engine import RowResult, is_failing
-from precision_shell.analysis.root_cause.stat_verdict import DEFAULT_TOLERANCE, judge_stats
+from precision_shell.analysis.root_cause.stat_verdict import DEFAULT_TOLERANCE, JUDGED, judge_stats
+
+if TYPE_CHECKING:
+    from precision_shell.analysis.compare.msprobe.column_pairing import ColumnPairing
 
 
 @dataclass(frozen=True)
@@ -80,9 +83,36 @@ class FrameworkSuspect:
 
 
 def judge_rows(run: FrameworkRun, results: Iterable[RowResult], mode: str, threshold: float,
-               tolerance: float = DEFAULT_TOLERANCE) -> Callable[[FrameworkTensor], Judged | None]:
+               tolerance: float = DEFAULT_TOLERANCE,
+               columns: ColumnPairing | None = None) -> Callable[[FrameworkTensor], Judged | None]:
     """The verdict of a tensor from its own compare row, None when it has none (no golden row,
-    no file in tensor mode, statistics not comparable)."""
+    no file in tensor mode, statistics not comparable). ``columns``: a statistics compare made on
+    columns (its golden statistics by row name), read instead of ``results``."""
+    from precision_shell.model.runs.base import Stats
+
+    def judged_stats(t: FrameworkTensor, high, low, mean, norm) -> Judged | None:
+        g = None if high is None and low is None and norm is None else Stats(high, low, mean, norm)
+        v = judge_stats(t.stats, g, tolerance)
+        if v.fails is None:
+            return None
+        return Judged(v.fails, None, ",".join(v.failed), v.rel_error)
+
+    if columns is not None:     # statistics on columns: the common rows judged column-wise
+        ok, rel = columns.statistic_relative_errors()
+        failed = (rel > tolerance).tolist()
+        ok, worst = ok.tolist(), rel.max(axis=1).tolist()
+        labels = [label for label, _ in JUDGED]
+
+        def from_columns(t: FrameworkTensor) -> Judged | None:
+            row = columns.row_of(t.compare_name)
+            if row is None:
+                return None
+            if ok[row] and t.stats is not None:
+                names = [label for label, bad in zip(labels, failed[row]) if bad]
+                return Judged(bool(names), None, ",".join(names), worst[row])
+            found = columns.golden_statistics(t.compare_name)
+            return None if found is None else judged_stats(t, *found)
+        return from_columns
     by_name = {r.name: r for r in results}
 
     def judged(t: FrameworkTensor) -> Judged | None:
@@ -94,24 +124,19 @@ def judge_rows(run: FrameworkRun, results: Iterable[RowResult], mode: str, thres
                 return None
             return Judged(is_failing(r.metrics, threshold), r.metrics.cosine, metrics=r.metrics)
         golden = r.pair.golden.leaf
-        from precision_shell.model.runs.base import Stats
-
-        g = None if golden.max is None and golden.min is None and golden.norm is None else \
-            Stats(golden.max, golden.min, golden.mean, golden.norm)
-        v = judge_stats(t.stats, g, tolerance)
-        if v.fails is None:
-            return None
-        return Judged(v.fails, None, ",".join(v.failed), v.rel_error)
+        return judged_stats(t, golden.max, golden.min, golden.mean, golden.norm)
     return judged
 
 
 def find_framework_suspects(run: FrameworkRun, results: Iterable[RowResult], threshold: float,
                             backward: bool = False, *, mode: str = "tensor",
                             tolerance: float = DEFAULT_TOLERANCE,
-                            unjudged: list[str] | None = None) -> list[FrameworkSuspect]:
+                            unjudged: list[str] | None = None,
+                            columns: ColumnPairing | None = None) -> list[FrameworkSuspect]:
     """``unjudged``, when given, receives the outputs judged through the dataflow graph because
-    their own compare could not judge them (statistics null on one side, no golden row)."""
-    own = judge_rows(run, results, mode, threshold, tolerance)
+    their own compare could not judge them (statistics null on one side, no golden row).
+    ``columns``: see :func:`judge_rows` (``results`` is not read then)."""
+    own = judge_rows(run, results, mode, threshold, tolerance, columns)
     kinds = ("forward", "backward", "parameters_grad") if backward else ("forward",)
     verdicts: dict[str, Judged | None] = {}
 
@@ -148,13 +173,46 @@ def find_framework_suspects(run: FrameworkRun, results: Iterable[RowResult], thr
             [t.name for t in failed_out], failed_in, _worst_cosine(failed_out, verdict) if mode == "tensor" else None,
             run.module_path(op.name), tensor=worst.name, statistic=j.statistic if j else "",
             stat_error=j.rel_error if j else None, type=op.type, metrics=j.metrics if j else None))
-    failing = {s.op for s in suspects}
+    failing_downstream = _failing_downstream(run, {s.op for s in suspects})
     for s in suspects:
-        s.downstream = [name for name in run.downstream(s.op) if name in failing]
+        s.downstream = failing_downstream(s.op)
     first = next((s for s in suspects if s.role == "root"), None)
     if first is not None:
         first.first = True
     return suspects
+
+
+DOWNSTREAM_LISTED = 16     # failing entries listed per suspect (a chain of n failing entries has n^2)
+
+
+def _failing_downstream(run: FrameworkRun, failing: set[str]) -> Callable[[str], list[str]]:
+    """The first :data:`DOWNSTREAM_LISTED` failing entries reachable from an entry along the
+    dataflow edges, in dump order. Made once for all entries, latest first: an entry's list is
+    its failing consumers merged with their lists (the first k of a union are among the first
+    k of each part), so a 100k-entry chain costs 100k short merges, not 100k walks."""
+    order = {op.name: i for i, op in enumerate(run.ops)}
+    memo: dict[str, list[str]] = {}
+
+    def listed(name: str) -> list[str]:
+        found = memo.get(name)
+        if found is not None:
+            return found
+        at = order[name]
+        picked: set[str] = set()
+        for edge in run.consumers(name):
+            dst = edge.dst_op
+            if dst in failing:
+                picked.add(dst)
+            if order.get(dst, -1) > at and dst in memo:
+                picked.update(memo[dst])
+            elif dst != name:         # an edge that does not run forward: walk it
+                picked.update(n for n in run.downstream(dst) if n in failing)
+        found = memo[name] = sorted(picked, key=order.__getitem__)[:DOWNSTREAM_LISTED]
+        return found
+
+    for op in reversed(run.ops):
+        listed(op.name)
+    return listed
 
 
 def _sort_value(j: Judged | None) -> float:

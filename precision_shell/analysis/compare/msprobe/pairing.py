@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from precision_shell.errors import FormatError
 from precision_shell.formats.input_files import read_text_input
+from precision_shell.formats.msprobe_columns import dtype_text
 from precision_shell.formats.msprobe_dump import Entry, Leaf, RankDump
 from precision_shell.model.framework_run import compare_name
 
@@ -51,14 +52,7 @@ class Row:
     @property
     def dtype(self) -> str:
         """msprobe's dtype cell: the dumped dtype string, or the Python type of a plain value."""
-        leaf = self.leaf
-        if leaf.is_tensor:
-            return leaf.dtype_raw or leaf.dtype or "None"    # recovered leaves: numpy's name
-        if leaf.type is None:
-            return "None"
-        if leaf.type in ("torch.Size", "slice", "ellipsis", "torch.ProcessGroup"):
-            return leaf.type
-        return str(type(leaf.value))
+        return dtype_text(self.leaf)
 
 
 @dataclass(slots=True)    # 300k for a 100k-entry pair: ~70 MB less than with a __dict__ each
@@ -120,11 +114,14 @@ def _split_name(name: str) -> tuple[str, str, str]:
     return "", "", ""
 
 
-def exact_keys(rows: list[Row]) -> list[str]:
-    """Row keys with backward call numbers renumbered per counter-less name in dump order."""
+def backward_entry_keys(entry_names) -> dict[str, str]:
+    """The key of each backward entry among ``entry_names`` (those with rows, in dump order):
+    its call number replaced by its rank among backward entries of the same counter-less name."""
     backward_count: dict[str, int] = {}
     entry_key: dict[str, str] = {}
-    for entry in dict.fromkeys(r.entry.name for r in rows):
+    for entry in dict.fromkeys(entry_names):
+        if "backward" not in entry:      # direction "backward" is one of its last two parts
+            continue
         stem, call_direction, direction = _split_name(entry)
         if direction != "backward":
             continue
@@ -134,6 +131,12 @@ def exact_keys(rows: list[Row]) -> list[str]:
         head = str(order) if head.isdigit() else head
         tail = str(order) if tail.isdigit() else tail
         entry_key[entry] = f"{stem}.{head}.{tail}"
+    return entry_key
+
+
+def exact_keys(rows: list[Row]) -> list[str]:
+    """Row keys with backward call numbers renumbered per counter-less name in dump order."""
+    entry_key = backward_entry_keys(r.entry.name for r in rows)
     # a backward row's key is the renumbered entry plus the row name's suffix (msprobe's
     # ``suffix = full_op_name.replace(op_name, '')``); any other row's key is its name
     return [entry_key[r.entry.name] + r.name.replace(r.entry.name, "") if r.entry.name in entry_key

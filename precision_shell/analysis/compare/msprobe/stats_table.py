@@ -225,22 +225,33 @@ def statistics_columns(pairing: Pairing, stack: dict[str, tuple[str, ...]] | Non
                        dtype_is_error: bool = False, chunk: int = CHUNK) -> Iterator[list[list[str]]]:
     """The statistics-mode CSV columns of ``pairing`` (:func:`.framework_csv.header`, the stack
     column included), ``chunk`` rows or a little more at a time."""
+    def chunks():
+        for pairs in _chunks(pairing.pairs, chunk):
+            bounds, start = [], 0
+            for end in range(1, len(pairs) + 1):
+                if end == len(pairs) or pairs[end].target.entry is not pairs[start].target.entry:
+                    bounds.append((start, end, pairs[start].target.entry.name))
+                    start = end
+            yield (*_chunk_columns(pairs), bounds)
+    return judged_columns(chunks(), stack, dtype_is_error)
+
+
+def judged_columns(chunks, stack: dict[str, tuple[str, ...]] | None, dtype_is_error: bool
+                   ) -> Iterator[list[list[str]]]:
+    """Each chunk's columns with msprobe's verdicts and the stack column added: ``chunks``
+    yields (columns up to Requires_grad Consistent, simple rows, NormRelativeErr fractions,
+    [(start, end, entry name)] of the chunk's entries)."""
     stack = stack or {}
     seen: set[str] = set()
-    for pairs in _chunks(pairing.pairs, chunk):
-        cols, simple, percent = _chunk_columns(pairs)
-        n = len(pairs)
+    for cols, simple, percent, bounds in chunks:
+        n = len(cols[0])
         results, messages, frames_col = ["pass"] * n, [_NO_MESSAGES] * n, [N_A] * n
-        start = 0
-        for end in range(1, n + 1):
-            if end == n or pairs[end].target.entry is not pairs[start].target.entry:
-                _verdicts(cols, simple, percent, start, end, dtype_is_error, results, messages)
-                name = pairs[start].target.entry.name
-                frames = stack.get(name) if name not in seen else None
-                seen.add(name)
-                if frames:
-                    frames_col[start] = str(list(frames))
-                start = end
+        for start, end, name in bounds:
+            _verdicts(cols, simple, percent, start, end, dtype_is_error, results, messages)
+            frames = stack.get(name) if name not in seen else None
+            seen.add(name)
+            if frames:
+                frames_col[start] = str(list(frames))
         yield [*cols, results, messages, frames_col]
 
 
@@ -263,10 +274,20 @@ def write_statistics_csv(path: str | os.PathLike, pairing: Pairing, stack: dict[
                          chunk: int = CHUNK) -> None:
     """msprobe's statistics-mode CSV of ``pairing`` written chunk by chunk (bounded memory),
     each chunk's lines joined from its columns (the bytes csv.writer writes: tests compare)."""
+    write_table_csv(path, statistics_columns(pairing, stack, dtype_is_error, chunk), advance)
+
+
+def csv_lines(cols: list[list[str]]) -> str:
+    """The CSV lines of a chunk's columns."""
+    return "".join([",".join(row) + "\r\n" for row in zip(*map(_csv_column, cols))])
+
+
+def write_table_csv(path: str | os.PathLike, columns: Iterator[list[list[str]]],
+                    advance: Callable[[int], None] | None = None) -> None:
     def write(f) -> None:
         csv.writer(f).writerow(header("statistics"))
-        for cols in statistics_columns(pairing, stack, dtype_is_error, chunk):
-            f.write("".join([",".join(row) + "\r\n" for row in zip(*map(_csv_column, cols))]))
+        for cols in columns:
+            f.write(csv_lines(cols))
             if advance is not None:
                 advance(len(cols[0]))
 

@@ -1,0 +1,236 @@
+"""The statistics-mode CSV from columns (:class:`.column_pairing.ColumnPairing`): the chunks of
+:mod:`.stats_table` made from both sides' arrays instead of row objects -- the same cells, the
+same verdicts (:func:`.stats_table.judged_columns`), the same bytes (tests compare the paths).
+
+A chunk is ``CHUNK`` target rows or a little more (never splitting an entry): every diff and
+relative error of its simple rows (float tensors with four finite statistics on both sides) is
+one array expression; the other rows take msprobe's per-cell rules (:func:`.engine._stats_diff`
+on the texts the reader kept for them).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import struct
+from typing import Callable, Iterator
+
+import numpy as np
+
+from precision_shell.formats.msprobe_columns import GRAD_TEXTS, NONE_LEAF, StatsColumns
+from .column_pairing import ColumnPairing
+from precision_shell.atomic_write import write_atomic
+from .csv_layout import _SUMMARY_TEXT, _percent, header
+from .engine import N_A, _cell, _stats_diff
+from .stats_table import CHUNK, _texts, csv_lines, judged_columns
+
+_N_A_CELLS = [(N_A, "na", None)] * 4
+
+
+def _bounds(row_entry: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """(start, end) of consecutive slices of about ``size`` rows cut at entry starts."""
+    n = len(row_entry)
+    starts = np.flatnonzero(np.r_[True, row_entry[1:] != row_entry[:-1]]) if n else np.zeros(0, int)
+    cuts, at = [], 0
+    while at < n:
+        end = at + size
+        if end >= n:
+            end = n
+        else:
+            end = int(starts[np.searchsorted(starts, end)]) if end <= starts[-1] else n
+        cuts.append((at, end))
+        at = end
+    return cuts
+
+
+def _cells(side: StatsColumns, row: int, ok: bool, values: list[float]):
+    """msprobe's cells (text, class, number) of one row's statistics."""
+    if ok:
+        return [(repr(v), "num", v) for v in values]
+    return [_cell(text) for text in side.cells[row]]
+
+
+def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[str]], list[bool], list[float]]:
+    """Columns up to Requires_grad Consistent of target rows ``lo:hi``, which rows were simple,
+    each row's NormRelativeErr fraction (as :func:`.stats_table._chunk_columns`)."""
+    t, g = pairing.target, pairing.golden
+    found = pairing.golden_row[lo:hi]
+    has = found >= 0
+    at = np.where(has, found, 0)
+    t_vals = t.stats[lo:hi]
+    g_vals = g.stats[at] if len(g) else np.full_like(t_vals, np.nan)
+    t_ok = t.simple[lo:hi]
+    g_ok = (g.simple[at] & has) if len(g) else np.zeros_like(has)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = t_vals - g_vals
+        rel = np.abs(diff / g_vals * 100)
+    diffs, rels = _texts(diff), [[x + "%" for x in column] for column in _texts(rel)]
+    same = (t_vals == g_vals) & (np.signbit(t_vals) == np.signbit(g_vals))
+    for i, k in zip(*np.nonzero(same)):
+        diffs[k][i] = rels[k][i] = "0"
+    for i, k in zip(*np.nonzero(~same & (g_vals == 0))):
+        rels[k][i] = "inf"
+    t_summary, g_summary = _texts(t_vals), _texts(g_vals)
+    simple = t_ok & g_ok
+    percent = np.where(simple & ~same[:, 3] & (g_vals[:, 3] != 0), rel[:, 3] / 100, -1.0).tolist()
+    t_ok_list, g_ok_list, has_list = t_ok.tolist(), g_ok.tolist(), has.tolist()
+    for i in np.flatnonzero(~simple).tolist():     # msprobe's per-cell rules for the rest
+        t_stat = _cells(t, lo + i, t_ok_list[i], t_vals[i].tolist())
+        if not t_ok_list[i]:
+            for k, c in enumerate(t_stat):
+                t_summary[k][i] = _SUMMARY_TEXT.get(c[0], c[0])
+        if not has_list[i]:
+            for k in range(4):
+                g_summary[k][i] = diffs[k][i] = rels[k][i] = N_A
+        else:
+            g_stat = _cells(g, int(found[i]), g_ok_list[i], g_vals[i].tolist())
+            computed = _stats_diff(t_stat, g_stat)
+            for k in range(4):
+                if not g_ok_list[i]:
+                    c = g_stat[k][0]
+                    g_summary[k][i] = _SUMMARY_TEXT.get(c, c)
+                diffs[k][i], rels[k][i] = computed.diffs[k], computed.relative[k]
+        text = rels[3][i]
+        value = _percent(text) if text.endswith("%") else -1.0
+        percent[i] = value if value == value else -1.0     # max() in _extreme passes NaN over
+    t_texts, g_texts = t.texts, g.texts
+    grads = (GRAD_TEXTS, GRAD_TEXTS)
+    n_grads = [grads[0][c] for c in t.grad[lo:hi].tolist()]
+    at_list = at.tolist()
+    g_names = [g.names[r] if h else N_A for r, h in zip(at_list, has_list)] if len(g) else [N_A] * len(has_list)
+    if len(g):
+        g_kind, g_dtype = g.kind[at].tolist(), g.dtype_text[at].tolist()
+        g_shape, g_grad = g.shape[at].tolist(), g.grad[at].tolist()
+        b_dtypes = [N_A if not h or k == NONE_LEAF else g_texts[d] for h, k, d in zip(has_list, g_kind, g_dtype)]
+        b_shapes = [g_texts[s] if h else N_A for h, s in zip(has_list, g_shape)]
+        b_grads = [GRAD_TEXTS[c] if h else N_A for h, c in zip(has_list, g_grad)]
+    else:
+        b_dtypes = b_shapes = b_grads = [N_A] * len(has_list)
+    n_dtypes = [N_A if k == NONE_LEAF else t_texts[d]
+                for k, d in zip(t.kind[lo:hi].tolist(), t.dtype_text[lo:hi].tolist())]
+    n_shapes = [t_texts[s] for s in t.shape[lo:hi].tolist()]
+    return [t.names[lo:hi], g_names, n_dtypes, b_dtypes, n_shapes, b_shapes, n_grads, b_grads,
+            *diffs, *rels, *t_summary, *g_summary,
+            ["True" if a == b else "False" for a, b in zip(n_grads, b_grads)]], simple.tolist(), percent
+
+
+def column_chunks(pairing: ColumnPairing, bounds: list[tuple[int, int]]) -> Iterator:
+    """What :func:`.stats_table.judged_columns` takes, for the slices ``bounds`` of target rows."""
+    t = pairing.target
+    row_entry = t.row_entry
+    for lo, hi in bounds:
+        cols, simple, percent = _column_chunk(pairing, lo, hi)
+        entries = row_entry[lo:hi]
+        starts = np.flatnonzero(np.r_[True, entries[1:] != entries[:-1]]).tolist()
+        ends = starts[1:] + [hi - lo]
+        yield cols, simple, percent, [(s, e, t.entry_names[entries[s]]) for s, e in zip(starts, ends)]
+
+
+def _texts_of(pairing: ColumnPairing, bounds, stack, dtype_is_error) -> Iterator[tuple[str, int]]:
+    """(CSV lines, rows) of each slice."""
+    for cols in judged_columns(column_chunks(pairing, bounds), stack, dtype_is_error):
+        yield csv_lines(cols), len(cols[0])
+
+
+def write_column_csv(path: str | os.PathLike, pairing: ColumnPairing, stack: dict[str, tuple[str, ...]] | None = None,
+                     dtype_is_error: bool = False, advance: Callable[[int], None] | None = None,
+                     chunk: int = CHUNK, processes: int = 2) -> None:
+    """msprobe's statistics-mode CSV of a column pairing, chunk by chunk. With ``processes`` 2
+    a forked child formats the second half of the rows while this process formats the first
+    (the floats' ``repr`` is most of the work, and it holds the GIL), then sends its lines."""
+    bounds = _bounds(pairing.target.row_entry, chunk)
+    half = len(pairing.golden_row) // 2
+    split = next((k for k, (lo, _) in enumerate(bounds) if lo >= half), len(bounds))
+    helper = _Helper.start(pairing, bounds[split:], stack, dtype_is_error) if processes > 1 and split < len(bounds) else None
+    mine = bounds if helper is None else bounds[:split]
+
+    def write(f) -> None:
+        csv.writer(f).writerow(header("statistics"))
+        for text, rows in _texts_of(pairing, mine, stack, dtype_is_error):
+            f.write(text)
+            if advance is not None:
+                advance(rows)
+        if helper is None:
+            return
+        f.flush()
+        got = 0
+        for data, rows in helper.results():
+            f.buffer.write(data)
+            got += 1
+            if advance is not None:
+                advance(rows)
+        if not helper.complete:       # the child failed: its slices from where it stopped, here
+            for text, rows in _texts_of(pairing, bounds[split + got:], stack, dtype_is_error):
+                f.write(text)
+                if advance is not None:
+                    advance(rows)
+
+    try:
+        write_atomic(path, write)
+    finally:
+        if helper is not None:
+            helper.stop()
+
+
+class _Helper:
+    """A forked child formatting slices of the CSV and sending their UTF-8 lines, one
+    length-prefixed message per slice (rows count first), then an empty one."""
+    _HEAD = struct.Struct("<QQ")
+
+    def __init__(self, pid: int, fd: int):
+        self.pid, self.pipe, self.complete = pid, os.fdopen(fd, "rb"), False
+
+    @classmethod
+    def start(cls, pairing: ColumnPairing, bounds, stack, dtype_is_error) -> "_Helper | None":
+        if not hasattr(os, "fork"):
+            return None
+        read_fd, write_fd = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_fd)
+            os.close(write_fd)
+            return None
+        if pid == 0:
+            code = 1
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent stops it (stop())
+                os.close(read_fd)
+                texts = [(text.encode("utf-8"), rows) for text, rows in
+                         _texts_of(pairing, bounds, stack, dtype_is_error)]
+                with os.fdopen(write_fd, "wb") as pipe:
+                    for data, rows in texts:
+                        pipe.write(cls._HEAD.pack(len(data), rows))
+                        pipe.write(data)
+                    pipe.write(cls._HEAD.pack(0, 0))
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        return cls(pid, read_fd)
+
+    def results(self) -> Iterator[tuple[bytes, int]]:
+        while True:
+            head = self.pipe.read(self._HEAD.size)
+            if len(head) != self._HEAD.size:
+                return
+            size, rows = self._HEAD.unpack(head)
+            if size == 0 and rows == 0:
+                self.complete = True
+                return
+            data = self.pipe.read(size)
+            if len(data) != size:
+                return
+            yield data, rows
+
+    def stop(self) -> None:
+        """End the child (done, or interrupted here) and reap it."""
+        self.pipe.close()
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = None
