@@ -25,6 +25,7 @@ from precision_shell import __version__
 from precision_shell.atomic_write import write_atomic
 from precision_shell.errors import FormatError
 from precision_shell.formats.input_files import open_regular
+from precision_shell.model.detached import run_detached
 from precision_shell.model.cache_codec import Attached, CacheKind, EntryError, fields, need
 from precision_shell.gc_pause import gc_paused
 
@@ -197,30 +198,14 @@ class LoadCache:
         path = self._file(kind, key)
         if path is None:
             return
-        if background and hasattr(os, "fork"):
+        if background:
             self._store_detached(kind, key, value)
             return
         self._write(kind, key, value)
 
     def _store_detached(self, kind: CacheKind, key: tuple, value: Any) -> None:
-        # Double fork: the grandchild writes, the child exits at once and is reaped here, so no
-        # zombie is left behind in a long REPL session. Copy-on-write makes the fork cheap.
-        try:
-            pid = os.fork()
-        except OSError:
+        if not run_detached(lambda: self._write(kind, key, value)):
             self._write(kind, key, value)
-            return
-        if pid == 0:  # child
-            try:
-                if os.fork() == 0:  # grandchild
-                    try:
-                        os.setsid()
-                        self._write(kind, key, value)
-                    finally:
-                        os._exit(0)
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
 
     def _write(self, kind: CacheKind, key: tuple, value: Any) -> None:
         try:

@@ -10,9 +10,9 @@ graph cache's writer does, so the next start knows them.
 from __future__ import annotations
 
 import atexit
-import os
 import threading
 
+from precision_shell.model.detached import run_detached
 from precision_shell.model.folder_listing import FolderFiles, Listing, end_cache_writes
 
 # Fewer files than this are stat'ed at once (~50 ms); more are counted in a background thread,
@@ -65,25 +65,13 @@ def _at_exit() -> None:
     does not wait for 10^5 stats), once no thread writes any more."""
     end_cache_writes()
     unsaved = [f for count in list(_counting) for f in count.folders if f.sizes_unsaved]
-    if unsaved and hasattr(os, "fork"):
+    if unsaved:
         _save_detached(unsaved)
 
 
 def _save_detached(folders: list[FolderFiles]) -> None:
-    # Double fork, as LoadCache._store_detached: the grandchild works, the child exits at once.
-    try:
-        pid = os.fork()
-    except OSError:
-        return
-    if pid == 0:  # child
-        try:
-            if os.fork() == 0:  # grandchild
-                try:
-                    os.setsid()
-                    for f in folders:
-                        f.save_sizes_unlocked()
-                finally:
-                    os._exit(0)
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
+    def save() -> None:
+        for f in folders:
+            f.save_sizes_unlocked()
+
+    run_detached(save)
