@@ -131,3 +131,23 @@ def test_a_graph_workspaces_compare_imports_no_framework_or_other_command(sample
                                  "precision_shell.model.mindspore", "precision_shell.analysis.compare.msprobe",
                                  "precision_shell.formats.msprobe_dump", "precision_shell.formats.mindspore_graph.anf"))
                    for m in modules), modules
+
+
+def test_completing_and_highlighting_command_names_imports_no_command_module():
+    code = r"""
+import json, sys
+from precision_shell.shell.completer import ShellCompleter
+from precision_shell.shell.lexer import ShellLexer
+completer = ShellCompleter(None)
+names = {c.text: c.display_meta_text for c in completer.complete_commands("")}
+tokens = ShellLexer(None).lex_line("bisect --help; nosuch")
+print(json.dumps([names, tokens, sorted(m for m in sys.modules if m.startswith("precision_shell.commands."))]))
+"""
+    names, tokens, imported = json.loads(_python(code))
+    assert imported == ["precision_shell.commands.registry", "precision_shell.commands.table"]
+    summaries = {c.name: c.summary for c in TABLE.commands}
+    for c in TABLE.commands:
+        assert names[c.name] == summaries[c.name]
+        for alias in c.aliases:
+            assert names[alias] == f"= {c.name}"
+    assert ["class:command", "bisect"] in tokens and ["class:unknown-command", "nosuch"] in tokens
