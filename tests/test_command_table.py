@@ -84,7 +84,8 @@ print(json.dumps([before, after, lazy]))
 """
     before, after, imported = json.loads(_python(code))
     assert before == after
-    assert imported == ["precision_shell.commands.registry", "precision_shell.commands.table"]
+    assert imported == ["precision_shell.commands.command_table", "precision_shell.commands.registry",
+                        "precision_shell.commands.table"]
     framework = {name: summary for name, _, summary in after[1]}
     assert framework["fusion"] is None and framework["next"] == {n: s for n, _, s in after[0]}["next"]
     assert framework["vcs"] != {n: s for n, _, s in after[0]}["vcs"]     # the framework variant's
@@ -144,7 +145,8 @@ tokens = ShellLexer(None).lex_line("bisect --help; nosuch")
 print(json.dumps([names, tokens, sorted(m for m in sys.modules if m.startswith("precision_shell.commands."))]))
 """
     names, tokens, imported = json.loads(_python(code))
-    assert imported == ["precision_shell.commands.registry", "precision_shell.commands.table"]
+    assert imported == ["precision_shell.commands.command_table", "precision_shell.commands.registry",
+                        "precision_shell.commands.table"]
     summaries = {c.name: c.summary for c in TABLE.commands}
     for c in TABLE.commands:
         assert names[c.name] == summaries[c.name]

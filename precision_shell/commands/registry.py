@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from precision_shell.commands.command_table import CommandInfo, CommandTable
+from precision_shell.commands.table import TABLE
 from precision_shell.errors import CommandError, UsageError
 
 OUTPUT_FORMATS = ("table", "csv", "json")
@@ -138,29 +140,6 @@ class Command:
             if flag_or_position in a.flags:
                 return a.complete
         return None
-
-
-@dataclass(frozen=True)
-class CommandInfo:
-    """What help and completion show of a command (or of a kind's variant of it) before its
-    module is imported; ``module`` registers it when imported."""
-
-    name: str
-    module: str
-    summary: str
-    aliases: tuple[str, ...] = ()
-    needs_session: bool = True
-
-
-@dataclass(frozen=True)
-class CommandTable:
-    """The static table of a registry (see :mod:`.table`): commands, variants by (kind, name),
-    commands shared per kind, and the kind each kind inherits from."""
-
-    commands: tuple[CommandInfo, ...] = ()
-    variants: dict[tuple[str, str], CommandInfo] = field(default_factory=dict)
-    shared: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    bases: dict[str, str] = field(default_factory=dict)
 
 
 class Registry:
@@ -345,11 +324,5 @@ class Registry:
         return sorted(set(self._by_alias) | set(self._unloaded))
 
 
-def _shell_registry() -> Registry:
-    from precision_shell.commands.table import TABLE
-
-    return Registry(TABLE)
-
-
-REGISTRY = _shell_registry()
+REGISTRY = Registry(TABLE)
 command = REGISTRY.command

@@ -2,7 +2,7 @@
 `python -m precision_shell.commands.table_make` from what the command modules register
 (tests/test_command_table.py checks that it still is). Do not edit by hand."""
 
-from precision_shell.commands.registry import CommandInfo, CommandTable
+from precision_shell.commands.command_table import CommandInfo, CommandTable
 
 TABLE = CommandTable(
     commands=(

@@ -14,7 +14,8 @@ import pkgutil
 import sys
 from pathlib import Path
 
-from precision_shell.commands.registry import CommandInfo, Registry
+from precision_shell.commands.command_table import CommandInfo
+from precision_shell.commands.registry import Registry
 
 # the packages whose modules register commands
 COMMAND_PACKAGES = ("precision_shell.commands", "precision_shell.report")
@@ -50,7 +51,7 @@ def table_source(registry: Registry) -> str:
         "`python -m precision_shell.commands.table_make` from what the command modules register",
         '(tests/test_command_table.py checks that it still is). Do not edit by hand."""',
         "",
-        "from precision_shell.commands.registry import CommandInfo, CommandTable",
+        "from precision_shell.commands.command_table import CommandInfo, CommandTable",
         "",
         "TABLE = CommandTable(",
         "    commands=(",
