@@ -294,7 +294,7 @@ class Registry:
         return out
 
     def load_all(self) -> None:
-        """Import every module of the table (the MCP server's tool list, the table's own test)."""
+        """Import every module of the table (`commands()`, `variants()`: the MCP tests, table_make)."""
         while self._unloaded:
             name, info = next(iter(self._unloaded.items()))
             self._load(info, name)
