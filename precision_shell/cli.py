@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from precision_shell import __version__
+from precision_shell.blas_threads import load_numpy_with_one_blas_thread
 from precision_shell.commands.process_policy import allow_processes_in_scripts
 from precision_shell.config import parse_min_coverage
 from precision_shell.errors import PshellError, UsageError
@@ -165,6 +166,7 @@ def _guarded_files(session, opts: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    load_numpy_with_one_blas_thread()
     if argv[:1] == ["mcp"]:   # `pshell mcp ...`: the MCP server (a folder named mcp: `pshell ./mcp`)
         return _serve_mcp(argv[1:])
     opts = build_parser().parse_args(argv)

@@ -19,7 +19,6 @@ from typing import Any, Callable, TextIO
 from precision_shell.atomic_write import write_atomic
 from precision_shell.commands import REGISTRY
 from precision_shell.commands.process_policy import running_script
-from precision_shell.report import command as _report_command  # noqa: F401  (registers `report`)
 from precision_shell.commands.runner import (ClearRequest, Outcome, SourceRequest, Statement, execute,
                                              split_statements)
 from precision_shell.errors import FormatError, PshellError, UsageError

@@ -13,7 +13,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "precision_shell"
 
 # lowest first; a module may import its own layer and the ones before it
 LAYERS = [
-    {"precision_shell", "errors", "atomic_write", "gc_pause", "jsonable", "logfile", "safe_text"},
+    {"precision_shell", "errors", "atomic_write", "gc_pause", "jsonable", "logfile", "safe_text",
+     "blas_threads"},
     {"formats", "config"},               # config reads its INI file through formats' bounded reads
     {"model", "samples", "capture"},     # generators and the torch capture write dumps; not analyses
     {"analysis"},

@@ -30,10 +30,12 @@ def help_(session: Session | None, args) -> Table | Message:
         text = localised_help(cmd.help_text(), session)
         return Message(text.rstrip("\n").split("\n"),
                        data={"command": cmd.name, "aliases": list(cmd.aliases), "help": text})
-    rows = [[cmd.name, ", ".join(cmd.aliases), _first_sentence(shown.summary) if shown else "(graph mode only)"]
-            for cmd in REGISTRY.commands() for shown in [REGISTRY.available(cmd, session)]]
-    json_rows = [{"command": r[0], "aliases": list(REGISTRY.lookup(r[0]).aliases), "summary": r[2]}
-                 for r in rows]
+    # from the command table: listing the commands imports none of them
+    overview = REGISTRY.overview(session)
+    rows = [[info.name, ", ".join(info.aliases), _first_sentence(summary) if summary else "(graph mode only)"]
+            for info, summary in overview]
+    json_rows = [{"command": info.name, "aliases": list(info.aliases), "summary": row[2]}
+                 for (info, _), row in zip(overview, rows)]
     return Table(["command", "alias", "what it does"], rows, json_rows=json_rows,
                  notes=["`help CMD` or `CMD -h` shows a command's flags and an example."])
 

@@ -270,7 +270,7 @@ class ShellCompleter(Completer):
             self._commands = NameIndex(self.registry.all_names())
             self._command_count = len(self.registry.all_names())
         for name in self._commands.search(word, MAX_RESULTS):
-            cmd = self.registry.get(name)
+            cmd = self.registry.info(name)      # from the command table: imports no command module
             meta = cmd.summary if cmd.name == name else f"= {cmd.name}"
             yield Completion(name, -len(word), display_meta=meta)
 

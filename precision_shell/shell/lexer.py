@@ -43,7 +43,7 @@ class ShellLexer(Lexer):
 
     def _word_tokens(self, word: str, first: bool) -> list[tuple[str, str]]:
         if first:
-            known = self.registry.get(word) is not None
+            known = self.registry.info(word) is not None   # the table: nothing imported
             return [("class:command" if known else "class:unknown-command", word)]
         if is_flag(word):
             return [("class:flag", word)]
