@@ -10,6 +10,7 @@ graph cache's writer does, so the next start knows them.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 
 from precision_shell.model.detached import run_detached
@@ -34,8 +35,12 @@ class SizeCount:
             self._count()
         else:
             _counting.append(self)  # before the thread starts: it removes itself when done
-            self.thread = threading.Thread(target=self._count, name="pshell-sizes", daemon=True)
+            self.thread = threading.Thread(target=self._count_in_background, name="pshell-sizes", daemon=True)
             self.thread.start()
+
+    def _count_in_background(self) -> None:
+        _lower_priority()
+        self._count()
 
     def _count(self) -> None:
         try:
@@ -69,8 +74,20 @@ def _at_exit() -> None:
         _save_detached(unsaved)
 
 
+def _lower_priority() -> None:
+    """This thread (Linux: a thread is a task with its own nice value) or process yields the
+    cores to the work the user waits for: on 2 cores a first start runs the session, the graph
+    loader's child and this count at once, and the count is only for later (and for the next
+    start's cache). Asking for the sizes still gets them at full speed on an idle core."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
 def _save_detached(folders: list[FolderFiles]) -> None:
     def save() -> None:
+        _lower_priority()
         for f in folders:
             f.save_sizes_unlocked()
 
