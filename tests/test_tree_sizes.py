@@ -197,3 +197,27 @@ def test_a_finished_count_is_not_kept(sample_ws, tmp_path, monkeypatch):
     assert session.size_counts[-1].thread is not None
     session.wait_for_sizes()
     assert size_count._counting == []
+
+
+def test_the_background_count_yields_the_cores(sample_ws, tmp_path, monkeypatch):
+    """The count thread runs at a lower priority than the session (a thread's own nice value on
+    Linux), so a first start's session and graph loader get the cores; the session's own
+    priority is unchanged."""
+    root, _ = sample_ws
+    monkeypatch.setattr(size_count, "INLINE_SIZES_BELOW", 1)
+    seen = []
+    stat_sizes = folder_listing._stat_sizes
+
+    def recording(folder, names):
+        seen.append((threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        return stat_sizes(folder, names)
+
+    monkeypatch.setattr(folder_listing, "_stat_sizes", recording)
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    session = Session.open(root, output=tmp_path / "out")
+    session.wait_for_sizes()
+    assert session.size_counts[0].thread is not None
+    counted = [nice for name, nice in seen if name == "pshell-sizes"]
+    assert counted and all(nice == min(mine + 10, 19) for nice in counted)
+    assert all(nice == mine for name, nice in seen if name != "pshell-sizes")  # a wait counts at full speed
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
