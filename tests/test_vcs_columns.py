@@ -153,3 +153,20 @@ def test_vcs_in_the_shell_lists_what_the_object_path_lists(tmp_path, capsys, mon
     assert on_arrays[1].replace("arrays", "OUT") == on_objects[1].replace("objects", "OUT")
     assert on_arrays[3] == on_objects[3] and len(on_arrays[3][0]) > 20
     assert "root" in on_arrays[1] and "first divergence" in on_arrays[1]
+
+
+def test_a_long_json_list_is_encoded_in_chunks_as_one_document(monkeypatch):
+    import math
+
+    from precision_shell import jsonable as module
+
+    rows = [{"order": i, "stat_error": [1.5 * i, math.nan, -math.inf], "op": "e\x85" if i % 7 else "e",
+             "nested": {3: math.inf, "none": None}} for i in range(300)]
+    monkeypatch.setattr(module, "_CHUNK", 64)
+    chunked = module.to_json_text(rows)
+    assert json.loads(chunked) == json.loads(json.dumps(module.jsonable(rows)))
+    monkeypatch.setattr(module, "_CHUNK", 10_000)
+    assert chunked == module.to_json_text(rows)
+    assert json.loads(chunked)[299] == {"order": 299, "stat_error": [448.5, None, "-inf"], "op": "e\x85",
+                                        "nested": {"3": "inf", "none": None}}
+    assert "\\u0085" in chunked
