@@ -161,12 +161,20 @@ def _printer(session) -> Callable[[str], str]:
 
 @dataclass
 class SuspectTable(Table):
-    """The framework ``vcs`` table: its JSON rows are made when asked for (``--format json``,
-    MCP), not for each of 100k failing entries when only the terminal's 20 rows are shown."""
+    """The framework ``vcs`` table: its JSON rows are made when first asked for (``--format
+    json``, MCP, ``json_rows``), not for each of 100k failing entries when only the terminal's 20
+    rows are shown."""
     suspects: list = field(default_factory=list)
 
-    def to_json(self) -> list[dict]:
-        return [s.to_json() for s in self.suspects]
+    @property
+    def json_rows(self) -> list[dict]:
+        if self.__dict__.get("_json_rows") is None:
+            self._json_rows = [s.to_json() for s in self.suspects]
+        return self._json_rows
+
+    @json_rows.setter
+    def json_rows(self, rows: list[dict] | None) -> None:
+        self._json_rows = rows
 
 
 @variant(FRAMEWORK, "vcs", summary="Failing entries of the compare (output cosine <= COS, NaN fails "
