@@ -8,8 +8,8 @@ round (``--runs`` rounds, medians reported), so load changes on a shared machine
 2. **statistics vc**: ``pshell T --golden G -c vc`` on that pair (msprobe's summary CSV), and
    ``-c "vcs -l 20"`` (roots and propagated judged by the statistics, issue 31's "100 MB
    dump.json vcs"); ``reader_peak``: the framework reader alone on one side's ``dump.json``;
-   ``--against TREE`` runs the same command with another checkout's pshell (before/after, the
-   CSVs checked byte-identical) and ``--msprobe-stats-runs N`` times ``msprobe compare`` on the
+   ``--against TREE`` runs ``vc`` and ``vcs -l 20`` with another checkout's pshell (before/after,
+   the CSVs checked byte-identical) and ``--msprobe-stats-runs N`` times ``msprobe compare`` on the
    pair (~70 s a run).
 3. **tensor vc**: ``pshell T --golden G -c vc`` on a tensor-mode pair of ``--tensor-mb`` MB of
    fp32 golden files (default 1024) and half that of bf16 target files (1 Mi-element tensors,
@@ -259,6 +259,8 @@ def main() -> None:
         if args.against is not None:
             runs.setdefault("statistics_vc_against", []).append(
                 pshell(stats / "target", stats / "golden", "vc", args.out / "stats_against", args.against))
+            runs.setdefault("statistics_vcs_against", []).append(
+                pshell(stats / "target", stats / "golden", "vcs -l 20", args.out / "stats_against", args.against))
         if msprobe is not None and round_ < args.msprobe_stats_runs:
             runs.setdefault("statistics_msprobe_compare", []).append(
                 msprobe_compare(msprobe, stats / "target" / "step0", stats / "golden" / "step0",
@@ -275,7 +277,7 @@ def main() -> None:
         print(f"{args.entries:,}-entry statistics pair, the REPL's prompt in a terminal after "
               f"{statistics.median(prompts):.3f} s (median; runs {', '.join(f'{p:.2f}' for p in prompts)})")
     for name in ("open_to_prompt", "statistics_vc", "statistics_vcs", "reader_peak", "statistics_vc_against",
-                 "statistics_msprobe_compare"):
+                 "statistics_vcs_against", "statistics_msprobe_compare"):
         found = results.get(name)
         if found is None:
             continue
@@ -287,6 +289,10 @@ def main() -> None:
         if other in results:
             results[f"{other}_ratio"] = round(results[other]["wall"] / mine["wall"], 2)
             print(f"  {other} / statistics_vc: {results[f'{other}_ratio']}x wall")
+    if "statistics_vcs_against" in results:
+        results["statistics_vcs_against_ratio"] = round(results["statistics_vcs_against"]["wall"]
+                                                        / results["statistics_vcs"]["wall"], 2)
+        print(f"  statistics_vcs_against / statistics_vcs: {results['statistics_vcs_against_ratio']}x wall")
     if args.against is not None:
         ours, before = (args.out / d / "compare_result_rank0.csv" for d in ("stats_pshell", "stats_against"))
         results["statistics_csv_identical"] = ours.read_bytes() == before.read_bytes()

@@ -10,11 +10,15 @@ import sys
 from typing import Any
 
 
+# values JSON takes as they are: not looked at further (a 100k-row vcs document holds ~6M values)
+_AS_IS = frozenset({str, int, bool, type(None)})
+
+
 def jsonable(value: Any) -> Any:
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {k if type(k) is str else str(k): v if type(v) in _AS_IS else jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
+        return [v if type(v) in _AS_IS else jsonable(v) for v in value]
     np = sys.modules.get("numpy")  # no numpy loaded: no numpy values (start-up stays numpy-free)
     if np is not None and isinstance(value, np.generic):
         value = value.item()
@@ -30,9 +34,18 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+_CHUNK = 4096
+
+
 def to_json_text(data: Any) -> str:
-    """One line of JSON."""
-    text = json.dumps(jsonable(data), ensure_ascii=False, allow_nan=False)
+    """One line of JSON. A long list is converted and encoded a chunk of rows at a time (the
+    same text): a 100k-row ``vcs`` document is not copied whole by :func:`jsonable` first."""
+    if isinstance(data, list) and len(data) > _CHUNK:
+        parts = [json.dumps(jsonable(data[at:at + _CHUNK]), ensure_ascii=False, allow_nan=False)[1:-1]
+                 for at in range(0, len(data), _CHUNK)]
+        text = "[" + ", ".join(parts) + "]"
+    else:
+        text = json.dumps(jsonable(data), ensure_ascii=False, allow_nan=False)
     # json escapes C0 controls; DEL and C1 (a lone 0x9b is CSI to many terminals) are escaped
     # too: outside strings JSON is ASCII, so this only rewrites characters inside strings
     return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _C1.search(text) else text

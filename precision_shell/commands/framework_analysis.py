@@ -9,6 +9,7 @@ graph; ``ac`` scans for NaN/Inf. The work is in ``analysis/framework_*``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from precision_shell.commands.framework_compare_run import FrameworkCompare, run_compare
@@ -21,6 +22,7 @@ from precision_shell.commands.finding_list import arrange, follow, limit_arg, li
 from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import PANELS
 from precision_shell.errors import CommandError, UsageError
+from precision_shell.gc_pause import gc_paused
 from precision_shell.formats.msprobe_layout import parse_entry_name
 
 COMPARE_CURSOR, OVERFLOW_CURSOR = "framework compare", "framework overflow"
@@ -111,14 +113,15 @@ def _metrics_of(found: FrameworkCompare, run, names: list[str]):
     return None
 
 
-def _sort_keys(found: FrameworkCompare, run) -> dict[str, Callable[[Any], Any]]:
-    """--sort keys of the framework vcs: order and msprobe's metrics of the row's failing output."""
+def _sort_keys(found: FrameworkCompare, session) -> dict[str, Callable[[Any], Any]]:
+    """--sort keys of the framework vcs: order and msprobe's metrics of the row's failing output
+    (the run model built only when a metric is sorted on)."""
     cache: dict[str, Any] = {}
 
     def metric(field_name: str) -> Callable[[Any], Any]:
         def value(s):
             if s.op not in cache:
-                cache[s.op] = _metrics_of(found, run, s.failed_outputs)
+                cache[s.op] = _metrics_of(found, session.run, s.failed_outputs)
             return getattr(cache[s.op], field_name, None)
         return value
     return {"order": lambda s: s.index, "cosine": lambda s: s.cosine, "stat_error": lambda s: s.stat_error,
@@ -147,8 +150,31 @@ def stat_tolerance(args) -> float:
     return value
 
 
-def _printed(run, names: list[str]) -> str:
-    return ", ".join(run.tensor(n).printed() for n in names)
+def _printed(printed: Callable[[str], str], names: list[str]) -> str:
+    return ", ".join(printed(n) for n in names)
+
+
+def _printer(session) -> Callable[[str], str]:
+    run = session.run
+    return lambda name: run.tensor(name).printed()
+
+
+@dataclass
+class SuspectTable(Table):
+    """The framework ``vcs`` table: its JSON rows are made when first asked for (``--format
+    json``, MCP, ``json_rows``), not for each of 100k failing entries when only the terminal's 20
+    rows are shown."""
+    suspects: list = field(default_factory=list)
+
+    @property
+    def json_rows(self) -> list[dict]:
+        if self.__dict__.get("_json_rows") is None:
+            self._json_rows = [s.to_json() for s in self.suspects]
+        return self._json_rows
+
+    @json_rows.setter
+    def json_rows(self, rows: list[dict] | None) -> None:
+        self._json_rows = rows
 
 
 @variant(FRAMEWORK, "vcs", summary="Failing entries of the compare (output cosine <= COS, NaN fails "
@@ -171,7 +197,7 @@ def _printed(run, names: list[str]) -> str:
          + list_args("order, stat_error (statistics dumps), or a metric of the row's failing output: cosine, "
                      "euc_dist, max_abs_err, max_relative_err, one_thousandth, five_thousandths"))
 def vcs(session, args) -> Table:
-    from precision_shell.analysis.root_cause.run import find_framework_suspects
+    from precision_shell.commands.framework_suspects import judge_compare
 
     threshold = session.settings.threshold if args.cosine is None else args.cosine
     if not -1.0 <= threshold <= 1.0:
@@ -191,11 +217,12 @@ def vcs(session, args) -> Table:
                            "`vc` lists the rows whose CRC differs")
     if found.mode == "statistics" and args.plot is not None:
         raise UsageError("vcs --plot draws a tensor metric; this pair compares statistics (see the table)")
-    run = session.run
     unjudged: list[str] = []
-    suspects = find_framework_suspects(run, threshold=threshold, backward=args.backward, mode=found.mode,
-                                       tolerance=tolerance, unjudged=unjudged, **found.judge_source())
-    view = arrange(suspects, args, keys=_sort_keys(found, run), type_of=lambda s: _api_type(s.op), limit=limit)
+    with gc_paused():        # one suspect per failing entry (99k on a 100k-entry pair), no cycles
+        suspects, printed = judge_compare(session, session.selected, found, threshold, args.backward, tolerance,
+                                          unjudged)
+    view = arrange(suspects, args, keys=_sort_keys(found, session), type_of=lambda s: _api_type(s.op),
+                   limit=limit)
     session.results["vcs"] = suspects
     session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)
     session.results["vcs_tolerance"] = tolerance
@@ -210,7 +237,7 @@ def vcs(session, args) -> Table:
         s = view.items[pos]
         judged = [s.statistic, _rel(s.stat_error)] if stats_mode else [_cos(s.cosine)]
         rows.append([pos + 1, s.index, s.op, s.kind, Marked(s.role, "◀ first divergence" if s.first else ""),
-                     *judged, _printed(run, s.failed_outputs), _printed(run, s.failed_inputs) or "-"])
+                     *judged, _printed(printed, s.failed_outputs), _printed(printed, s.failed_inputs) or "-"])
         if s.first:
             highlight.add(len(rows) - 1)
     roots = [s for s in suspects if s.role == "root"]
@@ -219,7 +246,7 @@ def vcs(session, args) -> Table:
                  f"{tolerance:g} (|t-g|/max(|g|,1e-12)) or non-finite where golden is finite; "
                  f"root = every input still passes"]
         if unjudged:
-            shown = ", ".join(run.tensor(n).printed() for n in unjudged[:3])
+            shown = ", ".join(printed(n) for n in unjudged[:3])
             notes.append(f"{_count(len(unjudged), 'output')} not comparable (no golden row, or Max/Min/Norm "
                          f"null on a side), judged by their producer: {shown}{' ...' if len(unjudged) > 3 else ''}")
     else:
@@ -233,10 +260,10 @@ def vcs(session, args) -> Table:
         notes.append(replaced)
     hints = ["`next`/`goto #` step through the list with each entry's metric panel"] if view.items else []
     judged_headers = ["failed statistic", "rel. error"] if stats_mode else ["cosine"]
-    return Table(["#", "order", "entry", "kind", "role", *judged_headers, "failing outputs", "failing inputs"], rows,
-                 title=f"{_count(len(suspects), 'failing entry')} "
-                       f"({_count(len(roots), 'root')}), {view.what}",
-                 json_rows=[s.to_json() for s in view.items], notes=notes, total=len(view.items),
+    return SuspectTable(["#", "order", "entry", "kind", "role", *judged_headers, "failing outputs", "failing inputs"],
+                 rows, title=f"{_count(len(suspects), 'failing entry')} "
+                             f"({_count(len(roots), 'root')}), {view.what}",
+                 suspects=view.items, notes=notes, total=len(view.items),
                  more=view.more, highlight=highlight, findings=len(suspects), hints=hints,
                  warnings=found.problems, unjudged=None if found.compared else "no tensor pair compared")
 
@@ -257,8 +284,8 @@ def _compare_panel(session, s, position: str) -> Sections:
     op = session.run.op(s.op)
     info = [("role", s.role + ("  (first divergence)" if s.first else "")), ("kind", s.kind),
             ("modules", " > ".join(s.modules) or "-"),
-            ("failing", _printed(session.run, s.failed_outputs)),
-            ("failing inputs", _printed(session.run, s.failed_inputs) or "none: the error starts here"),
+            ("failing", _printed(_printer(session), s.failed_outputs)),
+            ("failing inputs", _printed(_printer(session), s.failed_inputs) or "none: the error starts here"),
             ("downstream", ", ".join(s.downstream[:6]) + (" ..." if len(s.downstream) > 6 else "") or "-")]
     if found.mode == "statistics":
         return Sections(title=f"[{position}] {s.op} ({s.kind})",

@@ -113,7 +113,7 @@ def compare_table(session, args) -> Message:
 
 
 def suspects_table(session, args, threshold: float, tolerance: float) -> Table:
-    from precision_shell.analysis.root_cause.run import find_framework_suspects
+    from precision_shell.commands.framework_suspects import judge_compare
 
     done, merged, warnings = compare_ranks(session, select_ranks(session, args.ranks, args.steps))
     lines = []
@@ -121,8 +121,7 @@ def suspects_table(session, args, threshold: float, tolerance: float) -> Table:
         if found.mode == "md5":
             warnings.append(f"{_where(rank)}: md5 mode: no values or statistics to find roots with")
             continue
-        suspects = find_framework_suspects(session.run_of(rank), threshold=threshold, backward=args.backward,
-                                           mode=found.mode, tolerance=tolerance, **found.judge_source())
+        suspects, _ = judge_compare(session, rank, found, threshold, args.backward, tolerance)
         lines.append(RankLine(rank.location.rank, "-" if rank.location.step is None else str(rank.location.step),
                               next((s.op for s in suspects if s.first), None),
                               [s.op for s in suspects if s.role == "root"], len(suspects), found.compared,

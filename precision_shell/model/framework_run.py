@@ -35,7 +35,7 @@ from ..formats.msprobe_json import load_json
 from .runs.base import Edge, Stats, downstream_of
 
 __all__ = ["Edge", "FrameworkOp", "FrameworkRun", "FrameworkTensor", "RunSummary", "compare_name",
-           "open_runs", "summarize", "tensor_name"]
+           "module_chain", "open_runs", "summarize", "tensor_name"]
 
 SIDECAR = "pshell_meta.json"
 _MAX_MODULE_DEPTH = 256
@@ -278,12 +278,7 @@ class FrameworkRun:
 
     def module_path(self, op: str) -> list[str]:
         """Enclosing modules of ``op`` from construct.json, outermost first ([] at L1)."""
-        chain: list[str] = []
-        node = self.rank.construct.get(self.op(op).name)
-        while node is not None and node not in chain and len(chain) < _MAX_MODULE_DEPTH:
-            chain.append(node)
-            node = self.rank.construct.get(node)
-        return chain[::-1]
+        return module_chain(self.rank.construct, self.rank.construct.get(self.op(op).name))
 
     def in_module(self, module: str) -> list[FrameworkOp]:
         """Ops whose module path has a module whose name contains ``module``."""
@@ -345,6 +340,16 @@ def _stat_key(leaf: Leaf) -> tuple | None:
         return None     # a tensor recovered from its file name: nothing to match on
     # NaN != NaN would never match: key on the text instead
     return (leaf.dtype, leaf.shape, *(repr(s) for s in stats), leaf.md5)
+
+
+def module_chain(construct: dict, node: str | None) -> list[str]:
+    """``node`` and the modules enclosing it (construct.json), outermost first; a cycle or a
+    chain deeper than 256 stops the walk."""
+    chain: list[str] = []
+    while node is not None and node not in chain and len(chain) < _MAX_MODULE_DEPTH:
+        chain.append(node)
+        node = construct.get(node)
+    return chain[::-1]
 
 
 def summarize(ranks: list[RankDump]) -> RunSummary:
