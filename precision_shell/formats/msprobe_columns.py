@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
+import os
 import struct
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -129,8 +132,8 @@ class _Builder:
     def __init__(self) -> None:
         self.entry_names: list[str] = []
         self.names: list[str] = []
-        self.rows: list[tuple[int, int, int, int, int]] = []
-        self.stats: list[float] = []
+        self.rows = array("i")        # 5 ints a row: row_entry, dtype, dtype_text, shape, grad
+        self.stats = array("d")       # 4 floats a row
         self.codes: dict[str, int] = {"": 0}
         self.cells: dict[int, tuple[str, str, str, str]] = {}
         self.odd: dict[int, tuple[int, bool]] = {}         # row -> (kind, simple) of Leaf rows
@@ -171,8 +174,8 @@ class _Builder:
                     if dtype_codes is not None and shape_code is not None:
                         rg = node.get("requires_grad")
                         names.append(f"{name}.{path}")
-                        rows.append((at, *dtype_codes, shape_code, 1 if rg is True else 2 if rg is False else 0))
-                        stats += (high, low, mean, norm)
+                        rows.extend((at, *dtype_codes, shape_code, 1 if rg is True else 2 if rg is False else 0))
+                        stats.extend((high, low, mean, norm))
                         continue
             leaf = node if isinstance(node, Leaf) else Leaf(path, None) if node is None else \
                 leaf_of(node, path, tensor_dir)
@@ -194,25 +197,25 @@ class _Builder:
         row = len(self.names)
         self.names.append(row_name(entry, leaf))
         rg = leaf.requires_grad
-        self.rows.append((at, self.code(leaf.dtype or "") if leaf.is_tensor else 0, self.code(dtype_text(leaf)),
+        self.rows.extend((at, self.code(leaf.dtype or "") if leaf.is_tensor else 0, self.code(dtype_text(leaf)),
                           self.code(shape_text(leaf)), 0 if rg is None else 1 if rg else 2))
         values = (leaf.max, leaf.min, leaf.mean, leaf.norm)
         simple = plain_float(leaf) and all(v is not None and math.isfinite(v) for v in values)
         self.odd[row] = (NONE_LEAF if leaf.type is None else TENSOR if leaf.is_tensor else PLAIN, simple)
         self.values[row] = values
         if simple:
-            self.stats += values
+            self.stats.extend(values)
         else:
-            self.stats += (math.nan,) * 4
+            self.stats.extend((math.nan,) * 4)
             self.cells[row] = stat_texts(leaf)
 
     def finish(self) -> StatsColumns:
         n = len(self.names)
-        table = np.array(self.rows, dtype=np.int32).reshape(n, 5)
+        table = np.frombuffer(self.rows, dtype=np.int32).reshape(n, 5)
         kind, simple = np.full(n, TENSOR, dtype=np.int8), np.ones(n, dtype=bool)
         for row, (k, ok) in self.odd.items():
             kind[row], simple[row] = k, ok
-        stats = np.array(self.stats, dtype=float).reshape(-1, 4)
+        stats = np.frombuffer(self.stats, dtype=float).reshape(-1, 4).copy()
         return StatsColumns(self.entry_names, self.names, row_entry=table[:, 0].copy(), kind=kind,
                             dtype=table[:, 1].copy(), dtype_text=table[:, 2].copy(), shape=table[:, 3].copy(),
                             grad=table[:, 4].astype(np.int8), simple=simple, stats=stats,
@@ -224,6 +227,49 @@ def stats_columns(entries) -> StatsColumns:
     builder = _Builder()
     for entry in entries:
         builder.add_entry(entry.name, entry.kind, entry.leaf_sources(), entry.tensor_dir)
+    return builder.finish()
+
+
+try:
+    from . import _stats_scan as _scanner
+except ImportError:     # not built (optional extension): the Python builder, same columns
+    _scanner = None
+
+
+def scanner_usable() -> bool:
+    return _scanner is not None and os.environ.get("PSHELL_NO_EXT") != "1"
+
+
+def rank_columns(rank) -> StatsColumns:
+    """The columns of a :class:`.msprobe_dump.RankDump`: :func:`stats_columns` of its entries,
+    made by the C scanner from the bytes of its dump.json where it can (``_stats_scan.c``: the
+    common leaf straight into the columns, each other entry through the Python builder from the
+    entry already parsed), else in Python. Same columns either way: the scan is used only when it
+    met exactly the entries the session holds, by name and in order."""
+    entries = rank.entries
+    if scanner_usable() and not rank.undescribed_files:
+        columns = _scan_columns(os.path.join(rank.location.path, "dump.json"), entries)
+        if columns is not None:
+            return columns
+    return stats_columns(entries)
+
+
+def _scan_columns(path: str, entries) -> StatsColumns | None:
+    # entries the scanner must hand back: parameters_grad bodies (another walk) and leaves already built
+    odd = bytes(entry.kind == "parameters_grad" or entry.leaves_built for entry in entries)
+    builder = _Builder()
+
+    def python_entry(index: int) -> None:
+        entry = entries[index]
+        builder.add_entry(entry.name, entry.kind, entry.leaf_sources(), entry.tensor_dir)
+
+    try:
+        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            count = _scanner.scan(view, builder, odd, python_entry)
+    except (OSError, ValueError):    # gone, empty (mmap of 0 bytes) or unreadable since it was read
+        return None
+    if count != len(entries) or builder.entry_names != [entry.name for entry in entries]:
+        return None
     return builder.finish()
 
 

@@ -52,6 +52,11 @@ class Entry:
         return self._leaves
 
     @property
+    def leaves_built(self) -> bool:
+        """Whether :attr:`leaves` has made its Leaf objects (or there was no JSON body)."""
+        return self._leaves is not None
+
+    @property
     def tensor_dir(self) -> str:
         return self._dir
 

@@ -1,0 +1,218 @@
+"""The C scanner of statistics dump.json bytes (formats/_stats_scan.c, msprobe_columns.rank_columns):
+its columns equal the Python builder's (stats_columns of the parsed entries) cell for cell, text
+codes included -- on the committed sample dumps, on a scaled pair with odd cells, and on mutated
+texts (odd leaves, escapes, repeated keys, roots out of order, non-canonical numbers, other
+layouts, cuts); it takes the common entries itself, and a text it cannot read falls back whole."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+from framework_dumps import sample
+from test_framework_column_stats import _scaled_pair
+from precision_shell.formats import msprobe_columns
+from precision_shell.formats.msprobe_columns import rank_columns, stats_columns
+from precision_shell.formats.msprobe_dump import read_msprobe_dump
+
+pytestmark = pytest.mark.skipif(msprobe_columns._scanner is None, reason="the _stats_scan kernel is not built")
+
+_FIELDS = ("row_entry", "kind", "dtype", "dtype_text", "shape", "grad", "simple")
+
+
+def _assert_same(got, want):
+    assert got.entry_names == want.entry_names
+    assert got.names == want.names
+    assert got.texts == want.texts
+    for name in _FIELDS:
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        assert getattr(got, name).dtype == getattr(want, name).dtype, name
+    assert np.array_equal(got.stats, want.stats, equal_nan=True)
+    assert np.array_equal(np.signbit(got.stats), np.signbit(want.stats))      # -0.0 stays -0.0
+    assert got.cells == want.cells
+    assert got.values.keys() == want.values.keys()
+    for row, values in want.values.items():
+        assert np.array_equal(np.array(got.values[row], dtype=float), np.array(values, dtype=float), equal_nan=True)
+
+
+def _scan(rank):
+    """The scanner's columns of ``rank`` (None: it fell back), and how many entries it handed over."""
+    handed = []
+    real = msprobe_columns._Builder.add_entry
+
+    def counting(builder, name, *args):
+        handed.append(name)
+        return real(builder, name, *args)
+
+    msprobe_columns._Builder.add_entry = counting
+    try:
+        columns = msprobe_columns._scan_columns(os.path.join(rank.location.path, "dump.json"), rank.entries)
+    finally:
+        msprobe_columns._Builder.add_entry = real
+    return columns, handed
+
+
+def _rank_at(root):
+    return read_msprobe_dump(root).ranks[0]
+
+
+def test_sample_dumps_scan_to_the_python_columns():
+    root = sample()
+    checked = statistics = 0
+    for name in sorted(os.listdir(root)):
+        path = root / name
+        if not path.is_dir() or not any(path.glob("step*")):
+            continue
+        for rank in read_msprobe_dump(path).ranks:
+            columns, handed = _scan(rank)
+            assert columns is not None, rank.location.path
+            if rank.task == "statistics":     # tensor dumps: every leaf names a file (the builder's)
+                assert len(handed) < len(rank.entries) / 2       # the scanner took entries itself
+                statistics += 1
+            _assert_same(columns, stats_columns(_rank_at(rank.location.path).entries))
+            checked += 1
+    assert checked >= 6 and statistics >= 2
+
+
+def test_scaled_pair_with_odd_cells_scans_to_the_python_columns(tmp_path):
+    for rank in _scaled_pair(tmp_path):
+        columns, handed = _scan(rank)
+        assert columns is not None
+        assert 0 < len(handed) < len(rank.entries)     # odd entries handed over, the others taken
+        _assert_same(columns, stats_columns(_rank_at(rank.location.path).entries))
+
+
+def _leaf(rng, dtype="torch.float32"):
+    return {"type": "torch.Tensor", "dtype": dtype, "shape": [rng.randint(0, 9) for _ in range(rng.randint(0, 3))],
+            "Max": rng.uniform(0, 9), "Min": -rng.uniform(0, 9), "Mean": rng.uniform(-1, 1),
+            "Norm": rng.uniform(0, 99), "requires_grad": rng.choice([True, False])}
+
+
+def _mutate_leaf(rng, node):
+    """One change that the scanner must either read exactly or hand to Python."""
+    kind = rng.randrange(14)
+    if kind == 0:
+        node["Max"] = rng.choice([1, 0, -3, True, None, "inf", "nan"])
+    elif kind == 1:
+        node["Min"] = rng.choice([float("nan"), float("inf"), -float("inf")])
+    elif kind == 2:
+        node["dtype"] = rng.choice(["torch.int64", "torch.bool", "torch.uint8", "Int32", "weird", "torch.bfloat16",
+                                    "Float16", "BFloat16", 3])
+    elif kind == 3:
+        node["shape"] = rng.choice([[-1, 2], [1.0], [True], "[2]", [[2]], list(range(70)), [2 ** 70]])
+    elif kind == 4:
+        node["requires_grad"] = rng.choice([None, "yes", 1])
+    elif kind == 5:
+        del node[rng.choice(["requires_grad", "Max", "dtype", "shape", "type"])]
+    elif kind == 6:
+        node["data_name"] = "x.pt"
+    elif kind == 7:
+        node["value"] = 3
+    elif kind == 8:
+        node["md5"] = "abcd"
+    elif kind == 9:
+        node["extra"] = {"nested": [1, {"a": "b\\"}]}
+    elif kind == 10:
+        node["type"] = rng.choice([None, 5])
+    elif kind == 11:     # keys in another order
+        items = list(node.items())
+        rng.shuffle(items)
+        node.clear()
+        node.update(items)
+    elif kind == 12:
+        node["Mean"] = -0.0
+    return node
+
+
+def _mutated_doc(rng):
+    data = {}
+    for i in range(60):
+        name = f"Functional.op{rng.randrange(5)}.{i}.{rng.choice(['forward', 'backward'])}"
+        body = {"input_args": [_leaf(rng) for _ in range(rng.randint(0, 3))], "input_kwargs": {},
+                "output": [_leaf(rng, rng.choice(["torch.float16", "torch.bfloat16"]))]}
+        roll = rng.randrange(12)
+        if roll < 4:
+            for node in rng.sample(body["input_args"] + body["output"], 1):
+                _mutate_leaf(rng, node)
+        elif roll == 4:
+            body["input_kwargs"] = {"dim": _leaf(rng), "other": _leaf(rng)}
+        elif roll == 5:
+            body = {"output": body["output"], "input_args": body["input_args"]}      # out of msprobe's order
+        elif roll == 6:
+            body["input_args"].append(None)
+        elif roll == 7:
+            body["input_args"].append([_leaf(rng), _leaf(rng)])
+        elif roll == 8:
+            body["input_args"].append({"type": "int", "value": 3})
+        elif roll == 9:
+            body["parameters"] = {"weight": _leaf(rng)}
+        elif roll == 10:
+            name = f"Module.layer{i}.Linear.parameters_grad"
+            body = {"weight": _leaf(rng), "bias": [_leaf(rng), _leaf(rng)]}
+        data[name] = body
+    return {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": data}
+
+
+def _texts(rng, doc):
+    """The document as JSON in several layouts, some with textual changes json.dumps would not make."""
+    text = json.dumps(doc, indent=rng.choice([None, 1, 2]), separators=rng.choice([None, (",", ":")]))
+    yield text
+    names = list(doc["data"])
+    name = rng.choice(names)
+    yield text.replace(json.dumps(name), json.dumps(name).replace("op", "o\\u0070", 1), 1)    # escaped name
+    yield text.replace('"Max"', '"M\\u0061x"', 1)                                          # escaped key
+    yield text.replace('"dtype"', '"dtype": "torch.float32", "dtype"', 1)                  # a repeated key
+    yield text.replace(json.dumps(name) + ":", json.dumps(name) + ': {"output": []}, ' + json.dumps(name) + ":", 1)
+    for old, new in ((".5", ".50"), ("e-", "E-"), (": 0.", ": 1E5, \"n\": 0."), ("1.", "1.0e0")):
+        yield text.replace(old, new, 3)                                                    # non-canonical numbers
+    yield text.replace('"Norm": ', '"Norm": 1e400, "x": ', 2)
+    yield text[: rng.randrange(len(text))]                                                # cut
+    yield "\ufeff" + text
+    yield text.replace('"data"', '"data": {}, "data"', 1)
+
+
+def test_mutated_texts_scan_to_the_python_columns(tmp_path):
+    rng = random.Random(31)
+    scanned = fell_back = 0
+    for case in range(12):
+        doc = _mutated_doc(rng)
+        for k, text in enumerate(_texts(rng, doc)):
+            rank_dir = tmp_path / f"c{case}_{k}" / "step0" / "rank0"
+            rank_dir.mkdir(parents=True)
+            (rank_dir / "dump.json").write_text(text, encoding="utf-8")
+            rank = _rank_at(rank_dir.parent)
+            columns, _ = _scan(rank)
+            want = stats_columns(_rank_at(rank_dir.parent).entries)
+            if columns is None:
+                fell_back += 1
+            else:
+                scanned += 1
+                _assert_same(columns, want)
+            _assert_same(rank_columns(rank), want)
+    assert scanned > 100 and fell_back >= 12
+
+
+def test_no_ext_keeps_the_python_path(monkeypatch, tmp_path):
+    rank = _scaled_pair(tmp_path, copies=1)[0]
+    calls = []
+    monkeypatch.setattr(msprobe_columns, "_scan_columns", lambda *a: calls.append(a))
+    monkeypatch.setenv("PSHELL_NO_EXT", "1")
+    _assert_same(rank_columns(rank), stats_columns(rank.entries))
+    assert calls == []
+    monkeypatch.delenv("PSHELL_NO_EXT")
+    rank_columns(rank)
+    assert len(calls) == 1
+
+
+def test_built_leaves_are_the_python_builders(tmp_path):
+    rank = _scaled_pair(tmp_path, copies=1)[0]
+    for entry in rank.entries[::3]:
+        entry.leaves      # built (a command looked at them): the builder takes these entries
+    columns, handed = _scan(rank)
+    assert columns is not None and len(handed) >= len(rank.entries[::3])
+    _assert_same(columns, stats_columns(rank.entries))
