@@ -40,51 +40,61 @@ def _assert_same(got, want):
         assert np.array_equal(np.array(got.values[row], dtype=float), np.array(values, dtype=float), equal_nan=True)
 
 
-def _scan(rank):
-    """The scanner's columns of ``rank`` (None: it fell back), and how many entries it handed over."""
-    handed = []
-    real = msprobe_columns._Builder.add_entry
+def _read_both(path, monkeypatch):
+    """The dump read by the scanner and by the whole-document reader (PSHELL_NO_EXT=1)."""
+    monkeypatch.setenv("PSHELL_NO_EXT", "1")
+    old = read_msprobe_dump(path)
+    monkeypatch.delenv("PSHELL_NO_EXT")
+    return read_msprobe_dump(path), old
 
-    def counting(builder, name, *args):
-        handed.append(name)
-        return real(builder, name, *args)
 
-    msprobe_columns._Builder.add_entry = counting
-    try:
-        columns = msprobe_columns._scan_columns(os.path.join(rank.location.path, "dump.json"), rank.entries)
-    finally:
-        msprobe_columns._Builder.add_entry = real
-    return columns, handed
+def _assert_same_dump(new, old):
+    """Everything open, info and the commands see of the two reads is the same."""
+    assert new.warnings == old.warnings
+    for rn, ro in zip(new.ranks, old.ranks, strict=True):
+        assert (rn.task, rn.level, rn.framework, rn.dump_data_dir) == (ro.task, ro.level, ro.framework, ro.dump_data_dir)
+        assert (rn.warnings, rn.data_names, rn.undescribed_files) == (ro.warnings, ro.data_names, ro.undescribed_files)
+        assert [(e.name, e.kind, e.scope, e.prefix, e.op, e.counter, e.tensor_count, e.file_count) for e in rn.entries] \
+            == [(e.name, e.kind, e.scope, e.prefix, e.op, e.counter, e.tensor_count, e.file_count) for e in ro.entries]
+        _assert_same(rank_columns(rn), stats_columns(ro.entries))
+        assert [e.leaf_sources() for e in rn.entries] == [e.leaf_sources() for e in ro.entries]
+        assert [repr(e.leaves) for e in rn.entries] == [repr(e.leaves) for e in ro.entries]     # NaN == NaN here
+
+
+def _scanned(rank) -> tuple[bool, int]:
+    """Whether the scanner read the rank, and how many entries it left to the JSON parser."""
+    return rank.columns is not None, sum(1 for e in rank.entries if e._source is None)
 
 
 def _rank_at(root):
     return read_msprobe_dump(root).ranks[0]
 
 
-def test_sample_dumps_scan_to_the_python_columns():
+def test_sample_dumps_scan_to_the_python_columns(monkeypatch):
     root = sample()
     checked = statistics = 0
     for name in sorted(os.listdir(root)):
         path = root / name
         if not path.is_dir() or not any(path.glob("step*")):
             continue
-        for rank in read_msprobe_dump(path).ranks:
-            columns, handed = _scan(rank)
-            assert columns is not None, rank.location.path
-            if rank.task == "statistics":     # tensor dumps: every leaf names a file (the builder's)
-                assert len(handed) < len(rank.entries) / 2       # the scanner took entries itself
+        new, old = _read_both(path, monkeypatch)
+        found = [_scanned(rank) for rank in new.ranks]       # before the comparison parses the bodies
+        _assert_same_dump(new, old)
+        for rank, (scanned, parsed) in zip(new.ranks, found):
+            assert scanned == (rank.task == "statistics")      # tensor and md5 dumps: as before
+            if scanned:
+                assert parsed < len(rank.entries) / 2       # the scanner took most entries itself
                 statistics += 1
-            _assert_same(columns, stats_columns(_rank_at(rank.location.path).entries))
             checked += 1
     assert checked >= 6 and statistics >= 2
 
 
-def test_scaled_pair_with_odd_cells_scans_to_the_python_columns(tmp_path):
+def test_scaled_pair_with_odd_cells_scans_to_the_python_columns(tmp_path, monkeypatch):
     for rank in _scaled_pair(tmp_path):
-        columns, handed = _scan(rank)
-        assert columns is not None
-        assert 0 < len(handed) < len(rank.entries)     # odd entries handed over, the others taken
-        _assert_same(columns, stats_columns(_rank_at(rank.location.path).entries))
+        new, old = _read_both(rank.location.path, monkeypatch)
+        scanned, parsed = _scanned(new.ranks[0])
+        assert scanned and 0 < parsed < len(rank.entries)     # odd entries parsed, the others taken
+        _assert_same_dump(new, old)
 
 
 def _leaf(rng, dtype="torch.float32"):
@@ -114,7 +124,7 @@ def _mutate_leaf(rng, node):
     elif kind == 7:
         node["value"] = 3
     elif kind == 8:
-        node["md5"] = "abcd"
+        node["md5"] = ""       # a non-empty md5 turns the dump into an md5 one (the samples have those)
     elif kind == 9:
         node["extra"] = {"nested": [1, {"a": "b\\"}]}
     elif kind == 10:
@@ -176,7 +186,7 @@ def _texts(rng, doc):
     yield text.replace('"data"', '"data": {}, "data"', 1)
 
 
-def test_mutated_texts_scan_to_the_python_columns(tmp_path):
+def test_mutated_texts_scan_to_the_python_columns(tmp_path, monkeypatch):
     rng = random.Random(31)
     scanned = fell_back = 0
     for case in range(12):
@@ -185,34 +195,29 @@ def test_mutated_texts_scan_to_the_python_columns(tmp_path):
             rank_dir = tmp_path / f"c{case}_{k}" / "step0" / "rank0"
             rank_dir.mkdir(parents=True)
             (rank_dir / "dump.json").write_text(text, encoding="utf-8")
-            rank = _rank_at(rank_dir.parent)
-            columns, _ = _scan(rank)
-            want = stats_columns(_rank_at(rank_dir.parent).entries)
-            if columns is None:
-                fell_back += 1
-            else:
+            new, old = _read_both(rank_dir.parent, monkeypatch)
+            _assert_same_dump(new, old)
+            if _scanned(new.ranks[0])[0]:
                 scanned += 1
-                _assert_same(columns, want)
-            _assert_same(rank_columns(rank), want)
-    assert scanned > 100 and fell_back >= 12
+            else:
+                fell_back += 1
+    assert scanned > 100 and fell_back >= 24
 
 
 def test_no_ext_keeps_the_python_path(monkeypatch, tmp_path):
-    rank = _scaled_pair(tmp_path, copies=1)[0]
-    calls = []
-    monkeypatch.setattr(msprobe_columns, "_scan_columns", lambda *a: calls.append(a))
+    path = _scaled_pair(tmp_path, copies=1)[0].location.path
     monkeypatch.setenv("PSHELL_NO_EXT", "1")
-    _assert_same(rank_columns(rank), stats_columns(rank.entries))
-    assert calls == []
+    rank = read_msprobe_dump(path).ranks[0]
+    assert _scanned(rank) == (False, len(rank.entries))
     monkeypatch.delenv("PSHELL_NO_EXT")
-    rank_columns(rank)
-    assert len(calls) == 1
+    assert _scanned(read_msprobe_dump(path).ranks[0])[0]
 
 
-def test_built_leaves_are_the_python_builders(tmp_path):
-    rank = _scaled_pair(tmp_path, copies=1)[0]
-    for entry in rank.entries[::3]:
-        entry.leaves      # built (a command looked at them): the builder takes these entries
-    columns, handed = _scan(rank)
-    assert columns is not None and len(handed) >= len(rank.entries[::3])
-    _assert_same(columns, stats_columns(rank.entries))
+def test_undescribed_files_drop_the_scanned_columns(tmp_path, monkeypatch):
+    path = _scaled_pair(tmp_path, copies=1)[0].location.path
+    tensors = os.path.join(path, "dump_tensor_data")
+    os.mkdir(tensors)
+    np.save(os.path.join(tensors, "Functional.extra.0.forward.output.0.npy"), np.ones(3, dtype=np.float32))
+    new, old = _read_both(path, monkeypatch)
+    assert new.ranks[0].undescribed_files and new.ranks[0].columns is None
+    _assert_same_dump(new, old)

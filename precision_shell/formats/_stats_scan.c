@@ -1,27 +1,34 @@
-/* The statistics columns of an msprobe dump.json straight from its bytes (formats/msprobe_columns.py).
+/* An msprobe statistics dump.json opened in one pass: entries, header and statistics columns
+ * (formats/msprobe_scan.py; the columns are formats/msprobe_columns.py's).
  *
- * Why C: a 100k-entry statistics dump.json is 93 MB; making its columns from the parsed document
- * cost ~3.7 s a side in the interpreter (a dict lookup and a type test per field of 300k leaves).
- * This scanner walks the bytes once and fills the columns of the common leaf -- a tensor object
- * with a string type, a plain dtype string, a shape of ints >= 0, float Max/Min/Mean/Norm that are
- * finite, requires_grad true/false/null, no value and no data_name -- in the same order and with
- * the same text codes as the Python builder (_Builder.add_entry's fast path). It never guesses:
- * an entry holding anything else (a null or plain leaf, an int statistic, an escape in a key or
- * a name, a nested list, roots out of msprobe's order, a repeated key, a dtype the builder does
- * not call plain) is handed to ``on_odd(index)``, which runs the Python builder on that entry,
- * so the result is the Python result by construction. Bytes that are not the expected layout
- * (no top-level object, a repeated "data", a cut) make it return None: the caller takes the
- * Python path for the whole file.
+ * Why C: a 100k-entry statistics dump.json is 93 MB; json.loads of it, the leaf checks and the
+ * columns cost ~4 s a side in the interpreter and the parsed document ~300 MB. This scanner
+ * walks the bytes once. An entry whose leaves are all the common leaf -- a tensor object with a
+ * string type, a dtype string the builder calls plain and the reader knows, a shape of ints
+ * >= 0, float Max/Min/Mean/Norm that are finite, requires_grad true/false/null, no value,
+ * data_name or md5 -- goes into the columns here, in the same order and with the same text
+ * codes as the Python builder (_Builder.add_entry's fast path; its dtype and shape codes are
+ * asked of the builder on a miss, at the point the builder would ask), and is reported with its
+ * byte span and leaf count. It never guesses: any other entry (a null or plain leaf, an int
+ * statistic, an escape in a key or a name, a nested list, roots out of msprobe's order, a
+ * repeated key, parameters_grad) is reported with leaves -1 and the caller parses its span and
+ * reads it as the whole-document reader does, its rows added by the Python builder in its place;
+ * the result is the Python result by construction. Bytes that are not the expected layout (no
+ * top-level object, a repeated "data", a cut, invalid JSON) make it return None: the caller
+ * reads the whole file as before.
  *
- * scan(buffer, builder, odd, on_odd) -> entries seen, or None
+ * scan(buffer, builder, on_entry) -> None | (entries, [(key, start, end) of the other top-level
+ *   members])
  *   builder: _Builder (entry_names and names lists, rows array('i'), stats array('d'), code(),
- *   _dtype_codes()); odd: bytes, one per entry the session parsed (nonzero: the Python builder
- *   takes it); on_odd(index): called, in order, for each entry the scanner does not take.
+ *   _scan_dtype_codes()); on_entry(name or None when escaped, name_start, name_end, start, end,
+ *   leaves): called in order for every entry of "data".
  */
 #define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE
 #include <Python.h>
 #include <errno.h>
 #include <math.h>
+#include <ctype.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__aarch64__)
@@ -66,7 +73,16 @@ static int string(Cur *c, const char **a, const char **b, int *esc) {
     while (p < c->end) {
         unsigned char ch = (unsigned char)*p;
         if (ch == '"') { *b = p; c->s = p + 1; return 0; }
-        if (ch == '\\') { *esc = 1; p += 2; continue; }
+        if (ch == '\\') {
+            *esc = 1;
+            if (p + 1 >= c->end || !strchr("\"\\/bfnrtu", p[1]) || !p[1]) return -1;
+            if (p[1] == 'u') {
+                if (c->end - p < 6) return -1;
+                for (int k = 2; k < 6; k++) if (!isxdigit((unsigned char)p[k])) return -1;
+                p += 6;
+            } else p += 2;
+            continue;
+        }
         if (ch < 0x20) return -1;
         p++;
     }
@@ -74,6 +90,7 @@ static int string(Cur *c, const char **a, const char **b, int *esc) {
 }
 
 static int skip_value(Cur *c);
+static int number_end(Cur *c, int *is_float_out);
 
 static int skip_container(Cur *c, char close) {
     if (++c->depth > 512) return -1;
@@ -117,19 +134,14 @@ static int skip_value(Cur *c) {
     case 'n': return word(c, "null");
     case 'N': return word(c, "NaN");
     case 'I': return word(c, "Infinity");
-    default: {
-        const char *p = c->s;
-        if (p < c->end && *p == '-' && c->end - p >= 9 && !memcmp(p + 1, "Infinity", 8)) { c->s += 9; return 0; }
-        while (p < c->end && (strchr("+-0123456789.eE", *p) && *p)) p++;
-        if (p == c->s) return -1;
-        c->s = p;
-        return 0;
-    }
+    default:
+        if (c->end - c->s >= 9 && !memcmp(c->s, "-Infinity", 9)) { c->s += 9; return 0; }
+        return number_end(c, NULL);
     }
 }
 
-/* A JSON number that Python reads as a float (a fraction or an exponent), finite: 0 and *v. */
-static int float_number(Cur *c, double *v) {
+/* A JSON number at c->s (skipped; *is_float: it has a fraction or an exponent), 0 or -1. */
+static int number_end(Cur *c, int *is_float_out) {
     const char *p = c->s, *start = p;
     if (p < c->end && *p == '-') p++;
     if (p >= c->end) return -1;
@@ -150,6 +162,19 @@ static int float_number(Cur *c, double *v) {
         while (p < c->end && *p >= '0' && *p <= '9') p++;
         is_float = 1;
     }
+    if (p == start) return -1;
+    if (is_float_out) *is_float_out = is_float;
+    c->s = p;
+    return 0;
+}
+
+/* A JSON number that Python reads as a float (a fraction or an exponent), finite: 0 and *v. */
+static int float_number(Cur *c, double *v) {
+    const char *start = c->s;
+    int is_float;
+    if (number_end(c, &is_float)) return -1;
+    const char *p = c->s;
+    c->s = start;
     if (!is_float || p - start > 63) return -1;
     char text[64];
     memcpy(text, start, p - start);
@@ -205,7 +230,7 @@ static int leaf(Cur *c, Leaf *out, Buf *shapes) {
         else if (key_is(a, b, "Mean")) { field = F_MEAN; stat = 2; }
         else if (key_is(a, b, "Norm")) { field = F_NORM; stat = 3; }
         else if (key_is(a, b, "requires_grad")) field = F_GRAD;
-        else if (key_is(a, b, "value") || key_is(a, b, "data_name")) return -1;
+        else if (key_is(a, b, "value") || key_is(a, b, "data_name") || key_is(a, b, "md5")) return -1;
         if (field & seen) return -1;       /* a repeated key: json.loads keeps the last; Python decides */
         seen |= field;
         if (field == F_TYPE) {
@@ -261,8 +286,8 @@ static const char *ROOT_NAMES[] = {"input", "input", "input", "output", "paramet
 static const int ROOT_STATE[] = {0, 0, 0, 2, 1};
 
 typedef struct {
-    PyObject *builder, *entry_names, *names, *rows, *stats, *odd_cb;
-    const unsigned char *odd; Py_ssize_t odd_n;
+    PyObject *builder, *entry_names, *names, *rows, *stats, *on_entry;
+    Py_ssize_t taken;
     Buf row_buf, stat_buf, shapes, leaves, name;
     /* caches: dtype bytes -> (norm, text) codes or not plain; shape text -> code */
     PyObject *dtype_cache, *shape_cache;
@@ -284,10 +309,14 @@ static int flush(Scan *s) {
     return 0;
 }
 
-/* The Python builder takes entry ``index`` (its bytes skipped here). */
-static int hand_over(Scan *s, Py_ssize_t index) {
-    if (flush(s)) return -1;
-    PyObject *r = PyObject_CallFunction(s->odd_cb, "n", index);
+/* on_entry(name or None, name_start, name_end, start, end, leaves): the entry's bytes, and its
+ * leaf count when its rows are in the columns already, -1 when the caller reads it. */
+static int report(Scan *s, PyObject *name, const char *base, const char *na, const char *nb,
+                  const char *start, const char *end, Py_ssize_t leaves) {
+    if (leaves < 0 && flush(s)) return -1;
+    PyObject *r = PyObject_CallFunction(s->on_entry, "Onnnnn", name ? name : Py_None, (Py_ssize_t)(na - base),
+                                        (Py_ssize_t)(nb - base), (Py_ssize_t)(start - base),
+                                        (Py_ssize_t)(end - base), leaves);
     if (!r) return -1;
     Py_DECREF(r);
     return 0;
@@ -303,7 +332,7 @@ static int dtype_codes(Scan *s, const char *a, const char *b, int *norm, int *te
         if (PyErr_Occurred()) { Py_DECREF(key); return -1; }
         PyObject *raw = PyUnicode_DecodeUTF8(a, b - a, "strict");
         if (!raw) { PyErr_Clear(); Py_DECREF(key); return 0; }
-        found = PyObject_CallMethod(s->builder, "_dtype_codes", "O", raw);
+        found = PyObject_CallMethod(s->builder, "_scan_dtype_codes", "O", raw);
         Py_DECREF(raw);
         if (!found || PyDict_SetItem(s->dtype_cache, key, found)) { Py_XDECREF(found); Py_DECREF(key); return -1; }
         Py_DECREF(found);     /* the cache holds it */
@@ -332,7 +361,7 @@ static int shape_code(Scan *s, const char *a, Py_ssize_t n, int *code) {
 
 /* An entry body at c->s: 1 taken (rows added), 0 not the common entry (nothing added;
  * c->s anywhere), -1 error. */
-static int entry(Scan *s, Cur *c, const char *name_a, const char *name_b, int at) {
+static int entry(Scan *s, Cur *c, PyObject *entry_name, const char *name_a, const char *name_b, int at) {
     if (c->s >= c->end || *c->s != '{') return 0;
     c->s++;
     ws(c);
@@ -409,10 +438,8 @@ static int entry(Scan *s, Cur *c, const char *name_a, const char *name_b, int at
             return -1;
         }
     }
-    PyObject *entry_name = PyUnicode_DecodeUTF8(name_a, name_b - name_a, "strict");
-    if (!entry_name) { PyErr_Clear(); PyMem_Free(codes); return 0; }
     int failed = PyList_Append(s->entry_names, entry_name);
-    Py_DECREF(entry_name);
+    s->taken = count;
     for (Py_ssize_t i = 0; i < count && !failed; i++) {
         Leaf *l = &leaves[i];
         char number[24];
@@ -439,29 +466,28 @@ static int entry(Scan *s, Cur *c, const char *name_a, const char *name_b, int at
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
-    PyObject *source, *builder, *odd_cb;
-    Py_buffer view, odd;
-    if (!PyArg_ParseTuple(args, "OOy*O", &source, &builder, &odd, &odd_cb)) return NULL;
-    if (PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)) { PyBuffer_Release(&odd); return NULL; }
+    PyObject *source, *builder, *on_entry;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "OOO", &source, &builder, &on_entry)) return NULL;
+    if (PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)) return NULL;
     Scan s;
     memset(&s, 0, sizeof s);
     s.builder = builder;
-    s.odd_cb = odd_cb;
-    s.odd = odd.buf;
-    s.odd_n = odd.len;
-    PyObject *result = NULL;
+    s.on_entry = on_entry;
+    PyObject *result = NULL, *members = PyList_New(0);
     s.entry_names = PyObject_GetAttrString(builder, "entry_names");
     s.names = PyObject_GetAttrString(builder, "names");
     s.rows = PyObject_GetAttrString(builder, "rows");
     s.stats = PyObject_GetAttrString(builder, "stats");
     s.dtype_cache = PyDict_New();
     s.shape_cache = PyDict_New();
-    if (!s.entry_names || !s.names || !s.rows || !s.stats || !s.dtype_cache || !s.shape_cache) goto done;
+    if (!members || !s.entry_names || !s.names || !s.rows || !s.stats || !s.dtype_cache || !s.shape_cache) goto done;
     if (!PyList_Check(s.entry_names) || !PyList_Check(s.names)) {
         PyErr_SetString(PyExc_TypeError, "builder lists expected");
         goto done;
     }
-    Cur c = {view.buf, (const char *)view.buf + view.len, 0};
+    const char *base = view.buf;
+    Cur c = {base, base + view.len, 0};
     Py_ssize_t entries = 0;
     int data_seen = 0;
     ws(&c);
@@ -476,8 +502,15 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (c.s >= c.end || *c.s != ':') goto not_ours;
         c.s++;
         ws(&c);
-        if (!key_is(a, b, "data")) {
+        if (!key_is(a, b, "data")) {       /* a header member: (key, start, end) for the caller */
+            const char *start = c.s;
             if (skip_value(&c)) goto not_ours;
+            PyObject *member = Py_BuildValue("(s#nn)", a, (Py_ssize_t)(b - a), (Py_ssize_t)(start - base),
+                                             (Py_ssize_t)(c.s - base));
+            if (!member) { PyErr_Clear(); goto not_ours; }     /* not UTF-8 */
+            int failed = PyList_Append(members, member);
+            Py_DECREF(member);
+            if (failed) goto done;
         } else {
             if (data_seen++ || c.s >= c.end || *c.s != '{') goto not_ours;
             c.s++;
@@ -490,21 +523,26 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                 if (c.s >= c.end || *c.s != ':') goto not_ours;
                 c.s++;
                 ws(&c);
-                if (entries >= s.odd_n) goto not_ours;
                 const char *start = c.s;
+                PyObject *name = NULL;
+                if (!name_esc) {
+                    name = PyUnicode_DecodeUTF8(na, nb - na, "strict");
+                    if (!name) PyErr_Clear();
+                }
                 int took = 0;
-                if (!name_esc && !s.odd[entries]) {
-                    took = entry(&s, &c, na, nb, (int)entries);
-                    if (took < 0) goto done;
+                /* parameters_grad bodies are walked another way: the caller's */
+                if (name && !memmem(na, nb - na, "parameters_grad", 15)) {
+                    took = entry(&s, &c, name, na, nb, (int)entries);
+                    if (took < 0) { Py_DECREF(name); goto done; }
                 }
                 if (!took) {
                     c.s = start;
                     c.depth = 0;
-                    if (skip_value(&c) || hand_over(&s, entries)) {
-                        if (PyErr_Occurred()) goto done;
-                        goto not_ours;
-                    }
+                    if (skip_value(&c)) { Py_XDECREF(name); goto not_ours; }
                 }
+                int failed = report(&s, name, base, na, nb, start, c.s, took ? s.taken : -1);
+                Py_XDECREF(name);
+                if (failed) goto done;
                 entries++;
                 ws(&c);
                 if (c.s >= c.end) goto not_ours;
@@ -522,13 +560,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     ws(&c);
     if (c.s != c.end || !data_seen) goto not_ours;
     if (flush(&s)) goto done;
-    result = PyLong_FromSsize_t(entries);
+    result = Py_BuildValue("(nO)", entries, members);
     goto done;
 not_ours:
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&view);
-    PyBuffer_Release(&odd);
+    Py_XDECREF(members);
     Py_XDECREF(s.entry_names); Py_XDECREF(s.names); Py_XDECREF(s.rows); Py_XDECREF(s.stats);
     Py_XDECREF(s.dtype_cache); Py_XDECREF(s.shape_cache);
     PyMem_Free(s.row_buf.p); PyMem_Free(s.stat_buf.p); PyMem_Free(s.shapes.p); PyMem_Free(s.leaves.p);

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import mmap
 import os
 import struct
 from array import array
@@ -188,6 +187,11 @@ class _Builder:
             return None
         return self.code(dtype or ""), self.code(raw or dtype or "None")
 
+    def _scan_dtype_codes(self, raw: str) -> tuple[int, int] | None:
+        """:meth:`_dtype_codes` for the C scanner, None also for a dtype the reader warns about
+        (unknown): such an entry is read by the reader's checks, not the scanner."""
+        return None if normalize_dtype(raw) is None else self._dtype_codes(raw)
+
     def _shape_code(self, shape: list, text: str) -> int | None:
         if len(shape) > 64 or any(type(d) is not int or d < 0 for d in shape):
             return None
@@ -241,36 +245,11 @@ def scanner_usable() -> bool:
 
 
 def rank_columns(rank) -> StatsColumns:
-    """The columns of a :class:`.msprobe_dump.RankDump`: :func:`stats_columns` of its entries,
-    made by the C scanner from the bytes of its dump.json where it can (``_stats_scan.c``: the
-    common leaf straight into the columns, each other entry through the Python builder from the
-    entry already parsed), else in Python. Same columns either way: the scan is used only when it
-    met exactly the entries the session holds, by name and in order."""
-    entries = rank.entries
-    if scanner_usable() and not rank.undescribed_files:
-        columns = _scan_columns(os.path.join(rank.location.path, "dump.json"), entries)
-        if columns is not None:
-            return columns
-    return stats_columns(entries)
-
-
-def _scan_columns(path: str, entries) -> StatsColumns | None:
-    # entries the scanner must hand back: parameters_grad bodies (another walk) and leaves already built
-    odd = bytes(entry.kind == "parameters_grad" or entry.leaves_built for entry in entries)
-    builder = _Builder()
-
-    def python_entry(index: int) -> None:
-        entry = entries[index]
-        builder.add_entry(entry.name, entry.kind, entry.leaf_sources(), entry.tensor_dir)
-
-    try:
-        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            count = _scanner.scan(view, builder, odd, python_entry)
-    except (OSError, ValueError):    # gone, empty (mmap of 0 bytes) or unreadable since it was read
-        return None
-    if count != len(entries) or builder.entry_names != [entry.name for entry in entries]:
-        return None
-    return builder.finish()
+    """The columns of a :class:`.msprobe_dump.RankDump`: those the C scanner made while reading
+    its dump.json (:mod:`.msprobe_scan`), else :func:`stats_columns` of its entries."""
+    if rank.columns is not None:
+        return rank.columns
+    return stats_columns(rank.entries)
 
 
 # --- between processes: a JSON header and raw array bytes ----------------------------------------
