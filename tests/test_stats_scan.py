@@ -10,6 +10,7 @@ import copy
 import json
 import os
 import random
+import re
 
 import numpy as np
 import pytest
@@ -221,3 +222,54 @@ def test_undescribed_files_drop_the_scanned_columns(tmp_path, monkeypatch):
     new, old = _read_both(path, monkeypatch)
     assert new.ranks[0].undescribed_files and new.ranks[0].columns is None
     _assert_same_dump(new, old)
+
+
+_NUMBER = re.compile(r'(?<=": )-?\d+\.\d+(?:e[-+]?\d+)?(?=,|\s)')
+
+
+def _respelled(text: str, rng: random.Random) -> str:
+    """Statistics re-spelled as json.dumps never writes them, most with the same value (1.50,
+    1.5E-05, 18 digits, 1E5), some with another (-0.0, 1e400)."""
+    def one(match):
+        old = match.group(0)
+        value, roll = float(old), rng.randrange(30)
+        if roll == 0:
+            return old + "0"                      # 1.50 (1.5e-050 when it has an exponent)
+        if roll == 1:
+            return old.replace("e", "E") if "e" in old else f"{value:.3E}" if value == float(f"{value:.3E}") else old
+        if roll == 2:
+            return f"{value:.17e}"               # the same double in 18 digits
+        if roll == 3:
+            return rng.choice(["1E5", "-0.0", "0.0", "1e400", "100000.0", "2.5e-3"])
+        return old
+    return _NUMBER.sub(one, text)
+
+
+def test_csv_from_scanned_columns_with_respelled_numbers_is_byte_identical(tmp_path, monkeypatch):
+    from precision_shell.analysis.compare.msprobe.column_pairing import pair_columns
+    from precision_shell.analysis.compare.msprobe.column_table import write_column_csv
+    from precision_shell.formats.msprobe_columns import decode, encode
+
+    rng = random.Random(7)
+    paths = []
+    for rank in _scaled_pair(tmp_path, copies=4):
+        json_path = os.path.join(rank.location.path, "dump.json")
+        with open(json_path, encoding="utf-8") as f:
+            text = _respelled(f.read(), rng)
+        with open(json_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        paths.append(rank.location.path)
+    (target, target_old), (golden, golden_old) = (_read_both(path, monkeypatch) for path in paths)
+    target, target_old, golden, golden_old = (d.ranks[0] for d in (target, target_old, golden, golden_old))
+    scanned = [target.columns, decode(b"".join(encode(golden.columns)))]    # the golden's as its child sends it
+    for columns in scanned:
+        lines = columns.summary_slice(0, len(columns))
+        assert sum(1 for line in lines if line) > 150      # copied texts ...
+        assert sum(1 for line in lines if not line) > 10              # ... and rows that print repr()
+    old, new = tmp_path / "old.csv", tmp_path / "new.csv"
+    write_column_csv(old, pair_columns(stats_columns(target_old.entries), stats_columns(golden_old.entries)),
+                     target_old.stack, chunk=64, processes=1)
+    write_column_csv(new, pair_columns(*scanned), target.stack, chunk=64, processes=2)
+    assert new.read_bytes() == old.read_bytes()
+    assert old.read_bytes().count(b"\r\n") > 1000
+    assert b"1.50," not in new.read_bytes() and b"E-" not in new.read_bytes()   # printed as repr() prints

@@ -196,6 +196,7 @@ typedef struct {
     const char *key_a, *key_b;          /* kwargs key (path root.KEY) or NULL (root.INDEX) */
     int root, index, grad;
     double stats[4];
+    const char *text_a[4], *text_b[4];  /* the statistics' JSON texts */
 } Leaf;
 
 enum { F_TYPE = 1, F_DTYPE = 2, F_SHAPE = 4, F_MAX = 8, F_MIN = 16, F_MEAN = 32, F_NORM = 64, F_GRAD = 128 };
@@ -265,7 +266,9 @@ static int leaf(Cur *c, Leaf *out, Buf *shapes) {
             if (buf_put(shapes, "]", 1)) return -2;
             out->shape_len = shapes->n - out->shape_at;
         } else if (stat >= 0) {
+            out->text_a[stat] = c->s;
             if (float_number(c, &out->stats[stat])) return -1;
+            out->text_b[stat] = c->s;
         } else if (field == F_GRAD) {
             if (!word(c, "true")) out->grad = 1;
             else if (!word(c, "false")) out->grad = 2;
@@ -289,6 +292,9 @@ typedef struct {
     PyObject *builder, *entry_names, *names, *rows, *stats, *on_entry;
     Py_ssize_t taken;
     Buf row_buf, stat_buf, shapes, leaves, name;
+    Buf summary;            /* per row: its four statistics' texts joined by ',' when each is
+                               what repr() prints (the CSV copies them), else nothing; then '\n' */
+    Py_ssize_t summary_rows;
     /* caches: dtype bytes -> (norm, text) codes or not plain; shape text -> code */
     PyObject *dtype_cache, *shape_cache;
 } Scan;
@@ -307,6 +313,31 @@ static int flush(Scan *s) {
         s->stat_buf.n = 0;
     }
     return 0;
+}
+
+/* Empty summary lines for the rows the Python builder added since the last of ours. */
+static int pad_summary(Scan *s) {
+    Py_ssize_t rows = PyList_GET_SIZE(s->names);
+    for (; s->summary_rows < rows; s->summary_rows++)
+        if (buf_put(&s->summary, "\n", 1)) return -1;
+    return 0;
+}
+
+/* A row's summary line: its texts when each is repr() of its value (Python's float repr:
+ * PyOS_double_to_string 'r' with ADD_DOT_0), else empty. */
+static int summary_row(Scan *s, const Leaf *l) {
+    Py_ssize_t at = s->summary.n;
+    for (int k = 0; k < 4; k++) {
+        char *text = PyOS_double_to_string(l->stats[k], 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        if (!text) return -1;
+        size_t n = strlen(text);
+        int same = (size_t)(l->text_b[k] - l->text_a[k]) == n && !memcmp(text, l->text_a[k], n);
+        PyMem_Free(text);
+        if (!same) { s->summary.n = at; break; }
+        if ((k && buf_put(&s->summary, ",", 1)) || buf_put(&s->summary, l->text_a[k], (Py_ssize_t)n)) return -1;
+    }
+    s->summary_rows++;
+    return buf_put(&s->summary, "\n", 1);
 }
 
 /* on_entry(name or None, name_start, name_end, start, end, leaves): the entry's bytes, and its
@@ -438,7 +469,8 @@ static int entry(Scan *s, Cur *c, PyObject *entry_name, const char *name_a, cons
             return -1;
         }
     }
-    int failed = PyList_Append(s->entry_names, entry_name);
+    int failed = pad_summary(s);
+    if (!failed) failed = PyList_Append(s->entry_names, entry_name);
     s->taken = count;
     for (Py_ssize_t i = 0; i < count && !failed; i++) {
         Leaf *l = &leaves[i];
@@ -460,6 +492,7 @@ static int entry(Scan *s, Cur *c, PyObject *entry_name, const char *name_a, cons
         Py_DECREF(row_name);
         int row[5] = {at, codes[3 * i], codes[3 * i + 1], codes[3 * i + 2], l->grad};
         if (!failed) failed = buf_put(&s->row_buf, row, sizeof row) || buf_put(&s->stat_buf, l->stats, sizeof l->stats);
+        if (!failed) failed = summary_row(s, l);
     }
     PyMem_Free(codes);
     return failed ? -1 : 1;
@@ -559,7 +592,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     ws(&c);
     if (c.s != c.end || !data_seen) goto not_ours;
-    if (flush(&s)) goto done;
+    if (flush(&s) || pad_summary(&s)) goto done;
+    {
+        PyObject *summary = PyBytes_FromStringAndSize(s.summary.p ? s.summary.p : "", s.summary.n);
+        if (!summary) goto done;
+        int failed = PyObject_SetAttrString(builder, "summary", summary);
+        Py_DECREF(summary);
+        if (failed) goto done;
+    }
     result = Py_BuildValue("(nO)", entries, members);
     goto done;
 not_ours:
@@ -570,7 +610,7 @@ done:
     Py_XDECREF(s.entry_names); Py_XDECREF(s.names); Py_XDECREF(s.rows); Py_XDECREF(s.stats);
     Py_XDECREF(s.dtype_cache); Py_XDECREF(s.shape_cache);
     PyMem_Free(s.row_buf.p); PyMem_Free(s.stat_buf.p); PyMem_Free(s.shapes.p); PyMem_Free(s.leaves.p);
-    PyMem_Free(s.name.p);
+    PyMem_Free(s.name.p); PyMem_Free(s.summary.p);
     return result;
 }
 

@@ -50,6 +50,10 @@ class StatsColumns:
     texts: list[str]
     cells: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)  # other rows' stat texts
     values: dict[int, tuple] = field(default_factory=dict)     # other rows' Leaf max/min/mean/norm
+    # per row, "\n"-terminated: its Max,Min,Mean,Norm JSON texts joined by "," when each is what
+    # repr() prints (the CSV copies them), else "" -- made by the C scanner; None: not known
+    summary: str | None = None
+    summary_end: np.ndarray | None = None      # int64: where each row's line ends (its "\n")
 
     def statistics(self, row: int) -> tuple:
         """(max, min, mean, norm) of a row as its Leaf has them (floats, or None)."""
@@ -58,6 +62,27 @@ class StatsColumns:
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def summary_slice(self, lo: int, hi: int) -> list[str] | None:
+        """The summary texts of rows ``lo:hi`` ("" for a row without), or None."""
+        if self.summary is None or hi <= lo:
+            return None
+        start = int(self.summary_end[lo - 1]) + 1 if lo else 0
+        return self.summary[start:int(self.summary_end[hi - 1])].split("\n")
+
+    def summary_rows(self, rows: np.ndarray) -> list[str] | None:
+        """The summary texts of the rows ``rows`` (any order), or None."""
+        if self.summary is None:
+            return None
+        ends = self.summary_end[rows]
+        starts = np.where(rows > 0, self.summary_end[rows - 1] + 1, 0)
+        text = self.summary
+        return [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+
+
+def _summary_ends(blob: bytes | memoryview, rows: int) -> np.ndarray | None:
+    ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)
+    return ends if len(ends) == rows else None
 
 
 def dtype_text(leaf: Leaf) -> str:
@@ -139,6 +164,7 @@ class _Builder:
         self.values: dict[int, tuple] = {}
         self.raw_dtypes: dict[str, tuple[int, int] | None] = {}    # dtype string -> codes, None: not plain
         self.shapes: dict[str, int | None] = {}                    # str(list) -> code, None: not a shape
+        self.summary: bytes | None = None    # the C scanner's (StatsColumns.summary)
 
     def code(self, text: str) -> int:
         found = self.codes.get(text)
@@ -220,10 +246,12 @@ class _Builder:
         for row, (k, ok) in self.odd.items():
             kind[row], simple[row] = k, ok
         stats = np.frombuffer(self.stats, dtype=float).reshape(-1, 4).copy()
+        ends = None if self.summary is None else _summary_ends(self.summary, n)
         return StatsColumns(self.entry_names, self.names, row_entry=table[:, 0].copy(), kind=kind,
                             dtype=table[:, 1].copy(), dtype_text=table[:, 2].copy(), shape=table[:, 3].copy(),
                             grad=table[:, 4].astype(np.int8), simple=simple, stats=stats,
-                            texts=list(self.codes), cells=self.cells, values=self.values)
+                            texts=list(self.codes), cells=self.cells, values=self.values,
+                            summary=None if ends is None else self.summary.decode("ascii"), summary_end=ends)
 
 
 def stats_columns(entries) -> StatsColumns:
@@ -273,6 +301,9 @@ def encode(columns: StatsColumns) -> list[bytes]:
     else:
         blobs = [names.encode("utf-8", "surrogatepass"), entries.encode("utf-8", "surrogatepass")]
     blobs += [a.tobytes() for a in arrays]
+    if columns.summary is not None:
+        header["summary"] = True
+        blobs.append(columns.summary.encode("ascii"))
     header["sizes"] = [len(b) for b in blobs]
     head = json.dumps(header).encode()
     return [_LENGTH.pack(len(head)), head, *blobs]
@@ -299,6 +330,13 @@ def decode(data: bytes | memoryview) -> StatsColumns:
         names = str(blobs[0], "utf-8", "surrogatepass").split("\x00") if rows else []
         entry_names = str(blobs[1], "utf-8", "surrogatepass").split("\x00") if count else []
     arrays = {name: np.frombuffer(blob, dtype=dtype).copy() for (name, dtype), blob in zip(_ARRAYS, blobs[2:])}
+    summary = ends = None
+    if header.get("summary"):
+        summary_blob, blobs = blobs[-1], blobs[:-1]
+        ends = _summary_ends(summary_blob, rows)
+        if ends is None:
+            raise ValueError("summary rows disagree")
+        summary = str(summary_blob, "ascii")
     stats = np.frombuffer(blobs[-1], dtype="<f8").astype(float).reshape(-1, 4)
     if len(names) != rows or len(entry_names) != count or any(len(a) != rows for a in arrays.values()) \
             or len(stats) != rows:
@@ -306,4 +344,4 @@ def decode(data: bytes | memoryview) -> StatsColumns:
     cells = {int(row): tuple(texts) for row, *texts in header["cells"]}
     values = {int(row): tuple(v) for row, *v in header["values"]}
     return StatsColumns(entry_names, names, stats=stats, texts=header["texts"], cells=cells, values=values,
-                        **arrays)
+                        summary=summary, summary_end=ends, **arrays)
