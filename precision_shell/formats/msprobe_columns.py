@@ -9,7 +9,9 @@ columns; any other leaf (None, a plain value, an integer or bool tensor, NaN/Inf
 statistics, a data_name) is built as the Leaf the row path builds and its texts are taken from
 that Leaf (:func:`stat_texts`, :func:`shape_text`, :func:`dtype_text`), so both paths print the
 same cells. :func:`encode` / :func:`decode` move the columns between processes as raw array
-bytes and a JSON header (data, never pickled objects).
+bytes and a JSON header (data, never pickled objects). A statistics dump.json read by the C
+scanner (:mod:`.msprobe_scan`) has its columns made while it is read, into the same builder
+(:func:`rank_columns` returns those).
 """
 
 from __future__ import annotations
