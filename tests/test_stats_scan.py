@@ -273,3 +273,22 @@ def test_csv_from_scanned_columns_with_respelled_numbers_is_byte_identical(tmp_p
     assert new.read_bytes() == old.read_bytes()
     assert old.read_bytes().count(b"\r\n") > 1000
     assert b"1.50," not in new.read_bytes() and b"E-" not in new.read_bytes()   # printed as repr() prints
+
+
+def test_plain_entries_read_their_span_when_asked_and_a_changed_file_is_one_error(tmp_path):
+    from precision_shell.errors import FormatError
+
+    path = _scaled_pair(tmp_path, copies=1)[0].location.path
+    rank = read_msprobe_dump(path).ranks[0]
+    plain = [e for e in rank.entries if e._source is not None]
+    assert len(plain) > 10
+    with open(os.path.join(path, "dump.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    first = plain[0]
+    assert [leaf.max for leaf in first.leaves] == [node["Max"] for key in ("input_args", "input", "output")
+                                                   for node in doc["data"][first.name].get(key, [])]
+    with open(os.path.join(path, "dump.json"), "a", encoding="utf-8") as f:
+        f.write(" ")      # the file changed under the open dump
+    with pytest.raises(FormatError) as caught:
+        plain[1].leaves
+    assert "dump.json" in str(caught.value) and "changed" in str(caught.value) and "\n" not in str(caught.value)

@@ -18,7 +18,7 @@
  * reads the whole file as before.
  *
  * scan(buffer, builder, on_entry) -> None | (entries, [(key, start, end) of the other top-level
- *   members])
+ *   members], whether a string held a byte >= 0x80: not ASCII, to be checked as UTF-8)
  *   builder: _Builder (entry_names and names lists, rows array('i'), stats array('d'), code(),
  *   _scan_dtype_codes()); on_entry(name or None when escaped, name_start, name_end, start, end,
  *   leaves): called in order for every entry of "data".
@@ -58,6 +58,7 @@ static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
 typedef struct {
     const char *s, *end;
     int depth;
+    int high;           /* a string held a byte >= 0x80 (the caller then reads the file itself) */
 } Cur;
 
 #define WS(c) ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t')
@@ -84,6 +85,7 @@ static int string(Cur *c, const char **a, const char **b, int *esc) {
             continue;
         }
         if (ch < 0x20) return -1;
+        if (ch >= 0x80) c->high = 1;
         p++;
     }
     return -1;
@@ -520,7 +522,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         goto done;
     }
     const char *base = view.buf;
-    Cur c = {base, base + view.len, 0};
+    Cur c = {base, base + view.len, 0, 0};
     Py_ssize_t entries = 0;
     int data_seen = 0;
     ws(&c);
@@ -600,7 +602,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         Py_DECREF(summary);
         if (failed) goto done;
     }
-    result = Py_BuildValue("(nO)", entries, members);
+    result = Py_BuildValue("(nOO)", entries, members, c.high ? Py_True : Py_False);
     goto done;
 not_ours:
     result = Py_NewRef(Py_None);

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import FormatError
 from .golden_npy import load_npy, read_npy_header
-from .msprobe_json import MAX_JSON_BYTES, _read_blob, load_json, read_json_text_lenient, salvage_object
+from .msprobe_json import load_json, read_json_text_lenient, salvage_object
 from .msprobe_leaves import LEAF_ROOTS, Leaf, LeafCounts, build_leaves, check_leaves, leaf_nodes
 from .msprobe_layout import TENSOR_DIR, RankDir, entry_name_fields, find_rank_dirs, split_tensor_file_name
 from .torch_pt import PtTensor, load_pt_tensor, open_pt
@@ -36,14 +36,14 @@ __all__ = ["Entry", "Leaf", "MsprobeDump", "RankDump", "load_leaf", "read_msprob
 class Entry:
     """One ``dump.json`` entry; its leaves are built from the entry's JSON object the first time
     :attr:`leaves` is read (:mod:`.msprobe_leaves`: they were checked when the file was read).
-    An entry the statistics scanner read (:mod:`.msprobe_scan`) holds its JSON as bytes
-    (``source[start:end]``, the file's), parsed when first needed."""
+    An entry the statistics scanner read (:mod:`.msprobe_scan`) holds where its JSON is in the
+    file (``source``, a :class:`.msprobe_scan.JsonFile`, and the span), read when first needed."""
     __slots__ = ("name", "kind", "scope", "prefix", "op", "counter", "_leaves", "_body", "_counts", "_dir",
                  "_source", "_start", "_end")
 
     def __init__(self, name: str, kind: str, scope: str, prefix: str, op: str, counter: int | None,
                  leaves: list[Leaf] | None = None, *, body: dict | None = None,
-                 counts: LeafCounts | None = None, tensor_dir: str = "", source: bytes | None = None,
+                 counts: LeafCounts | None = None, tensor_dir: str = "", source=None,
                  span: tuple[int, int] = (0, 0)):
         self.name, self.kind, self.scope, self.prefix, self.op, self.counter = name, kind, scope, prefix, op, counter
         self._leaves = [] if leaves is None and body is None and source is None else leaves
@@ -52,7 +52,7 @@ class Entry:
 
     def _json_body(self) -> dict:
         if self._body is None and self._source is not None:    # the scanner checked it is a plain object
-            self._body = json.loads(self._source[self._start:self._end])
+            self._body = json.loads(self._source.read(self._start, self._end))
             self._source = None
         return self._body
 
@@ -233,18 +233,14 @@ def _scan_dump_json(rank: RankDump, json_path: str, tensor_dir: str, files: list
     not used or not fit (nothing of ``rank`` changed then)."""
     from .msprobe_scan import scan_statistics
 
-    try:
-        blob = _read_blob(json_path, MAX_JSON_BYTES)
-    except FormatError:
-        return False     # the reader words it
     scratch = RankDump(rank.location)
     take = _EntryTaker(scratch, json_path, tensor_dir, files)
 
-    def plain(name: str, start: int, end: int, leaves: int) -> Entry:
-        return Entry(name, *entry_name_fields(name), source=blob, span=(start, end),
+    def plain(name: str, start: int, end: int, leaves: int, source) -> Entry:
+        return Entry(name, *entry_name_fields(name), source=source, span=(start, end),
                      counts=LeafCounts(leaves), tensor_dir=tensor_dir)
 
-    scanned = scan_statistics(blob, plain, take)
+    scanned = scan_statistics(json_path, plain, take)
     if scanned is None:
         return False
     _read_header(rank, json_path, scanned.header)

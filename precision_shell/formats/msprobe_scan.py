@@ -16,8 +16,12 @@ give None and the caller reads the file as before.
 from __future__ import annotations
 
 import json
+import mmap
+import os
 import re
 from dataclasses import dataclass
+
+from ..errors import FormatError
 
 from .msprobe_columns import StatsColumns, _Builder, _scanner, scanner_usable
 
@@ -35,21 +39,76 @@ class _NotPlain(Exception):
     """An entry's span that json.loads refuses (the whole-document reader decides)."""
 
 
-def scan_statistics(blob: bytes, make_entry, take_body) -> ScannedDump | None:
-    """``make_entry(name, start, end, leaves)``: the Entry of a plain entry (its body is
-    ``blob[start:end]``); ``take_body(name, body)``: the Entry of another entry's parsed body, or
-    None when it is skipped. None when the scanner is not used or not fit for these bytes."""
-    if not scanner_usable() or not _STATISTICS.search(blob, 0, 4096) or not _utf8(blob):
+class JsonFile:
+    """The dump.json the plain entries' bodies are read from when first needed (``os.pread`` of
+    their spans): the file bytes are not kept. FormatError when it changed since it was read."""
+
+    def __init__(self, path: str, stat: os.stat_result):
+        self.path, self._stamp, self._fd = path, (stat.st_size, stat.st_mtime_ns, stat.st_ino), None
+
+    def read(self, start: int, end: int) -> bytes:
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            stat = os.fstat(self._fd)
+            if (stat.st_size, stat.st_mtime_ns, stat.st_ino) != self._stamp:
+                raise FormatError(self.path, "changed since the dump was opened; open it again")
+            data = os.pread(self._fd, end - start, start)
+        except OSError as e:
+            raise FormatError(self.path, f"cannot read: {e.strerror or e}") from None
+        if len(data) != end - start:
+            raise FormatError(self.path, "cut short since the dump was opened; open it again")
+        return data
+
+    def __del__(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+
+
+_RELEASE = 32 << 20     # bytes scanned between giving their pages back
+
+
+def scan_statistics(path: str, make_entry, take_body) -> ScannedDump | None:
+    """The statistics dump.json at ``path`` read by the scanner, through a read-only map whose
+    pages are given back as the scan passes them (no copy of the file stays in memory).
+    ``make_entry(name, start, end, leaves, source)``: the Entry of a plain entry (its body is
+    ``source.read(start, end)``, a :class:`JsonFile`); ``take_body(name, body)``: the Entry of
+    another entry's parsed body, or None when it is skipped. None when the scanner is not used
+    or not fit for this file (then nothing was changed)."""
+    if not scanner_usable():
+        return None
+    try:
+        with open(path, "rb") as file:
+            stat = os.fstat(file.fileno())
+            if stat.st_size == 0:
+                return None
+            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                return _scan(view, JsonFile(path, stat), make_entry, take_body)
+    except (OSError, ValueError):     # unreadable, or gone: the whole-document reader words it
+        return None
+
+
+def _scan(blob: mmap.mmap, source: JsonFile, make_entry, take_body) -> ScannedDump | None:
+    if not _STATISTICS.search(blob, 0, 4096):
         return None
     builder = _Builder()
     entries, names = [], []
+    released = [0]
+    release = getattr(blob, "madvise", None) and getattr(mmap, "MADV_DONTNEED", None)
 
     def on_entry(name, name_start, name_end, start, end, leaves):
+        if release and name_start - released[0] > _RELEASE:     # pages behind this entry: done
+            upto = (name_start - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+            blob.madvise(mmap.MADV_DONTNEED, released[0], upto - released[0])
+            released[0] = upto
         if name is None:         # escapes in the name: JSON decodes it
             name = _loads(blob[name_start - 1:name_end + 1])
         names.append(name)
         if leaves >= 0:
-            entries.append(make_entry(name, start, end, leaves))
+            entries.append(make_entry(name, start, end, leaves, source))
             return
         entry = take_body(name, _loads(blob[start:end]))
         if entry is not None:
@@ -58,7 +117,9 @@ def scan_statistics(blob: bytes, make_entry, take_body) -> ScannedDump | None:
 
     try:
         found = _scanner.scan(blob, builder, on_entry)
-        if found is None or len(set(names)) != len(names):    # json.loads keeps the last of a name
+        # json.loads keeps the last of a name; bytes that are not ASCII: whether they are UTF-8
+        # is the whole-document reader's question (it reads bad bytes member by member)
+        if found is None or len(set(names)) != len(names) or found[2]:
             return None
         header = {key: _loads(blob[start:end]) for key, start, end in found[1]}
     except _NotPlain:
@@ -71,13 +132,3 @@ def _loads(data: bytes):
         return json.loads(data)
     except (ValueError, RecursionError):
         raise _NotPlain from None
-
-
-def _utf8(blob: bytes) -> bool:
-    if blob.isascii():
-        return True
-    try:
-        blob.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
