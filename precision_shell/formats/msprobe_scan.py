@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass
 
 from ..errors import FormatError
-
 from .msprobe_columns import StatsColumns, _Builder, _scanner, scanner_usable
 
 _STATISTICS = re.compile(rb'"task"\s*:\s*"statistics"')

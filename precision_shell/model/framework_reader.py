@@ -193,7 +193,7 @@ def _child(path: str, write_fd: int, memfd: int | None) -> None:
         offset = 0
         for rank in done.ranks:
             chunks = encode(rank_columns(rank)) if rank.task == "statistics" else []
-            rank.entries = []       # its parsed JSON freed before the next rank's columns
+            rank.entries, rank.columns = [], None      # freed before the next rank's columns
             if chunks and memfd is not None:
                 size = sum(len(c) for c in chunks)
                 for chunk in chunks:
