@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import FormatError
+from .input_files import open_regular
 from .msprobe_columns import StatsColumns, _Builder, _scanner, scanner_usable
 
 _STATISTICS = re.compile(rb'"task"\s*:\s*"statistics"')
@@ -48,7 +49,7 @@ class JsonFile:
     def read(self, start: int, end: int) -> bytes:
         try:
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDONLY)
+                self._fd = open_regular(self.path)      # never a FIFO planted since
             stat = os.fstat(self._fd)
             if (stat.st_size, stat.st_mtime_ns, stat.st_ino) != self._stamp:
                 raise FormatError(self.path, "changed since the dump was opened; open it again")
@@ -80,7 +81,7 @@ def scan_statistics(path: str, make_entry, take_body) -> ScannedDump | None:
     if not scanner_usable():
         return None
     try:
-        with open(path, "rb") as file:
+        with os.fdopen(open_regular(path), "rb") as file:     # a planted FIFO must not hang start-up
             stat = os.fstat(file.fileno())
             if stat.st_size == 0:
                 return None
