@@ -9,14 +9,18 @@ columns; any other leaf (None, a plain value, an integer or bool tensor, NaN/Inf
 statistics, a data_name) is built as the Leaf the row path builds and its texts are taken from
 that Leaf (:func:`stat_texts`, :func:`shape_text`, :func:`dtype_text`), so both paths print the
 same cells. :func:`encode` / :func:`decode` move the columns between processes as raw array
-bytes and a JSON header (data, never pickled objects).
+bytes and a JSON header (data, never pickled objects). A statistics dump.json read by the C
+scanner (:mod:`.msprobe_scan`) has its columns made while it is read, into the same builder
+(:func:`rank_columns` returns those).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import struct
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +52,10 @@ class StatsColumns:
     texts: list[str]
     cells: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)  # other rows' stat texts
     values: dict[int, tuple] = field(default_factory=dict)     # other rows' Leaf max/min/mean/norm
+    # per row, "\n"-terminated: its Max,Min,Mean,Norm JSON texts joined by "," when each is what
+    # repr() prints (the CSV copies them), else "" -- made by the C scanner; None: not known
+    summary: str | None = None
+    summary_end: np.ndarray | None = None      # int64: where each row's line ends (its "\n")
 
     def statistics(self, row: int) -> tuple:
         """(max, min, mean, norm) of a row as its Leaf has them (floats, or None)."""
@@ -56,6 +64,27 @@ class StatsColumns:
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def summary_slice(self, lo: int, hi: int) -> list[str] | None:
+        """The summary texts of rows ``lo:hi`` ("" for a row without), or None."""
+        if self.summary is None or hi <= lo:
+            return None
+        start = int(self.summary_end[lo - 1]) + 1 if lo else 0
+        return self.summary[start:int(self.summary_end[hi - 1])].split("\n")
+
+    def summary_rows(self, rows: np.ndarray) -> list[str] | None:
+        """The summary texts of the rows ``rows`` (any order), or None."""
+        if self.summary is None:
+            return None
+        ends = self.summary_end[rows]
+        starts = np.where(rows > 0, self.summary_end[rows - 1] + 1, 0)
+        text = self.summary
+        return [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+
+
+def _summary_ends(blob: bytes | memoryview, rows: int) -> np.ndarray | None:
+    ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)
+    return ends if len(ends) == rows else None
 
 
 def dtype_text(leaf: Leaf) -> str:
@@ -129,14 +158,15 @@ class _Builder:
     def __init__(self) -> None:
         self.entry_names: list[str] = []
         self.names: list[str] = []
-        self.rows: list[tuple[int, int, int, int, int]] = []
-        self.stats: list[float] = []
+        self.rows = array("i")        # 5 ints a row: row_entry, dtype, dtype_text, shape, grad
+        self.stats = array("d")       # 4 floats a row
         self.codes: dict[str, int] = {"": 0}
         self.cells: dict[int, tuple[str, str, str, str]] = {}
         self.odd: dict[int, tuple[int, bool]] = {}         # row -> (kind, simple) of Leaf rows
         self.values: dict[int, tuple] = {}
         self.raw_dtypes: dict[str, tuple[int, int] | None] = {}    # dtype string -> codes, None: not plain
         self.shapes: dict[str, int | None] = {}                    # str(list) -> code, None: not a shape
+        self.summary: bytes | None = None    # the C scanner's (StatsColumns.summary)
 
     def code(self, text: str) -> int:
         found = self.codes.get(text)
@@ -171,8 +201,8 @@ class _Builder:
                     if dtype_codes is not None and shape_code is not None:
                         rg = node.get("requires_grad")
                         names.append(f"{name}.{path}")
-                        rows.append((at, *dtype_codes, shape_code, 1 if rg is True else 2 if rg is False else 0))
-                        stats += (high, low, mean, norm)
+                        rows.extend((at, *dtype_codes, shape_code, 1 if rg is True else 2 if rg is False else 0))
+                        stats.extend((high, low, mean, norm))
                         continue
             leaf = node if isinstance(node, Leaf) else Leaf(path, None) if node is None else \
                 leaf_of(node, path, tensor_dir)
@@ -185,6 +215,11 @@ class _Builder:
             return None
         return self.code(dtype or ""), self.code(raw or dtype or "None")
 
+    def _scan_dtype_codes(self, raw: str) -> tuple[int, int] | None:
+        """:meth:`_dtype_codes` for the C scanner, None also for a dtype the reader warns about
+        (unknown): such an entry is read by the reader's checks, not the scanner."""
+        return None if normalize_dtype(raw) is None else self._dtype_codes(raw)
+
     def _shape_code(self, shape: list, text: str) -> int | None:
         if len(shape) > 64 or any(type(d) is not int or d < 0 for d in shape):
             return None
@@ -194,29 +229,31 @@ class _Builder:
         row = len(self.names)
         self.names.append(row_name(entry, leaf))
         rg = leaf.requires_grad
-        self.rows.append((at, self.code(leaf.dtype or "") if leaf.is_tensor else 0, self.code(dtype_text(leaf)),
+        self.rows.extend((at, self.code(leaf.dtype or "") if leaf.is_tensor else 0, self.code(dtype_text(leaf)),
                           self.code(shape_text(leaf)), 0 if rg is None else 1 if rg else 2))
         values = (leaf.max, leaf.min, leaf.mean, leaf.norm)
         simple = plain_float(leaf) and all(v is not None and math.isfinite(v) for v in values)
         self.odd[row] = (NONE_LEAF if leaf.type is None else TENSOR if leaf.is_tensor else PLAIN, simple)
         self.values[row] = values
         if simple:
-            self.stats += values
+            self.stats.extend(values)
         else:
-            self.stats += (math.nan,) * 4
+            self.stats.extend((math.nan,) * 4)
             self.cells[row] = stat_texts(leaf)
 
     def finish(self) -> StatsColumns:
         n = len(self.names)
-        table = np.array(self.rows, dtype=np.int32).reshape(n, 5)
+        table = np.frombuffer(self.rows, dtype=np.int32).reshape(n, 5)
         kind, simple = np.full(n, TENSOR, dtype=np.int8), np.ones(n, dtype=bool)
         for row, (k, ok) in self.odd.items():
             kind[row], simple[row] = k, ok
-        stats = np.array(self.stats, dtype=float).reshape(-1, 4)
+        stats = np.frombuffer(self.stats, dtype=float).reshape(-1, 4).copy()
+        ends = None if self.summary is None else _summary_ends(self.summary, n)
         return StatsColumns(self.entry_names, self.names, row_entry=table[:, 0].copy(), kind=kind,
                             dtype=table[:, 1].copy(), dtype_text=table[:, 2].copy(), shape=table[:, 3].copy(),
                             grad=table[:, 4].astype(np.int8), simple=simple, stats=stats,
-                            texts=list(self.codes), cells=self.cells, values=self.values)
+                            texts=list(self.codes), cells=self.cells, values=self.values,
+                            summary=None if ends is None else self.summary.decode("ascii"), summary_end=ends)
 
 
 def stats_columns(entries) -> StatsColumns:
@@ -225,6 +262,24 @@ def stats_columns(entries) -> StatsColumns:
     for entry in entries:
         builder.add_entry(entry.name, entry.kind, entry.leaf_sources(), entry.tensor_dir)
     return builder.finish()
+
+
+try:
+    from . import _stats_scan as _scanner
+except ImportError:     # not built (optional extension): the Python builder, same columns
+    _scanner = None
+
+
+def scanner_usable() -> bool:
+    return _scanner is not None and os.environ.get("PSHELL_NO_EXT") != "1"
+
+
+def rank_columns(rank) -> StatsColumns:
+    """The columns of a :class:`.msprobe_dump.RankDump`: those the C scanner made while reading
+    its dump.json (:mod:`.msprobe_scan`), else :func:`stats_columns` of its entries."""
+    if rank.columns is not None:
+        return rank.columns
+    return stats_columns(rank.entries)
 
 
 # --- between processes: a JSON header and raw array bytes ----------------------------------------
@@ -248,6 +303,9 @@ def encode(columns: StatsColumns) -> list[bytes]:
     else:
         blobs = [names.encode("utf-8", "surrogatepass"), entries.encode("utf-8", "surrogatepass")]
     blobs += [a.tobytes() for a in arrays]
+    if columns.summary is not None:
+        header["summary"] = True
+        blobs.append(columns.summary.encode("ascii"))
     header["sizes"] = [len(b) for b in blobs]
     head = json.dumps(header).encode()
     return [_LENGTH.pack(len(head)), head, *blobs]
@@ -274,6 +332,13 @@ def decode(data: bytes | memoryview) -> StatsColumns:
         names = str(blobs[0], "utf-8", "surrogatepass").split("\x00") if rows else []
         entry_names = str(blobs[1], "utf-8", "surrogatepass").split("\x00") if count else []
     arrays = {name: np.frombuffer(blob, dtype=dtype).copy() for (name, dtype), blob in zip(_ARRAYS, blobs[2:])}
+    summary = ends = None
+    if header.get("summary"):
+        summary_blob, blobs = blobs[-1], blobs[:-1]
+        ends = _summary_ends(summary_blob, rows)
+        if ends is None:
+            raise ValueError("summary rows disagree")
+        summary = str(summary_blob, "ascii")
     stats = np.frombuffer(blobs[-1], dtype="<f8").astype(float).reshape(-1, 4)
     if len(names) != rows or len(entry_names) != count or any(len(a) != rows for a in arrays.values()) \
             or len(stats) != rows:
@@ -281,4 +346,4 @@ def decode(data: bytes | memoryview) -> StatsColumns:
     cells = {int(row): tuple(texts) for row, *texts in header["cells"]}
     values = {int(row): tuple(v) for row, *v in header["values"]}
     return StatsColumns(entry_names, names, stats=stats, texts=header["texts"], cells=cells, values=values,
-                        **arrays)
+                        summary=summary, summary_end=ends, **arrays)

@@ -17,6 +17,7 @@ than :attr:`Leaf.dtype`).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 
@@ -34,22 +35,38 @@ __all__ = ["Entry", "Leaf", "MsprobeDump", "RankDump", "load_leaf", "read_msprob
 
 class Entry:
     """One ``dump.json`` entry; its leaves are built from the entry's JSON object the first time
-    :attr:`leaves` is read (:mod:`.msprobe_leaves`: they were checked when the file was read)."""
-    __slots__ = ("name", "kind", "scope", "prefix", "op", "counter", "_leaves", "_body", "_counts", "_dir")
+    :attr:`leaves` is read (:mod:`.msprobe_leaves`: they were checked when the file was read).
+    An entry the statistics scanner read (:mod:`.msprobe_scan`) holds where its JSON is in the
+    file (``source``, a :class:`.msprobe_scan.JsonFile`, and the span), read when first needed."""
+    __slots__ = ("name", "kind", "scope", "prefix", "op", "counter", "_leaves", "_body", "_counts", "_dir",
+                 "_source", "_start", "_end")
 
     def __init__(self, name: str, kind: str, scope: str, prefix: str, op: str, counter: int | None,
                  leaves: list[Leaf] | None = None, *, body: dict | None = None,
-                 counts: LeafCounts | None = None, tensor_dir: str = ""):
+                 counts: LeafCounts | None = None, tensor_dir: str = "", source=None,
+                 span: tuple[int, int] = (0, 0)):
         self.name, self.kind, self.scope, self.prefix, self.op, self.counter = name, kind, scope, prefix, op, counter
-        self._leaves = [] if leaves is None and body is None else leaves
+        self._leaves = [] if leaves is None and body is None and source is None else leaves
         self._body, self._counts, self._dir = body, counts, tensor_dir
+        self._source, (self._start, self._end) = source, span
+
+    def _json_body(self) -> dict:
+        if self._body is None and self._source is not None:    # the scanner checked it is a plain object
+            self._body = json.loads(self._source.read(self._start, self._end))
+            self._source = None
+        return self._body
 
     @property
     def leaves(self) -> list[Leaf]:
         if self._leaves is None:
-            self._leaves = build_leaves(self.kind, self._body, self._dir)
+            self._leaves = build_leaves(self.kind, self._json_body(), self._dir)
             self._body = None
         return self._leaves
+
+    @property
+    def leaves_built(self) -> bool:
+        """Whether :attr:`leaves` has made its Leaf objects (or there was no JSON body)."""
+        return self._leaves is not None
 
     @property
     def tensor_dir(self) -> str:
@@ -60,9 +77,10 @@ class Entry:
         built yet: the leaf's JSON object (None for a null leaf), or its Leaf once built."""
         if self._leaves is not None:
             return [(leaf.path, leaf) for leaf in self._leaves]
+        body = self._json_body()
         if self.kind != "parameters_grad":     # the common body, inline: lists of leaf objects
             found: list[tuple[str, dict]] = []
-            for key, value in self._body.items():
+            for key, value in body.items():
                 root = LEAF_ROOTS.get(key)
                 if root is None or value == {}:
                     continue
@@ -71,7 +89,7 @@ class Entry:
                 found += [(f"{root}.{i}", node) for i, node in enumerate(value)]
             else:
                 return found
-        return [(path, node) for path, node, problem in leaf_nodes(self.kind, self._body) if problem is None]
+        return [(path, node) for path, node, problem in leaf_nodes(self.kind, body) if problem is None]
 
     @property
     def tensor_count(self) -> int:
@@ -104,6 +122,7 @@ class RankDump:
     data_names: set[str] = field(default_factory=set)             # tensor files dump.json lists
     warnings: list[str] = field(default_factory=list)
     deferred: int | None = None      # entries not read yet (read in another process): their count
+    columns: object = field(default=None, repr=False, compare=False)   # StatsColumns made when read, or None
 
     @property
     def entry_count(self) -> int:
@@ -155,6 +174,7 @@ def read_rank_dump(location: RankDir) -> RankDump:
         rank.task = "tensor"
     rank.undescribed_files = [f for f in files if f not in rank.data_names]
     if rank.undescribed_files:
+        rank.columns = None      # made of the entries before these are added
         _recover_entries(rank, tensor_dir, rank.undescribed_files)
     rank.stack = _read_stack(os.path.join(location.path, "stack.json"), rank.warnings)
     rank.construct = _read_construct(os.path.join(location.path, "construct.json"), rank.warnings)
@@ -175,6 +195,8 @@ def _list_tensor_files(tensor_dir: str, warnings: list[str]) -> list[str]:
 
 
 def _read_dump_json(rank: RankDump, json_path: str, tensor_dir: str, files: list[str]) -> None:
+    if _scan_dump_json(rank, json_path, tensor_dir, files):
+        return
     try:
         text, bad_bytes = read_json_text_lenient(json_path)
     except FormatError as e:
@@ -192,6 +214,47 @@ def _read_dump_json(rank: RankDump, json_path: str, tensor_dir: str, files: list
         shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
         rank.warnings.append(f"{json_path}: {len(read.duplicates)} duplicate entries (the last of each "
                              f"kept, as json.load keeps it): {shown}")
+    _read_header(rank, json_path, doc)
+    data = doc.get("data", {})
+    if not isinstance(data, dict):
+        rank.warnings.append(f"{json_path}: 'data' is not an object")
+        return
+    take = _EntryTaker(rank, json_path, tensor_dir, files)
+    for name, body in data.items():
+        entry = take(name, body)
+        if entry is not None:
+            rank.entries.append(entry)
+    if rank.task == "statistics" and take.md5:
+        rank.task = "md5"
+
+
+def _scan_dump_json(rank: RankDump, json_path: str, tensor_dir: str, files: list[str]) -> bool:
+    """A statistics dump.json read by the C scanner (:mod:`.msprobe_scan`); False when it is
+    not used or not fit (nothing of ``rank`` changed then)."""
+    from .msprobe_scan import scan_statistics
+
+    scratch = RankDump(rank.location)
+    take = _EntryTaker(scratch, json_path, tensor_dir, files)
+
+    def plain(name: str, start: int, end: int, leaves: int, source) -> Entry:
+        return Entry(name, *entry_name_fields(name), source=source, span=(start, end),
+                     counts=LeafCounts(leaves), tensor_dir=tensor_dir)
+
+    scanned = scan_statistics(json_path, plain, take)
+    if scanned is None:
+        return False
+    _read_header(rank, json_path, scanned.header)
+    rank.warnings += scratch.warnings
+    rank.data_names |= scratch.data_names
+    rank.entries = scanned.entries
+    if rank.task == "statistics" and take.md5:
+        rank.task = "md5"
+    if rank.task == "statistics":
+        rank.columns = scanned.columns
+    return True
+
+
+def _read_header(rank: RankDump, json_path: str, doc: dict) -> None:
     header = {}
     for key in ("framework", "task", "level", "dump_data_dir"):
         value = doc.get(key)
@@ -201,28 +264,31 @@ def _read_dump_json(rank: RankDump, json_path: str, tensor_dir: str, files: list
         header[key] = value
     rank.framework = header["framework"] or "pytorch"    # older dumps have no key (A2)
     rank.task, rank.level, rank.dump_data_dir = header["task"], header["level"], header["dump_data_dir"]
-    data = doc.get("data", {})
-    if not isinstance(data, dict):
-        rank.warnings.append(f"{json_path}: 'data' is not an object")
-        return
-    present = set(files)
-    warnings, md5 = rank.warnings, False
-    for name, body in data.items():
+
+
+class _EntryTaker:
+    """The Entry of one parsed entry body (None: skipped), its checks' warnings and listed files
+    into ``rank``; :attr:`md5`: an entry with an md5 leaf was met."""
+
+    def __init__(self, rank: RankDump, json_path: str, tensor_dir: str, files: list[str]):
+        self.rank, self.json_path, self.tensor_dir, self.present = rank, json_path, tensor_dir, set(files)
+        self.md5 = False
+
+    def __call__(self, name: str, body) -> Entry | None:
+        json_path, warnings = self.json_path, self.rank.warnings
         if type(body) is not dict:
             warnings.append(f"{json_path}: entry {name}: not an object, skipped")
-            continue
+            return None
         data_names: list[str] = []
         kind, *fields = entry_name_fields(name)
         counts = check_leaves(kind, body, name, json_path, warnings, data_names)
-        md5 = md5 or counts.md5
+        self.md5 = self.md5 or counts.md5
         for data_name in data_names:
-            rank.data_names.add(data_name)
-            if data_name not in present:
-                warnings.append(f"{os.path.join(tensor_dir, data_name)}: listed in dump.json "
+            self.rank.data_names.add(data_name)
+            if data_name not in self.present:
+                warnings.append(f"{os.path.join(self.tensor_dir, data_name)}: listed in dump.json "
                                 f"({name} {_leaf_path(kind, body, data_name)}) but absent")
-        rank.entries.append(Entry(name, kind, *fields, body=body, counts=counts, tensor_dir=tensor_dir))
-    if rank.task == "statistics" and md5:
-        rank.task = "md5"
+        return Entry(name, kind, *fields, body=body, counts=counts, tensor_dir=self.tensor_dir)
 
 
 def _leaf_path(kind: str, body: dict, data_name: str) -> str:

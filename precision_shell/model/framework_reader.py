@@ -188,12 +188,12 @@ def _child(path: str, write_fd: int, memfd: int | None) -> None:
         pipe.flush()
         if isinstance(done, PshellError):
             return
-        from precision_shell.formats.msprobe_columns import encode, stats_columns
+        from precision_shell.formats.msprobe_columns import encode, rank_columns
 
         offset = 0
         for rank in done.ranks:
-            chunks = encode(stats_columns(rank.entries)) if rank.task == "statistics" else []
-            rank.entries = []       # its parsed JSON freed before the next rank's columns
+            chunks = encode(rank_columns(rank)) if rank.task == "statistics" else []
+            rank.entries, rank.columns = [], None      # freed before the next rank's columns
             if chunks and memfd is not None:
                 size = sum(len(c) for c in chunks)
                 for chunk in chunks:

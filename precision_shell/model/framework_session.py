@@ -193,7 +193,7 @@ class FrameworkSession(OutputWriter):
         """The statistics columns of the golden ``dump.json`` for ``target`` (default: the
         selection): made by the child that read it at start-up when it could, else here from
         its entries (:mod:`precision_shell.formats.msprobe_columns`)."""
-        from precision_shell.formats.msprobe_columns import stats_columns
+        from precision_shell.formats.msprobe_columns import rank_columns
 
         target = target or self.selected
         with self._runs_lock:
@@ -204,7 +204,7 @@ class FrameworkSession(OutputWriter):
                 if columns is not None:
                     return columns
             with gc_paused(freeze=True):
-                return stats_columns(self.require_golden(target).entries)
+                return rank_columns(self.require_golden(target))
 
     def use(self, step: int | None = None, rank: str | None = None) -> RankDump:
         """Select a step and rank (``rank`` as the folder name, ``rank3``, or just ``3``);

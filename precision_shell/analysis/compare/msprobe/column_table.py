@@ -23,7 +23,7 @@ from .column_pairing import ColumnPairing
 from precision_shell.atomic_write import write_atomic
 from .csv_layout import _SUMMARY_TEXT, _percent, header
 from .engine import N_A, _cell, _stats_diff
-from .stats_table import CHUNK, _texts, csv_lines, judged_columns
+from .stats_table import _SUMMARY, CHUNK, _csv_column, _texts, judged_columns
 
 _N_A_CELLS = [(N_A, "na", None)] * 4
 
@@ -51,9 +51,26 @@ def _cells(side: StatsColumns, row: int, ok: bool, values: list[float]):
     return [_cell(text) for text in side.cells[row]]
 
 
-def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[str]], list[bool], list[float]]:
+def _summary_texts(values: np.ndarray, joined: list[str] | None) -> list[list[str]]:
+    """The four summary columns of ``values``: ``repr`` of each, except in rows whose texts
+    come joined from dump.json (``joined[i]``): "" there (the line takes the joined text)."""
+    if joined is None:
+        return _texts(values)
+    n = len(joined)
+    columns = [[""] * n for _ in range(4)]
+    for i in [i for i, text in enumerate(joined) if not text]:
+        for k, value in enumerate(values[i].tolist()):
+            columns[k][i] = repr(value)
+    return columns
+
+
+def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[str]], list[bool], list[float],
+                                                                     list[str] | None, list[str] | None]:
     """Columns up to Requires_grad Consistent of target rows ``lo:hi``, which rows were simple,
-    each row's NormRelativeErr fraction (as :func:`.stats_table._chunk_columns`)."""
+    each row's NormRelativeErr fraction (as :func:`.stats_table._chunk_columns`), and each side's
+    summary texts copied from dump.json (``StatsColumns.summary``; None: none): in those rows
+    the four summary cells are "" and :func:`_lines` puts the copied text instead. Only simple
+    rows have them, and the verdicts read no summary cell of a row whose side is simple."""
     t, g = pairing.target, pairing.golden
     found = pairing.golden_row[lo:hi]
     has = found >= 0
@@ -71,7 +88,11 @@ def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[s
         diffs[k][i] = rels[k][i] = "0"
     for i, k in zip(*np.nonzero(~same & (g_vals == 0))):
         rels[k][i] = "inf"
-    t_summary, g_summary = _texts(t_vals), _texts(g_vals)
+    t_joined = t.summary_slice(lo, hi)
+    g_joined = g.summary_rows(at) if len(g) else None
+    if g_joined is not None:
+        g_joined = [text if h else "" for text, h in zip(g_joined, has.tolist())]
+    t_summary, g_summary = _summary_texts(t_vals, t_joined), _summary_texts(g_vals, g_joined)
     simple = t_ok & g_ok
     percent = np.where(simple & ~same[:, 3] & (g_vals[:, 3] != 0), rel[:, 3] / 100, -1.0).tolist()
     t_ok_list, g_ok_list, has_list = t_ok.tolist(), g_ok.tolist(), has.tolist()
@@ -112,15 +133,19 @@ def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[s
     n_shapes = [t_texts[s] for s in t.shape[lo:hi].tolist()]
     return [t.names[lo:hi], g_names, n_dtypes, b_dtypes, n_shapes, b_shapes, n_grads, b_grads,
             *diffs, *rels, *t_summary, *g_summary,
-            ["True" if a == b else "False" for a, b in zip(n_grads, b_grads)]], simple.tolist(), percent
+            ["True" if a == b else "False" for a, b in zip(n_grads, b_grads)]], simple.tolist(), percent, \
+        t_joined, g_joined
 
 
-def column_chunks(pairing: ColumnPairing, bounds: list[tuple[int, int]]) -> Iterator:
-    """What :func:`.stats_table.judged_columns` takes, for the slices ``bounds`` of target rows."""
+def column_chunks(pairing: ColumnPairing, bounds: list[tuple[int, int]], joined: list | None = None) -> Iterator:
+    """What :func:`.stats_table.judged_columns` takes, for the slices ``bounds`` of target rows;
+    each slice's (target, golden) copied summary texts appended to ``joined``."""
     t = pairing.target
     row_entry = t.row_entry
     for lo, hi in bounds:
-        cols, simple, percent = _column_chunk(pairing, lo, hi)
+        cols, simple, percent, t_joined, g_joined = _column_chunk(pairing, lo, hi)
+        if joined is not None:
+            joined.append((t_joined, g_joined))
         entries = row_entry[lo:hi]
         starts = np.flatnonzero(np.r_[True, entries[1:] != entries[:-1]]).tolist()
         ends = starts[1:] + [hi - lo]
@@ -129,8 +154,20 @@ def column_chunks(pairing: ColumnPairing, bounds: list[tuple[int, int]]) -> Iter
 
 def _texts_of(pairing: ColumnPairing, bounds, stack, dtype_is_error) -> Iterator[tuple[str, int]]:
     """(CSV lines, rows) of each slice."""
-    for cols in judged_columns(column_chunks(pairing, bounds), stack, dtype_is_error):
-        yield csv_lines(cols), len(cols[0])
+    joined: list = []
+    for cols in judged_columns(column_chunks(pairing, bounds, joined), stack, dtype_is_error):
+        yield _lines(cols, *joined.pop(0)), len(cols[0])
+
+
+def _lines(cols: list[list[str]], t_joined: list[str] | None, g_joined: list[str] | None) -> str:
+    """:func:`.stats_table.csv_lines` of a slice whose summary cells are "" where a side's
+    texts were copied from dump.json (numbers: no cell of them is quoted or neutralised)."""
+    cols = [_csv_column(column) for column in cols]
+    for at, joined in ((_SUMMARY + 4, g_joined), (_SUMMARY, t_joined)):     # the later first: indexes hold
+        if joined is not None:
+            a, b, c, d = cols[at:at + 4]
+            cols[at:at + 4] = [[text or f"{w},{x},{y},{z}" for text, w, x, y, z in zip(joined, a, b, c, d)]]
+    return "".join([",".join(row) + "\r\n" for row in zip(*cols)])
 
 
 def write_column_csv(path: str | os.PathLike, pairing: ColumnPairing, stack: dict[str, tuple[str, ...]] | None = None,
