@@ -23,10 +23,9 @@ import os
 from operator import itemgetter
 from typing import Iterable, Iterator
 
-import numpy as np
-
 from precision_shell.atomic_write import write_atomic
 from precision_shell.safe_text import csv_row
+from precision_shell.formats.msprobe_columns import shape_text
 
 from precision_shell.analysis.compare.msprobe.engine import METRIC_COLUMNS, N_A, RowResult, md5_cell
 from precision_shell.analysis.compare.msprobe.pairing import Row
@@ -58,16 +57,7 @@ def _dtype_cell(row: Row) -> str:
 
 
 def _shape_cell(row: Row) -> str:
-    leaf = row.leaf
-    if leaf.is_tensor:
-        return str(list(leaf.shape))
-    if leaf.type is None:
-        return N_A
-    if leaf.type == "torch.Size":
-        return str(leaf.value)
-    if leaf.type == "slice":
-        return str(np.shape(np.array(leaf.value)))
-    return "[]"
+    return shape_text(row.leaf)
 
 
 def _grad_cell(row: Row) -> str:

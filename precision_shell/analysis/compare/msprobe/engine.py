@@ -40,6 +40,7 @@ import numpy as np
 
 from precision_shell.errors import PshellError
 from precision_shell.formats.msprobe_dump import Leaf
+from precision_shell.formats.msprobe_columns import stat_text
 from precision_shell.analysis.compare.msprobe.kernel import BufferedLoader, kernel_sums, ordered_map
 from precision_shell.analysis.compare.msprobe.pairing import Pairing, Row, RowPair
 
@@ -225,24 +226,7 @@ def _scalar_metrics(n: np.ndarray, b: np.ndarray) -> TensorMetrics:
 
 # --- statistics and md5 modes -------------------------------------------------------------------
 
-def stat_cell(leaf: Leaf, which: str) -> str:
-    """msprobe's text for one of Max/Min/Mean/Norm of a row (``NPU max`` etc.)."""
-    if not leaf.is_tensor:
-        value = leaf.value
-        if leaf.type is None:
-            return "None"
-        return str(value) if not isinstance(value, float) else repr(value)
-    value = getattr(leaf, "norm" if which == "l2norm" else which)
-    if value is None:
-        return "None"
-    value = float(value)
-    if not math.isfinite(value):     # NaN/Inf in dump.json, even on an integer leaf: a value
-        return repr(value)
-    if leaf.dtype == "bool":
-        return str(bool(value))
-    if leaf.dtype and leaf.dtype.startswith(("int", "uint")) and value == int(value):
-        return str(int(value))
-    return repr(value)
+stat_cell = stat_text   # msprobe's text for one of Max/Min/Mean/Norm of a row (one rule)
 
 
 # a statistic's cell: (text, class of the text as msprobe's CalcStatsDiff sees it, its number)
