@@ -76,8 +76,8 @@ setup(
         Extension("precision_shell.formats._graph_scan",
                   [f"precision_shell/formats/{name}.c" for name in ("_graph_scan", "_graph_link")],
                   depends=["precision_shell/formats/_graph_scan.h"], optional=True),
-        # statistics columns straight from dump.json's bytes (formats/msprobe_columns.py, rank_columns;
+        # statistics columns straight from dump.json's bytes (formats/msprobe/columns.py, rank_columns;
         # without it: the columns from the parsed entries in Python, same columns, slower)
-        Extension("precision_shell.formats._stats_scan", ["precision_shell/formats/_stats_scan.c"], optional=True)],
+        Extension("precision_shell.formats.msprobe._stats_scan", ["precision_shell/formats/msprobe/_stats_scan.c"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

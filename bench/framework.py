@@ -110,7 +110,7 @@ def write_tensor_pair(root: Path, total_mb: float, venv_python: Path) -> tuple[P
 
 
 # the framework reader alone on one dump.json (its peak memory: issue 31's < 500 MB for 100 MB)
-_READ_ONLY = ("import sys; from precision_shell.formats.msprobe_dump import read_msprobe_dump; "
+_READ_ONLY = ("import sys; from precision_shell.formats.msprobe.dump import read_msprobe_dump; "
               "print(len(read_msprobe_dump(sys.argv[1]).ranks[0].entries))")
 
 

@@ -17,8 +17,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="the capture needs torch (pip install '.[capture]')")
 
 from precision_shell.capture import capture  # noqa: E402
-from precision_shell.formats.msprobe_dump import load_leaf, read_msprobe_dump  # noqa: E402
-from precision_shell.formats.msprobe_layout import parse_entry_name  # noqa: E402
+from precision_shell.formats.msprobe.dump import load_leaf, read_msprobe_dump  # noqa: E402
+from precision_shell.formats.msprobe.layout import parse_entry_name  # noqa: E402
 from precision_shell.formats.torch_pt import load_pt_tensor  # noqa: E402
 
 FRAMEWORK = Path(__file__).resolve().parents[1] / "sample_data" / "framework"

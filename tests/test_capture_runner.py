@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch", reason="the capture needs torch (pip instal
 import precision_shell  # noqa: E402
 from precision_shell.capture import CaptureError, capture  # noqa: E402
 from precision_shell.capture.runner import main  # noqa: E402
-from precision_shell.formats.msprobe_dump import read_msprobe_dump  # noqa: E402
+from precision_shell.formats.msprobe.dump import read_msprobe_dump  # noqa: E402
 from precision_shell.formats.torch_pt import load_pt_tensor  # noqa: E402
 
 TRAIN = """

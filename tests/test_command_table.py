@@ -127,10 +127,10 @@ def test_a_graph_workspaces_compare_imports_no_framework_or_other_command(sample
     for other in ("framework_analysis", "framework_inspect", "mindspore_graph_cmd", "bisect_cmd",
                   "curve_cmd", "replay_cmd", "impact_cmd", "qstat_cmd", "fusion_cmd", "inspect_cmd"):
         assert f"precision_shell.commands.{other}" not in modules, other
-    # (formats.msprobe_layout and formats.mindspore_graph.layout tell what PATH is: imported)
+    # (formats.msprobe.layout and formats.mindspore_graph.layout tell what PATH is: imported)
     assert not any(m.startswith(("precision_shell.report", "precision_shell.model.framework",
                                  "precision_shell.model.mindspore", "precision_shell.analysis.compare.msprobe",
-                                 "precision_shell.formats.msprobe_dump", "precision_shell.formats.mindspore_graph.anf"))
+                                 "precision_shell.formats.msprobe.dump", "precision_shell.formats.mindspore_graph.anf"))
                    for m in modules), modules
 
 

@@ -22,8 +22,8 @@ from precision_shell.analysis.compare.msprobe.csv_layout import _shape_cell
 from precision_shell.analysis.compare.msprobe.engine import stat_cells
 from precision_shell.analysis.compare.msprobe.pairing import pair_dumps, rows_of
 from precision_shell.analysis.compare.msprobe.stats_table import StatisticsRows, write_statistics_csv
-from precision_shell.formats.msprobe_columns import GRAD_TEXTS, decode, encode, stats_columns
-from precision_shell.formats.msprobe_dump import read_msprobe_dump
+from precision_shell.formats.msprobe.columns import GRAD_TEXTS, decode, encode, stats_columns
+from precision_shell.formats.msprobe.dump import read_msprobe_dump
 
 
 def _rank(path):
@@ -122,7 +122,7 @@ def test_scaled_copy_pairs_and_writes_as_the_row_path(tmp_path, chunk, mapped):
 
 
 def test_columns_survive_bytes_with_odd_names():
-    from precision_shell.formats.msprobe_columns import StatsColumns
+    from precision_shell.formats.msprobe.columns import StatsColumns
 
     names = ["a\x00b", "\udc80x", "é.input.0"]
     columns = StatsColumns(["e\x00", "f"], names, np.array([0, 0, 1], np.int32), np.ones(3, np.int8),

@@ -18,7 +18,7 @@ from precision_shell.analysis.compare.msprobe.csv_layout import header, table_ro
 from precision_shell.analysis.compare.msprobe.pairing import pair_dumps
 from precision_shell.analysis.root_cause.run import find_framework_suspects
 from precision_shell.commands.framework_exports import keep_fp32_names
-from precision_shell.formats.msprobe_dump import load_leaf, read_msprobe_dump
+from precision_shell.formats.msprobe.dump import load_leaf, read_msprobe_dump
 from precision_shell.model.framework_run import FrameworkRun
 
 CASES = {"tensor": ("target_bf16", "golden_fp32", "compare/tensor/compare_result_rank0.csv"),

@@ -15,8 +15,8 @@ from precision_shell.analysis.compare.msprobe import engine as fc
 from precision_shell.analysis.compare.msprobe import kernel as fk
 from precision_shell.analysis.compare.msprobe.pairing import pair_dumps
 from precision_shell.errors import FormatError
-from precision_shell.formats.msprobe_dump import Leaf, load_leaf, read_msprobe_dump
-from precision_shell.formats.msprobe_tensor_io import ReadBuffer, locate, read_into
+from precision_shell.formats.msprobe.dump import Leaf, load_leaf, read_msprobe_dump
+from precision_shell.formats.msprobe.tensor_io import ReadBuffer, locate, read_into
 
 DATA = Path(__file__).parent / "data" / "torch_pt"
 needs_kernel = pytest.mark.skipif(fk._ext is None, reason="the C kernel is not built")

@@ -12,7 +12,7 @@ import pytest
 from framework_dumps import sample, write_dump
 from precision_shell.analysis.compare.msprobe.pairing import fuzzy_name, pair_dumps, read_data_mapping
 from precision_shell.errors import FormatError
-from precision_shell.formats.msprobe_dump import read_msprobe_dump
+from precision_shell.formats.msprobe.dump import read_msprobe_dump
 
 
 def _rank(path):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from framework_dumps import sample, write_dump
-from precision_shell.formats.msprobe_dump import read_msprobe_dump
+from precision_shell.formats.msprobe.dump import read_msprobe_dump
 from precision_shell.model.framework_reader import start_reading
 from precision_shell.model.framework_session import FrameworkSession
 
@@ -90,7 +90,7 @@ def test_the_child_sends_the_golden_statistics_columns_and_ends_without_being_as
     import os
     import time
 
-    from precision_shell.formats.msprobe_columns import stats_columns
+    from precision_shell.formats.msprobe.columns import stats_columns
 
     golden = sample() / "stats_golden_fp32" / "step0"
     pending = start_reading(golden)
@@ -120,6 +120,6 @@ def test_a_tensor_golden_sends_no_columns_and_vc_makes_them_here(tmp_path):
 
 
 def stats_columns_of(rank):
-    from precision_shell.formats.msprobe_columns import stats_columns
+    from precision_shell.formats.msprobe.columns import stats_columns
 
     return stats_columns(rank.entries)

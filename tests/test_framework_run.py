@@ -9,7 +9,7 @@ import pytest
 
 from framework_dumps import sample, write_dump
 from precision_shell.errors import CommandError
-from precision_shell.formats.msprobe_dump import read_msprobe_dump
+from precision_shell.formats.msprobe.dump import read_msprobe_dump
 from precision_shell.model.framework_run import FrameworkRun, open_runs
 
 

@@ -18,7 +18,7 @@ from precision_shell.analysis.compare.msprobe.engine import compare_pairs
 from precision_shell.analysis.compare.msprobe.csv_layout import iter_table_rows, write_compare_csv
 from precision_shell.analysis.compare.msprobe.pairing import pair_dumps
 from precision_shell.analysis.compare.msprobe.stats_table import StatisticsRows, rows_by_name, write_statistics_csv
-from precision_shell.formats.msprobe_dump import read_msprobe_dump
+from precision_shell.formats.msprobe.dump import read_msprobe_dump
 
 
 def _rank(path):

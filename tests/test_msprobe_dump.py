@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from precision_shell.errors import FormatError
-from precision_shell.formats.msprobe_dump import load_leaf, read_msprobe_dump, read_rank_dump
-from precision_shell.formats.msprobe_layout import (find_rank_dirs, parse_entry_name,
+from precision_shell.formats.msprobe.dump import load_leaf, read_msprobe_dump, read_rank_dump
+from precision_shell.formats.msprobe.layout import (find_rank_dirs, parse_entry_name,
                                                     split_tensor_file_name)
 
 PT = Path(__file__).parent / "data" / "torch_pt"

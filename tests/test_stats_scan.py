@@ -1,4 +1,4 @@
-"""The C scanner of statistics dump.json bytes (formats/_stats_scan.c, msprobe_columns.rank_columns):
+"""The C scanner of statistics dump.json bytes (formats/msprobe/_stats_scan.c, msprobe_columns.rank_columns):
 its columns equal the Python builder's (stats_columns of the parsed entries) cell for cell, text
 codes included -- on the committed sample dumps, on a scaled pair with odd cells, and on mutated
 texts (odd leaves, escapes, repeated keys, roots out of order, non-canonical numbers, other
@@ -17,9 +17,9 @@ import pytest
 
 from framework_dumps import sample
 from test_framework_column_stats import _scaled_pair
-from precision_shell.formats import msprobe_columns
-from precision_shell.formats.msprobe_columns import rank_columns, stats_columns
-from precision_shell.formats.msprobe_dump import read_msprobe_dump
+from precision_shell.formats.msprobe import columns as msprobe_columns
+from precision_shell.formats.msprobe.columns import rank_columns, stats_columns
+from precision_shell.formats.msprobe.dump import read_msprobe_dump
 
 pytestmark = pytest.mark.skipif(msprobe_columns._scanner is None, reason="the _stats_scan kernel is not built")
 
@@ -248,7 +248,7 @@ def _respelled(text: str, rng: random.Random) -> str:
 def test_csv_from_scanned_columns_with_respelled_numbers_is_byte_identical(tmp_path, monkeypatch):
     from precision_shell.analysis.compare.msprobe.column_pairing import pair_columns
     from precision_shell.analysis.compare.msprobe.column_table import write_column_csv
-    from precision_shell.formats.msprobe_columns import decode, encode
+    from precision_shell.formats.msprobe.columns import decode, encode
 
     rng = random.Random(7)
     paths = []

@@ -16,8 +16,8 @@ import pytest
 from precision_shell.config import Config, load_config
 from precision_shell.errors import FormatError
 from precision_shell.formats.golden_npy import read_npy_header
-from precision_shell.formats.msprobe_dump import read_rank_dump
-from precision_shell.formats.msprobe_layout import find_rank_dirs
+from precision_shell.formats.msprobe.dump import read_rank_dump
+from precision_shell.formats.msprobe.layout import find_rank_dirs
 from tests.conftest import run_cli
 
 FRAMEWORK_SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "framework"

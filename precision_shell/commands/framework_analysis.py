@@ -23,7 +23,7 @@ from precision_shell.commands.results import Marked, Message, Sections, Table
 from precision_shell.commands.stepping import PANELS
 from precision_shell.errors import CommandError, UsageError
 from precision_shell.gc_pause import gc_paused
-from precision_shell.formats.msprobe_layout import parse_entry_name
+from precision_shell.formats.msprobe.layout import parse_entry_name
 
 COMPARE_CURSOR, OVERFLOW_CURSOR = "framework compare", "framework overflow"
 

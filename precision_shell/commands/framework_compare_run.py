@@ -111,7 +111,7 @@ def _statistics_on_columns(session, target, path: Path) -> FrameworkCompare:
     it), paired on keys, the CSV written chunk by chunk from them (compare/msprobe/column_table)."""
     from precision_shell.analysis.compare.msprobe.column_pairing import pair_columns
     from precision_shell.analysis.compare.msprobe.column_table import write_column_csv
-    from precision_shell.formats.msprobe_columns import rank_columns
+    from precision_shell.formats.msprobe.columns import rank_columns
 
     with gc_paused(freeze=True):
         # the target's first: the golden's are being made meanwhile by the child that read it

@@ -11,7 +11,7 @@ from precision_shell.commands.export import _default_name, ensure_prerequisite, 
 from precision_shell.commands.framework_inspect import FRAMEWORK, variant
 from precision_shell.commands.results import Message
 from precision_shell.errors import CommandError
-from precision_shell.formats.msprobe_layout import parse_entry_name
+from precision_shell.formats.msprobe.layout import parse_entry_name
 
 
 def _need(session, key: str, command: str):

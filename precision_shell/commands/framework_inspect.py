@@ -15,7 +15,7 @@ from precision_shell.commands.registry import REGISTRY, arg
 from precision_shell.model.tensor_ref import op_of
 from precision_shell.commands.results import Message, Sections, Table
 from precision_shell.commands.row_schema import conform
-from precision_shell.formats.msprobe_layout import parse_entry_name
+from precision_shell.formats.msprobe.layout import parse_entry_name
 
 if TYPE_CHECKING:      # the run model imports numpy: not at start-up
     from precision_shell.model.framework_run import FrameworkOp, FrameworkTensor

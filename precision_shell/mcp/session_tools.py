@@ -51,7 +51,7 @@ class ServerOptions:
 def open_session(workspace: str, golden: str | None, output: str | None):
     """A framework session for an msprobe dump, else the graph-mode workspace (as ``pshell``)."""
     from precision_shell.config import default_config_path
-    from precision_shell.formats.msprobe_layout import is_msprobe_dump
+    from precision_shell.formats.msprobe.layout import is_msprobe_dump
 
     if is_msprobe_dump(workspace):
         from precision_shell.model.framework_session import FrameworkSession

@@ -22,8 +22,8 @@ import struct
 from dataclasses import dataclass
 
 from precision_shell.errors import PshellError
-from precision_shell.formats.msprobe_dump import MsprobeDump, RankDump, read_msprobe_dump, read_rank_dump
-from precision_shell.formats.msprobe_layout import RankDir
+from precision_shell.formats.msprobe.dump import MsprobeDump, RankDump, read_msprobe_dump, read_rank_dump
+from precision_shell.formats.msprobe.layout import RankDir
 
 _HEADER = ("framework", "task", "level", "dump_data_dir")
 
@@ -59,7 +59,7 @@ class PendingRead:
     where no child could be forked, the dump (or why not) read here already (``done``).
 
     After the summary the child makes the statistics columns of each rank (statistics task:
-    what a statistics ``vc`` pairs, :mod:`.msprobe_columns`), writes them into an anonymous
+    what a statistics ``vc`` pairs, :mod:`.msprobe.columns`), writes them into an anonymous
     in-memory file made before the fork (``memfd``; Linux) and ends; :meth:`columns` reads them
     from there when ``vc`` asks. Without a memfd the columns come through the pipe, and the
     child waits until they are read or this process ends (the pipe closes under it)."""
@@ -100,7 +100,7 @@ class PendingRead:
         if self._columns is None:
             self._columns = []
             if self._pipe is not None and isinstance(self.done, MsprobeDump):
-                from precision_shell.formats.msprobe_columns import decode
+                from precision_shell.formats.msprobe.columns import decode
 
                 try:
                     for _ in self.done.ranks:
@@ -188,7 +188,7 @@ def _child(path: str, write_fd: int, memfd: int | None) -> None:
         pipe.flush()
         if isinstance(done, PshellError):
             return
-        from precision_shell.formats.msprobe_columns import encode, rank_columns
+        from precision_shell.formats.msprobe.columns import encode, rank_columns
 
         offset = 0
         for rank in done.ranks:

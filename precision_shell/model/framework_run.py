@@ -30,8 +30,8 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import CommandError, FormatError
-from ..formats.msprobe_dump import Entry, Leaf, MsprobeDump, RankDump, load_leaf
-from ..formats.msprobe_json import load_json
+from ..formats.msprobe.dump import Entry, Leaf, MsprobeDump, RankDump, load_leaf
+from ..formats.msprobe.json_files import load_json
 from .runs.base import Edge, Stats, downstream_of
 
 __all__ = ["Edge", "FrameworkOp", "FrameworkRun", "FrameworkTensor", "RunSummary", "compare_name",

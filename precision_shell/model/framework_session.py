@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from precision_shell.errors import CommandError, PshellError
-from precision_shell.formats.msprobe_dump import MsprobeDump, RankDump, read_msprobe_dump
+from precision_shell.formats.msprobe.dump import MsprobeDump, RankDump, read_msprobe_dump
 from precision_shell.model.framework_reader import PendingRead, full_rank, start_reading
 from precision_shell.model.framework_run import FrameworkRun
 from precision_shell.model.output_guard import FILE, TREE, InputPlace, OutputGuard, resolved
@@ -192,8 +192,8 @@ class FrameworkSession(OutputWriter):
     def golden_columns(self, target: RankDump | None = None):
         """The statistics columns of the golden ``dump.json`` for ``target`` (default: the
         selection): made by the child that read it at start-up when it could, else here from
-        its entries (:mod:`precision_shell.formats.msprobe_columns`)."""
-        from precision_shell.formats.msprobe_columns import rank_columns
+        its entries (:mod:`precision_shell.formats.msprobe.columns`)."""
+        from precision_shell.formats.msprobe.columns import rank_columns
 
         target = target or self.selected
         with self._runs_lock:

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..errors import FormatError
 from ..formats.mindspore_graph.dump import GraphCache, read_iteration
 from ..formats.mindspore_graph.layout import find_iterations
-from ..formats.msprobe_dump import MsprobeDump, RankDump
+from ..formats.msprobe.dump import MsprobeDump, RankDump
 from ..gc_pause import gc_paused
 from ..model.output_guard import TREE, InputPlace
 from .framework_session import FrameworkPlace, FrameworkSession

@@ -17,7 +17,7 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
-from ..msprobe_layout import normalize_dtype
+from ..msprobe.layout import normalize_dtype
 
 __all__ = ["KernelFile", "mangled", "numpy_dtype_name", "parse_file_name", "PARAMETER"]
 

@@ -30,8 +30,8 @@ from ...formats.mindspore_graph.anf_graph import AnfGraph, source_line
 from ...formats.mindspore_graph.cann import cann_tensors
 from ...formats.mindspore_graph.dump import IterationDump, Kernel, ParameterFile
 from ...formats.mindspore_graph.names import KernelFile, numpy_dtype_name
-from ...formats.msprobe_dump import Entry, Leaf, RankDump
-from ...formats.msprobe_layout import RankDir
+from ...formats.msprobe.dump import Entry, Leaf, RankDump
+from ...formats.msprobe.layout import RankDir
 from ..framework_run import Edge, FrameworkRun
 
 __all__ = ["MsPairing", "MsRankDump", "MsRun", "PARAMETER_PREFIX", "rank_dump_of"]

@@ -1,7 +1,7 @@
 """A statistics-mode ``dump.json`` as the run model on columns: what ``vcs`` reads of a
 :class:`~precision_shell.model.framework_run.FrameworkRun` -- which rows are tensors, each
 tensor's input/output role and name, the inferred dataflow edges, the module chain of an entry
--- as arrays over the rows of the compare's :class:`~precision_shell.formats.msprobe_columns.
+-- as arrays over the rows of the compare's :class:`~precision_shell.formats.msprobe.columns.
 StatsColumns`, with no Leaf, tensor or Edge object per row (issue 31: on a 100k-entry dump those
 objects cost ~8 s of CPU and ~500 MB before `vcs` judged anything).
 
@@ -26,7 +26,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ...formats.msprobe_columns import TENSOR, StatsColumns
+from ...formats.msprobe.columns import TENSOR, StatsColumns
 from ..framework_run import SIDECAR, module_chain
 
 INPUT, OUTPUT, PARAMETERS, GRAD = 0, 1, 2, 3      # io codes; GRAD: a parameters_grad leaf

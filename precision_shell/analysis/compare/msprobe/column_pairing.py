@@ -1,5 +1,5 @@
 """msprobe's exact (and data_mapping) pairing on statistics columns: the rows of both sides as
-:class:`~precision_shell.formats.msprobe_columns.StatsColumns`, joined by key into one index array
+:class:`~precision_shell.formats.msprobe.columns.StatsColumns`, joined by key into one index array
 (the golden row of each target row, -1 for none), with what ``vc`` reports of the pairing
 (paired rows, golden rows left over, each entry's problems, coverage) counted on the columns.
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from precision_shell.analysis.compare.coverage import NO_GOLDEN, Coverage
-from precision_shell.formats.msprobe_columns import TENSOR, StatsColumns
+from precision_shell.formats.msprobe.columns import TENSOR, StatsColumns
 from .pairing import _FLOATS, backward_entry_keys
 
 NO_GOLDEN_ROW = "no golden row"

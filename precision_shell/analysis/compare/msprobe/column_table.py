@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from precision_shell.formats.msprobe_columns import GRAD_TEXTS, NONE_LEAF, StatsColumns
+from precision_shell.formats.msprobe.columns import GRAD_TEXTS, NONE_LEAF, StatsColumns
 from .column_pairing import ColumnPairing
 from precision_shell.atomic_write import write_atomic
 from .csv_layout import _SUMMARY_TEXT, _percent, header

@@ -25,7 +25,7 @@ from typing import Iterable, Iterator
 
 from precision_shell.atomic_write import write_atomic
 from precision_shell.safe_text import csv_row
-from precision_shell.formats.msprobe_columns import shape_text
+from precision_shell.formats.msprobe.columns import shape_text
 
 from precision_shell.analysis.compare.msprobe.engine import METRIC_COLUMNS, N_A, RowResult, md5_cell
 from precision_shell.analysis.compare.msprobe.pairing import Row

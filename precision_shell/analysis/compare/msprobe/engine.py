@@ -39,8 +39,8 @@ import ml_dtypes
 import numpy as np
 
 from precision_shell.errors import PshellError
-from precision_shell.formats.msprobe_dump import Leaf
-from precision_shell.formats.msprobe_columns import stat_text
+from precision_shell.formats.msprobe.dump import Leaf
+from precision_shell.formats.msprobe.columns import stat_text
 from precision_shell.analysis.compare.msprobe.kernel import BufferedLoader, kernel_sums, ordered_map
 from precision_shell.analysis.compare.msprobe.pairing import Pairing, Row, RowPair
 

@@ -5,7 +5,7 @@
   else None (the numpy path in :mod:`.framework_compare` stays the reference and the fallback:
   other dtypes, NaN/Inf anywhere, the kernel not built or ``PSHELL_NO_EXT=1``).
 - :class:`BufferedLoader`: each thread reads a leaf's bytes into its own reusable buffers
-  (:mod:`..formats.msprobe_tensor_io`), so memory holds a few tensors whatever the dump's size.
+  (:mod:`..formats.msprobe.tensor_io`), so memory holds a few tensors whatever the dump's size.
 - :func:`ordered_map`: rows computed by a pool of threads, yielded in order, at most a few
   ahead of the consumer.
 """
@@ -21,8 +21,8 @@ from typing import Callable, Iterable, Iterator, TypeVar
 import ml_dtypes
 import numpy as np
 
-from precision_shell.formats.msprobe_dump import Leaf, load_leaf
-from precision_shell.formats.msprobe_tensor_io import ReadBuffer, locate, read_into
+from precision_shell.formats.msprobe.dump import Leaf, load_leaf
+from precision_shell.formats.msprobe.tensor_io import ReadBuffer, locate, read_into
 from precision_shell.analysis.compare.fused_metrics import DISABLE_VARIABLE
 
 try:

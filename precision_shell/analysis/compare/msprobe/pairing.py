@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 from precision_shell.errors import FormatError
 from precision_shell.formats.input_files import read_text_input
-from precision_shell.formats.msprobe_columns import dtype_text
-from precision_shell.formats.msprobe_dump import Entry, Leaf, RankDump
+from precision_shell.formats.msprobe.columns import dtype_text
+from precision_shell.formats.msprobe.dump import Entry, Leaf, RankDump
 from precision_shell.model.framework_run import compare_name
 
 _FLOATS = {"float16", "float32", "float64", "bfloat16"}    # msprobe's DTYPE_MATCH_GROUPS

@@ -5,7 +5,7 @@ total (how many tensors and files, which files they name, whether md5 was dumped
 problems (one warning line each, at start-up); building a :class:`Leaf` per leaf as well cost
 ~1 s per dump. So :func:`check_leaves` walks an entry's leaves once when the file is read (the
 warnings and the counts), and :func:`build_leaves` makes the Leaf objects of an entry the first
-time someone asks for them (:attr:`.msprobe_dump.Entry.leaves`), silently: both walk the same
+time someone asks for them (:attr:`.dump.Entry.leaves`), silently: both walk the same
 paths in the same order (:func:`leaf_nodes`), so what was checked is what gets built.
 
 Paths: ``input.0``, ``input.1.2``, ``input.dim`` for a keyword, ``output.0``,
@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
-from .msprobe_layout import normalize_dtype
+from .layout import normalize_dtype
 
 _MAX_LEAF_DEPTH = 16
 # entry keys -> leaf path roots; input_args and input_kwargs both become "input" (A6)

@@ -4,7 +4,7 @@ and the statistics columns, without parsing the document.
 A 100k-entry statistics dump.json is 93 MB; ``json.loads`` of it and the leaf checks cost ~2.5 s
 and ~300 MB a side, and the columns ``vc`` pairs ~0.9 s more. The scanner walks the bytes once:
 an entry whose leaves are all the common float leaf (see the C file) goes into the columns
-there and becomes an :class:`.msprobe_dump.Entry` holding only its byte span (its JSON parsed
+there and becomes an :class:`.dump.Entry` holding only its byte span (its JSON parsed
 when its leaves are first asked for; it gives no warning and names no file, so nothing at
 open needs it); any other entry is parsed alone (``json.loads`` of its span) and read as the
 whole-document reader reads it (``take_body``: the checks, warnings and files), its rows added
@@ -21,9 +21,9 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..errors import FormatError
-from .input_files import open_regular
-from .msprobe_columns import StatsColumns, _Builder, _scanner, scanner_usable
+from ...errors import FormatError
+from ..input_files import open_regular
+from .columns import StatsColumns, _Builder, _scanner, scanner_usable
 
 _STATISTICS = re.compile(rb'"task"\s*:\s*"statistics"')
 
@@ -32,7 +32,7 @@ _STATISTICS = re.compile(rb'"task"\s*:\s*"statistics"')
 class ScannedDump:
     header: dict             # the top-level members other than "data", parsed
     entries: list            # Entry objects (or what take_body made), in dump order
-    columns: StatsColumns    # the statistics columns of those entries (msprobe_columns)
+    columns: StatsColumns    # the statistics columns of those entries (the columns module)
 
 
 class _NotPlain(Exception):

@@ -10,7 +10,7 @@ statistics, a data_name) is built as the Leaf the row path builds and its texts 
 that Leaf (:func:`stat_texts`, :func:`shape_text`, :func:`dtype_text`), so both paths print the
 same cells. :func:`encode` / :func:`decode` move the columns between processes as raw array
 bytes and a JSON header (data, never pickled objects). A statistics dump.json read by the C
-scanner (:mod:`.msprobe_scan`) has its columns made while it is read, into the same builder
+scanner (:mod:`.scan`) has its columns made while it is read, into the same builder
 (:func:`rank_columns` returns those).
 """
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .msprobe_leaves import Leaf, leaf_nodes, leaf_of
-from .msprobe_layout import normalize_dtype
+from .leaves import Leaf, leaf_nodes, leaf_of
+from .layout import normalize_dtype
 
 N_A = "N/A"
 GRAD_TEXTS = (N_A, "True", "False")          # grad codes: requires_grad None, True, False
@@ -257,7 +257,7 @@ class _Builder:
 
 
 def stats_columns(entries) -> StatsColumns:
-    """The columns of a rank's entries (:class:`.msprobe_dump.Entry`), in dump order."""
+    """The columns of a rank's entries (:class:`.dump.Entry`), in dump order."""
     builder = _Builder()
     for entry in entries:
         builder.add_entry(entry.name, entry.kind, entry.leaf_sources(), entry.tensor_dir)
@@ -275,8 +275,8 @@ def scanner_usable() -> bool:
 
 
 def rank_columns(rank) -> StatsColumns:
-    """The columns of a :class:`.msprobe_dump.RankDump`: those the C scanner made while reading
-    its dump.json (:mod:`.msprobe_scan`), else :func:`stats_columns` of its entries."""
+    """The columns of a :class:`.dump.RankDump`: those the C scanner made while reading
+    its dump.json (:mod:`.scan`), else :func:`stats_columns` of its entries."""
     if rank.columns is not None:
         return rank.columns
     return stats_columns(rank.entries)

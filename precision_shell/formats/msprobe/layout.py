@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..errors import FormatError
+from ...errors import FormatError
 
 TENSOR_DIR = "dump_tensor_data"
 _STEP = re.compile(r"step(\d+)\Z")
@@ -181,7 +181,7 @@ def normalize_dtype(raw: str) -> str | None:
 
 @lru_cache(maxsize=256)    # runs per leaf; numpy's dtype.name is slow (~9 us)
 def _dtype_name(raw: str) -> str | None:
-    from .torch_pt import TORCH_DTYPES     # numpy: not needed to find a dump (pshell start-up)
+    from ..torch_pt import TORCH_DTYPES     # numpy: not needed to find a dump (pshell start-up)
 
     key = raw.strip().removeprefix("torch.").removeprefix("mindspore.").lower()
     dtype = TORCH_DTYPES.get(key)

@@ -1,5 +1,5 @@
 /* An msprobe statistics dump.json opened in one pass: entries, header and statistics columns
- * (formats/msprobe_scan.py; the columns are formats/msprobe_columns.py's).
+ * (formats/msprobe/scan.py; the columns are formats/msprobe/columns.py's).
  *
  * Why C: a 100k-entry statistics dump.json is 93 MB; json.loads of it, the leaf checks and the
  * columns cost ~4 s a side in the interpreter and the parsed document ~300 MB. This scanner

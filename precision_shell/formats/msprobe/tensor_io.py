@@ -6,7 +6,7 @@ directory and the pickle, or the header: a few hundred bytes) and :func:`read_in
 with ``os.preadv`` straight into a caller's buffer, so comparing thousands of tensors allocates
 no array per file and the read releases the GIL. A leaf whose bytes are not one plain
 little-endian run (a strided or offset ``.pt`` view, a big-endian or Fortran-order file) gives
-None: the caller then loads it the ordinary way (:func:`.msprobe_dump.load_leaf`).
+None: the caller then loads it the ordinary way (:func:`.dump.load_leaf`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import FormatError
-from .input_files import open_regular
-from .golden_npy import read_npy_header
-from .msprobe_leaves import Leaf
-from .torch_pt import PtTensor, open_pt, storage_data
+from ...errors import FormatError
+from ..input_files import open_regular
+from ..golden_npy import read_npy_header
+from .leaves import Leaf
+from ..torch_pt import PtTensor, open_pt, storage_data
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class TensorBytes:
 
 def locate(leaf: Leaf) -> TensorBytes | None:
     """Where the leaf's values are in its file; None when they are not one plain run. The
-    FormatErrors of :func:`.msprobe_dump.load_leaf` for a missing or unreadable file and for a
+    FormatErrors of :func:`.dump.load_leaf` for a missing or unreadable file and for a
     shape other than dump.json's."""
     if leaf.file is None:
         raise FormatError(None, f"{leaf.path}: no tensor file (statistics-only dump or not saved)")

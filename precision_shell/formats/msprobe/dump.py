@@ -5,7 +5,7 @@ path and returns plain dataclasses: the run's framework / task / level, its step
 per ``dump.json`` the entries in dump order, each with its leaves flattened under stable paths
 (``input.0``, ``input.1.2``, ``input.dim`` for a keyword, ``output.0``, ``parameters.weight``;
 ``weight`` in a ``parameters_grad`` entry) -- the names msprobe's compare and its tensor files use.
-Leaves are checked when the file is read and built when first used (:mod:`.msprobe_leaves`).
+Leaves are checked when the file is read and built when first used (:mod:`.leaves`).
 
 Nothing bad in one place stops the rest: a truncated ``dump.json`` keeps its entries before the
 cut, a missing one is rebuilt from the tensor file names, and listed-but-absent files, unknown
@@ -23,21 +23,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import FormatError
-from .golden_npy import load_npy, read_npy_header
-from .msprobe_json import load_json, read_json_text_lenient, salvage_object
-from .msprobe_leaves import LEAF_ROOTS, Leaf, LeafCounts, build_leaves, check_leaves, leaf_nodes
-from .msprobe_layout import TENSOR_DIR, RankDir, entry_name_fields, find_rank_dirs, split_tensor_file_name
-from .torch_pt import PtTensor, load_pt_tensor, open_pt
+from ...errors import FormatError
+from ..golden_npy import load_npy, read_npy_header
+from .json_files import load_json, read_json_text_lenient, salvage_object
+from .leaves import LEAF_ROOTS, Leaf, LeafCounts, build_leaves, check_leaves, leaf_nodes
+from .layout import TENSOR_DIR, RankDir, entry_name_fields, find_rank_dirs, split_tensor_file_name
+from ..torch_pt import PtTensor, load_pt_tensor, open_pt
 
 __all__ = ["Entry", "Leaf", "MsprobeDump", "RankDump", "load_leaf", "read_msprobe_dump", "read_rank_dump"]
 
 
 class Entry:
     """One ``dump.json`` entry; its leaves are built from the entry's JSON object the first time
-    :attr:`leaves` is read (:mod:`.msprobe_leaves`: they were checked when the file was read).
-    An entry the statistics scanner read (:mod:`.msprobe_scan`) holds where its JSON is in the
-    file (``source``, a :class:`.msprobe_scan.JsonFile`, and the span), read when first needed."""
+    :attr:`leaves` is read (:mod:`.leaves`: they were checked when the file was read).
+    An entry the statistics scanner read (:mod:`.scan`) holds where its JSON is in the
+    file (``source``, a :class:`.scan.JsonFile`, and the span), read when first needed."""
     __slots__ = ("name", "kind", "scope", "prefix", "op", "counter", "_leaves", "_body", "_counts", "_dir",
                  "_source", "_start", "_end")
 
@@ -229,9 +229,9 @@ def _read_dump_json(rank: RankDump, json_path: str, tensor_dir: str, files: list
 
 
 def _scan_dump_json(rank: RankDump, json_path: str, tensor_dir: str, files: list[str]) -> bool:
-    """A statistics dump.json read by the C scanner (:mod:`.msprobe_scan`); False when it is
+    """A statistics dump.json read by the C scanner (:mod:`.scan`); False when it is
     not used or not fit (nothing of ``rank`` changed then)."""
-    from .msprobe_scan import scan_statistics
+    from .scan import scan_statistics
 
     scratch = RankDump(rank.location)
     take = _EntryTaker(scratch, json_path, tensor_dir, files)
@@ -341,7 +341,7 @@ def load_leaf(leaf: Leaf) -> np.ndarray:
     elif leaf.file.endswith(".pt"):
         array = load_pt_tensor(leaf.file)
     else:    # a CANN binary kernel dump (MindSpore graph mode on Ascend): its leaf path says which tensor
-        from .mindspore_graph.cann import load_cann_tensor
+        from ..mindspore_graph.cann import load_cann_tensor
 
         io, _, index = leaf.path.partition(".")
         if io not in ("input", "output") or not index.isdigit():

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass, field
 from json.scanner import make_scanner
 
-from ..errors import FormatError
-from .input_files import open_regular
+from ...errors import FormatError
+from ..input_files import open_regular
 
 MAX_JSON_BYTES = 1 << 30     # a 100k-entry L1 dump.json is ~100 MB
 _WS = " \t\n\r"
