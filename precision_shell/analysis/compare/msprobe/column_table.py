@@ -23,7 +23,7 @@ from .column_pairing import ColumnPairing
 from precision_shell.atomic_write import write_atomic
 from .csv_layout import _SUMMARY_TEXT, _percent, header
 from .engine import N_A, _cell, _stats_diff
-from .stats_table import _SUMMARY, CHUNK, _csv_column, _texts, judged_columns
+from .stats_table import _SUMMARY, CHUNK, _csv_column, _texts, diff_texts, judged_columns
 
 _N_A_CELLS = [(N_A, "na", None)] * 4
 
@@ -79,15 +79,7 @@ def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[s
     g_vals = g.stats[at] if len(g) else np.full_like(t_vals, np.nan)
     t_ok = t.simple[lo:hi]
     g_ok = (g.simple[at] & has) if len(g) else np.zeros_like(has)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        diff = t_vals - g_vals
-        rel = np.abs(diff / g_vals * 100)
-    diffs, rels = _texts(diff), [[x + "%" for x in column] for column in _texts(rel)]
-    same = (t_vals == g_vals) & (np.signbit(t_vals) == np.signbit(g_vals))
-    for i, k in zip(*np.nonzero(same)):
-        diffs[k][i] = rels[k][i] = "0"
-    for i, k in zip(*np.nonzero(~same & (g_vals == 0))):
-        rels[k][i] = "inf"
+    diffs, rels, same, rel = diff_texts(t_vals, g_vals)
     t_joined = t.summary_slice(lo, hi)
     g_joined = g.summary_rows(at) if len(g) else None
     if g_joined is not None:

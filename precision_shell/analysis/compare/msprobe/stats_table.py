@@ -106,6 +106,24 @@ def _texts(values: np.ndarray) -> list[list[str]]:
     return [list(map(repr, column)) for column in values.T.tolist()]
 
 
+def diff_texts(t_vals: np.ndarray, g_vals: np.ndarray) -> tuple[list[list[str]], list[list[str]],
+                                                                  np.ndarray, np.ndarray]:
+    """(diff cells, relative-error cells, which values are the same, the relative errors): the cells of rows of statistics (n x 4, target and golden), one list
+    per statistic: ``repr`` of the difference and of ``|diff / golden| * 100`` with "%"; equal
+    finite values with the same sign (0.0 vs -0.0 differ) print "0", "0"; a zero golden "inf".
+    ``same`` and ``rel`` (n x 4) are for the verdicts."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = t_vals - g_vals
+        rel = np.abs(diff / g_vals * 100)
+    diffs, rels = _texts(diff), [[t + "%" for t in column] for column in _texts(rel)]
+    same = (t_vals == g_vals) & (np.signbit(t_vals) == np.signbit(g_vals))
+    for i, k in zip(*np.nonzero(same)):
+        diffs[k][i] = rels[k][i] = "0"
+    for i, k in zip(*np.nonzero(~same & (g_vals == 0))):
+        rels[k][i] = "inf"
+    return diffs, rels, same, rel
+
+
 def _chunk_columns(pairs: Sequence[RowPair]) -> tuple[list[list[str]], list[bool], list[float]]:
     """The CSV columns up to Requires_grad Consistent of a chunk of pairs, one list each; which
     rows took the column-wise path (all eight statistics finite); each row's NormRelativeErr as
@@ -120,15 +138,7 @@ def _chunk_columns(pairs: Sequence[RowPair]) -> tuple[list[list[str]], list[bool
         t_ok = np.isfinite(t_vals).all(axis=1) & np.fromiter(map(_plain_float_tensor, t_leaves), bool, n)
         g_ok = np.isfinite(g_vals).all(axis=1) & np.fromiter(
             (g is not None and _plain_float_tensor(g.leaf) for g in goldens), bool, n)
-        diff = t_vals - g_vals
-        rel = np.abs(diff / g_vals * 100)
-    diffs, rels = _texts(diff), [[t + "%" for t in column] for column in _texts(rel)]
-    # equal texts print "0", "0": equal finite floats with the same sign (0.0 vs -0.0 differ)
-    same = (t_vals == g_vals) & (np.signbit(t_vals) == np.signbit(g_vals))
-    for i, k in zip(*np.nonzero(same)):
-        diffs[k][i] = rels[k][i] = "0"
-    for i, k in zip(*np.nonzero(~same & (g_vals == 0))):
-        rels[k][i] = "inf"
+    diffs, rels, same, rel = diff_texts(t_vals, g_vals)
     t_summary, g_summary = _texts(t_vals), _texts(g_vals)
     t_ok_list, g_ok_list = t_ok.tolist(), g_ok.tolist()
     simple = t_ok & g_ok
