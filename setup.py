@@ -71,11 +71,11 @@ setup(
         # (formats/logs/events.py; without it: protobuf per record, same results, slower)
         Extension("precision_shell.formats.logs._tfrecord",
                   ["precision_shell/formats/logs/_tfrecord.c"], optional=True),
-        # the start-up scan of GE graph texts into columns (formats/graph_columns.py; without it:
-        # formats/graph_scan.py in Python, same graph, slower)
-        Extension("precision_shell.formats._graph_scan",
-                  [f"precision_shell/formats/{name}.c" for name in ("_graph_scan", "_graph_link")],
-                  depends=["precision_shell/formats/_graph_scan.h"], optional=True),
+        # the start-up scan of GE graph texts into columns (formats/graph/columns.py; without it:
+        # formats/graph/scan.py in Python, same graph, slower)
+        Extension("precision_shell.formats.graph._graph_scan",
+                  [f"precision_shell/formats/graph/{name}.c" for name in ("_graph_scan", "_graph_link")],
+                  depends=["precision_shell/formats/graph/_graph_scan.h"], optional=True),
         # statistics columns straight from dump.json's bytes (formats/msprobe/columns.py, rank_columns;
         # without it: the columns from the parsed entries in Python, same columns, slower)
         Extension("precision_shell.formats.msprobe._stats_scan", ["precision_shell/formats/msprobe/_stats_scan.c"], optional=True)],

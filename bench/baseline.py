@@ -383,7 +383,7 @@ def _enum_name(message, field: str) -> str | int:
 
 def write_vendor_rule(graph_file: Path, out: Path) -> Path:
     """The GE graph as the JSON fusion rule ``msaccucmp compare -f`` takes (``atc --mode=5``)."""
-    from precision_shell.formats.graph_text import parse_graph_text
+    from precision_shell.formats.graph.text import parse_graph_text
 
     model = parse_graph_text(graph_file)
     graphs = []

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from google.protobuf import text_format  # noqa: E402
 
-from precision_shell.formats.graph_text import parse_graph_text, parse_graph_text_reference  # noqa: E402
+from precision_shell.formats.graph.text import parse_graph_text, parse_graph_text_reference  # noqa: E402
 from precision_shell.formats.protoload import ge_ir_pb  # noqa: E402
 from precision_shell.model.op_graph import OpGraph  # noqa: E402
 from common import median_time as _median_time  # noqa: E402

@@ -1,4 +1,4 @@
-"""The C scan into columns (formats/_graph_scan.c, graph_columns.py, graph_load._linked) must give
+"""The C scan into columns (formats/graph/_graph_scan.c, graph/columns.py, graph_load._linked) must give
 exactly the graph the Python scan and the whole-file parse give, and decline (None) whatever the
 Python scan would read with the exact parser or not at all. PSHELL_NO_EXT=1 runs the same
 loader on the Python scan (the other tests of the graph cover that route)."""
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from precision_shell.errors import FormatError
-from precision_shell.formats import graph_columns
+from precision_shell.formats.graph import columns as graph_columns
 from precision_shell.model import graph_load
 from precision_shell.model.graph_cache import GRAPH
 from precision_shell.model.graph_load import load_op_graph

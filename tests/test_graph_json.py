@@ -9,8 +9,8 @@ import pytest
 from google.protobuf import descriptor, text_encoding, text_format
 
 from precision_shell.errors import FormatError
-from precision_shell.formats.graph_files import find_graph_files, load_graph_file
-from precision_shell.formats.graph_json import parse_graph_json
+from precision_shell.formats.graph.files import find_graph_files, load_graph_file
+from precision_shell.formats.graph.atc_json import parse_graph_json
 from precision_shell.formats.protoload import ge_ir_pb
 
 pb = ge_ir_pb()

@@ -1,4 +1,4 @@
-"""The start-up scan of GE graph texts (formats.graph_scan) must give exactly the graph the
+"""The start-up scan of GE graph texts (formats.graph.scan) must give exactly the graph the
 whole-file parse gives: the same ops, inputs, fusion facts, warnings and, read on demand, the
 same details; texts it cannot vouch for go to the whole-file parse."""
 
@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from precision_shell.errors import FormatError
-from precision_shell.formats.graph_scan import scan_graph_text
-from precision_shell.formats.graph_text import parse_graph_text
+from precision_shell.formats.graph.scan import scan_graph_text
+from precision_shell.formats.graph.text import parse_graph_text
 from precision_shell.model.graph_cache import GRAPH
 from precision_shell.model.graph_load import load_op_graph
 from precision_shell.model.load_cache import file_key
@@ -185,7 +185,7 @@ def test_details_decoded_by_a_command_are_cached_for_the_next_run(sample_ws, tmp
     import shutil
     import time
 
-    from precision_shell.formats.graph_scan import OpTextReader
+    from precision_shell.formats.graph.scan import OpTextReader
     from precision_shell.model import op_node
     from precision_shell.model.session import Session
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from precision_shell.errors import FormatError
-from precision_shell.formats import graph_text
-from precision_shell.formats.graph_text import parse_graph_text, parse_graph_text_reference
+from precision_shell.formats.graph import text as graph_text
+from precision_shell.formats.graph.text import parse_graph_text, parse_graph_text_reference
 from precision_shell.formats.protoload import ge_ir_pb
 
 pb = ge_ir_pb()

@@ -304,7 +304,7 @@ def _first_open(ws: Path, monkeypatch) -> tuple[Session, dict[str, Path], dict]:
 
 def _assert_all_from_the_cache(ws, first, details, monkeypatch) -> Session:
     """A clean open that reads every location from the cache."""
-    from precision_shell.formats.graph_scan import OpTextReader
+    from precision_shell.formats.graph.scan import OpTextReader
 
     with monkeypatch.context() as m:
         m.setattr(graph_load, "load_op_graph", _no_graph_parse)
@@ -449,7 +449,7 @@ def test_int_columns_pack_narrow_and_come_back(monkeypatch, kernel):
     read back exactly, with their min, max and order (the C kernel and numpy alike)."""
     from array import array
 
-    from precision_shell.formats import graph_columns
+    from precision_shell.formats.graph import columns as graph_columns
 
     if kernel and not graph_columns.kernel_available():
         pytest.skip("the C scanner is not built")

@@ -188,7 +188,7 @@ def test_npu_and_golden_options_on_iteration_folders_open_the_same_pair(capsys, 
 
 
 def test_a_mindspore_pb_given_as_a_ge_graph_is_one_line_never_a_graph_of_0_ops(capsys, tmp_path):
-    from precision_shell.formats.graph_files import load_graph_file
+    from precision_shell.formats.graph.files import load_graph_file
     from precision_shell.errors import FormatError
 
     graphs = SAMPLE / "target_fp16/rank_0/graphs"

@@ -7,7 +7,7 @@ import random
 import pytest
 from google.protobuf import text_format
 
-from precision_shell.formats.graph_text import parse_graph_text
+from precision_shell.formats.graph.text import parse_graph_text
 from precision_shell.formats.protoload import ge_ir_pb
 from precision_shell.model.graph_cache import GRAPH
 from precision_shell.model.op_attrs import LazyAttrs

@@ -36,7 +36,7 @@ from precision_shell.formats.dump_file import (
 from precision_shell.formats.dump_names import read_mapping_csv
 from precision_shell.formats.fusion_result import read_fusion_result
 from precision_shell.formats.golden_npy import array_from_bytes, load_npy, read_npy, read_npy_header
-from precision_shell.formats.graph_json import parse_graph_json
+from precision_shell.formats.graph.atc_json import parse_graph_json
 from precision_shell.formats.opdebug import encode_opdebug_new, encode_opdebug_old, read_opdebug
 from precision_shell.formats.protoload import ge_ir_pb
 from precision_shell.model.dump_index import _select_dumps

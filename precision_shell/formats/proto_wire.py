@@ -1,6 +1,6 @@
 """Protobuf wire-format primitives and per-field encoding info, shared by the graph readers.
 
-The text reader (:mod:`.text_wire`) and the JSON reader (:mod:`.graph_json`) both translate their
+The text reader (:mod:`.text_wire`) and the JSON reader (:mod:`.graph.atc_json`) both translate their
 input straight into protobuf *wire format* and let upb's C decoder build the message
 (``FromString``), so Python never touches a message object per field. What they need to know
 about a field (its tag bytes, how its values are encoded, the integer range it accepts) depends

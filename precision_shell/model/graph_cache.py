@@ -18,8 +18,8 @@ import os
 from operator import le
 from typing import NamedTuple
 
-from precision_shell.formats.graph_columns import pack_ints, unpack_ints
-from precision_shell.formats.graph_scan import OpTextReader
+from precision_shell.formats.graph.columns import pack_ints, unpack_ints
+from precision_shell.formats.graph.scan import OpTextReader
 from precision_shell.model.cache_codec import (Attached, CacheKind, EntryError, counts, cut, fields, from_table, ints, need,
                                                packed, strings, unpacked)
 from precision_shell.model.op_attrs import LazyAttrs, TensorDesc, valid_serialized_attrs

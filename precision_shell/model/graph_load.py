@@ -1,9 +1,9 @@
 """Load the run's graph files into one :class:`OpGraph`, by the fastest exact route per file.
 
-GE's own text layout is scanned: by the C kernel into columns (formats.graph_columns), else in
-Python (formats.graph_scan): names, types, inputs and fusion attrs at start-up, the rest of each
+GE's own text layout is scanned: by the C kernel into columns (formats.graph.columns), else in
+Python (formats.graph.scan): names, types, inputs and fusion attrs at start-up, the rest of each
 op parsed exactly when first read. Any other text, JSON or binary file is parsed whole
-(formats.graph_files). A single scanned file whose op names are all distinct (the usual Build
+(formats.graph.files). A single scanned file whose op names are all distinct (the usual Build
 graph) is linked by the kernel too and never becomes per-op Python objects; anything else goes
 through the op-by-op builder (``OpGraph.from_sources``), which gives the same graph.
 """
@@ -16,9 +16,9 @@ from functools import partial
 from pathlib import Path
 
 from ..errors import FormatError
-from ..formats.graph_columns import ScannedColumns, link_inputs, scan_columns
-from ..formats.graph_files import load_graph_file
-from ..formats.graph_scan import ScannedGraph, ScannedOp, scan_graph_text
+from ..formats.graph.columns import ScannedColumns, link_inputs, scan_columns
+from ..formats.graph.files import load_graph_file
+from ..formats.graph.scan import ScannedGraph, ScannedOp, scan_graph_text
 from ..formats.input_files import open_regular
 from .op_columns import OpColumns, StrColumn
 from .op_graph import GraphSummary, OpGraph, _graphdef_records, _scanned_records

@@ -40,7 +40,7 @@ def _code_stamp() -> str:
     here = Path(__file__).resolve().parent
     digest = hashlib.sha1()
     for rel in ("load_cache.py", "cache_codec.py", "graph_cache.py", "op_graph.py", "op_node.py",
-                "op_attrs.py", "folder_listing.py", "../formats/dump_names.py", "../formats/graph_scan.py"):
+                "op_attrs.py", "folder_listing.py", "../formats/dump_names.py", "../formats/graph/scan.py"):
         try:
             digest.update((here / rel).read_bytes())
         except OSError:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property, partial
 
-from ..formats.graph_scan import ScannedGraph, special_attrs
+from ..formats.graph.scan import ScannedGraph, special_attrs
 from ..formats.quoting import shown
 from .op_attrs import TensorDesc
 from .op_edges import EdgeView
@@ -93,7 +93,7 @@ class OpGraph:
         self._map_lock = threading.Lock()  # the REPL's completion warm-up thread uses ``ops`` too
         self.graphs: list[GraphSummary] = []
         self.warnings: list[str] = []
-        self.readers: list = []  # graph_scan.OpTextReader of each scanned file
+        self.readers: list = []  # formats.graph.scan.OpTextReader of each scanned file
         self._sorted_names: list[str] | None = None
 
     @classmethod
@@ -105,7 +105,7 @@ class OpGraph:
 
     @classmethod
     def from_scans(cls, scans: list[tuple[str, list[ScannedGraph], object]]) -> "OpGraph":
-        """Build from ``(source path, scanned graphs, OpTextReader)`` (formats.graph_scan)."""
+        """Build from ``(source path, scanned graphs, OpTextReader)`` (formats.graph.scan)."""
         return cls.from_sources([(str(source), g.name, partial(_scanned_records, g, reader))
                                  for source, graphs, reader in scans for g in graphs],
                                 [reader for _, _, reader in scans])

@@ -2,7 +2,7 @@
 
 An op's name, type, inputs and fusion facts are known from start-up; its *details* (tensor
 descriptors, all attrs, id, stream_id) are decoded the first time any of them is read, from the
-op's own text span (``formats.graph_scan.OpTextReader``) or from the OpDef message when the
+op's own text span (``formats.graph.scan.OpTextReader``) or from the OpDef message when the
 whole file was parsed. Nodes and input refs are tuples: 10^5 of them are built per start-up and
 from the start-up cache, and tuples are the cheapest Python objects to make.
 """

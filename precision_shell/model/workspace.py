@@ -216,7 +216,7 @@ def discover(path: str | os.PathLike | None = None, *, npu: str | None = None,
              golden: str | None = None, graph: str | None = None, overflow: str | None = None,
              fusion: str | None = None, output: str | None = None) -> Workspace:
     """Locate every part of the workspace; what is absent is listed in ``missing``."""
-    from precision_shell.formats.graph_files import find_graph_files
+    from precision_shell.formats.graph.files import find_graph_files
 
     forget_entries()  # a former discovery's folders
     root = _check_dir(path or ".", "workspace")

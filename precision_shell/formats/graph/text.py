@@ -22,11 +22,11 @@ import os
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
-from ..errors import FormatError
-from .input_files import read_regular
-from .protoload import ge_ir_pb
-from .quoting import clipped
-from .text_wire import CHUNK, TextError, line_of, text_to_wire
+from ...errors import FormatError
+from ..input_files import read_regular
+from ..protoload import ge_ir_pb
+from ..quoting import clipped
+from ..text_wire import CHUNK, TextError, line_of, text_to_wire
 
 __all__ = ["parse_graph_text", "parse_graph_text_reference"]
 

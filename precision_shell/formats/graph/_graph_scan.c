@@ -1,4 +1,4 @@
-/* The start-up scan of a GE graph text (formats/graph_scan.py's contract) in one pass, into columns.
+/* The start-up scan of a GE graph text (formats/graph/scan.py's contract) in one pass, into columns.
  *
  * Why C: a 1M-op graph text is 447 MB; the Python scan costs ~9 us and ~1.8 kB of objects per op.
  * This scanner walks the text line by line once and fills flat arrays (raw bytes: memoryviews
@@ -6,7 +6,7 @@
  * scan would read with the exact parser (escapes in a name, an unusual fusion attr value), makes
  * it return None and the Python scanner takes the whole file (same graph, slower).
  *
- * scan(buffer, release) -> None | dict of columns (see graph_columns.py, ``scan_columns``):
+ * scan(buffer, release) -> None | dict of columns (see columns.py, ``scan_columns``):
  *   graphs [(name, first op)], names/name_off, type_id/types, input items (in_blob, in_item_off,
  *   in_off), originals (orig_present, orig_off, orig_blob, orig_item_off), pass_id/pass_lists,
  *   kernels (kernel_present, kernel_blob, kernel_off), engine_id/engines, start/end (the op's

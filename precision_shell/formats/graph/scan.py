@@ -12,7 +12,7 @@ the exact parser (:class:`OpTextReader`, text_wire), from the op's byte span.
 
 :func:`scan_graph_text` returns None whenever the text is not in that layout or any count does
 not add up (hand-written or reformatted files, a truncated file, other tools' printers): the
-caller then parses the whole file with :func:`.graph_text.parse_graph_text`, which also gives
+caller then parses the whole file with :func:`.text.parse_graph_text`, which also gives
 the "line N: reason" errors. An op whose head is unusual (escaped quotes in its name, fields out
 of order) is read by the exact parser on its own, so the scan never guesses.
 """
@@ -23,11 +23,11 @@ import os
 import re
 from typing import NamedTuple
 
-from ..errors import FormatError
-from .input_files import open_regular
-from .protoload import ge_ir_pb
-from .quoting import clipped
-from .text_wire import TextError, Translator, line_of, text_to_wire
+from ...errors import FormatError
+from ..input_files import open_regular
+from ..protoload import ge_ir_pb
+from ..quoting import clipped
+from ..text_wire import TextError, Translator, line_of, text_to_wire
 
 __all__ = ["OpTextReader", "ScannedGraph", "ScannedOp", "scan_graph_text"]
 

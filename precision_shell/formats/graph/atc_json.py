@@ -29,11 +29,11 @@ from google.protobuf import descriptor as _desc
 from google.protobuf import text_encoding
 from google.protobuf.message import DecodeError
 
-from ..errors import FormatError
-from .input_files import read_regular
-from .proto_wire import VARINT as _VARINT, WireField, varint as _varint, wire_field
-from .protoload import ge_ir_pb
-from .quoting import JSON_LONG_NUMBER, JSON_TOO_DEEP, shown
+from ...errors import FormatError
+from ..input_files import read_regular
+from ..proto_wire import VARINT as _VARINT, WireField, varint as _varint, wire_field
+from ..protoload import ge_ir_pb
+from ..quoting import JSON_LONG_NUMBER, JSON_TOO_DEEP, shown
 
 __all__ = ["parse_graph_json"]
 

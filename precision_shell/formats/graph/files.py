@@ -19,9 +19,9 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import FormatError
-from .input_files import cannot_list, open_regular, read_regular
-from .quoting import clipped
+from ...errors import FormatError
+from ..input_files import cannot_list, open_regular, read_regular
+from ..quoting import clipped
 
 __all__ = ["find_graph_files", "load_graph_file"]
 
@@ -89,9 +89,9 @@ def load_graph_file(path: str | os.PathLike):
     binary (``.pb``) file; FormatError if it cannot be read."""
     from google.protobuf.message import DecodeError  # the parsers: not needed to find the files
 
-    from .graph_json import parse_graph_json
-    from .graph_text import parse_graph_text
-    from .protoload import ge_ir_pb
+    from .atc_json import parse_graph_json
+    from .text import parse_graph_text
+    from ..protoload import ge_ir_pb
 
     path = Path(path)
     suffix = path.suffix.lower()
@@ -121,7 +121,7 @@ def load_graph_file(path: str | os.PathLike):
 
 
 def _is_mindspore_graph(path: Path, data: bytes) -> bool:
-    from .mindspore_graph.anf_graph import is_anf_model, parse_anf_model
+    from ..mindspore_graph.anf_graph import is_anf_model, parse_anf_model
 
     try:
         return is_anf_model(parse_anf_model(str(path), data))

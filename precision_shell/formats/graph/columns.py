@@ -1,6 +1,6 @@
 """The start-up scan of a GE graph text into columns, by the optional C kernel ``_graph_scan``.
 
-Same contract as :func:`.graph_scan.scan_graph_text` (names, types, inputs and the fusion attrs
+Same contract as :func:`.scan.scan_graph_text` (names, types, inputs and the fusion attrs
 of every op, each op's body span for details read on demand), but no Python object per op: the
 kernel walks the text once (memory-mapped, pages dropped behind it) and fills flat arrays (name
 bytes in one blob with offsets, type ids, input texts, ...). Everything outside the op blocks is
@@ -16,11 +16,11 @@ import mmap
 import os
 from dataclasses import dataclass
 
-from ..errors import FormatError
-from .graph_scan import OpTextReader
-from .input_files import open_regular
-from .protoload import ge_ir_pb
-from .text_wire import text_to_wire
+from ...errors import FormatError
+from .scan import OpTextReader
+from ..input_files import open_regular
+from ..protoload import ge_ir_pb
+from ..text_wire import text_to_wire
 
 try:
     from . import _graph_scan as _kernel
