@@ -185,7 +185,8 @@ def test_vcs_rank_excess_orders_by_observed_over_ideal_error(replay_ws, capsys):
     from precision_shell.formats.dump_file import read_dump_header, read_logical_array
 
     root, manifest = replay_ws
-    rc, out, err = run_cli(capsys, root, "-c", "vcs --rank excess -c 0.99999999", "--format", "json")
+    # -c 0.99999: the fp16-accumulated ReduceSum (cosine 0.99999x) fails while its input matches
+    rc, out, err = run_cli(capsys, root, "-c", "vcs --rank excess -c 0.99999", "--format", "json")
     assert rc == 0, err
     rows = json_docs(out)[0]
     ranked = [r["excess"] for r in rows if r["excess"] is not None]
@@ -193,6 +194,7 @@ def test_vcs_rank_excess_orders_by_observed_over_ideal_error(replay_ws, capsys):
     # the fp16-accumulated ReduceSum, by hand: NPU error vs golden over that of fp16(exact sum of
     # the golden inputs rounded to fp16)
     row = next(r for r in rows if r["op"] == "rsum/ReduceSum")
+    assert (row["role"], row["excess_reference"]) == ("root", "golden")
     load = lambda ref: np.load(root / manifest["golden_files"][ref]).astype(np.float64)  # noqa: E731
     x, golden = load("rsum/x:0"), load("rsum/ReduceSum:0")
     entry = next(e for e in manifest["ops"] if e["name"] == "rsum/ReduceSum")
@@ -226,3 +228,34 @@ def test_every_op_of_the_other_samples_replays(sample_ws, capsys, tmp_path):
     rc, out, err = run_cli(capsys, amp, "-c", "; ".join(f"replay {n}" for n in names), "--format", "json")
     assert rc == 0, err
     assert {d["op"]: d["verdict"] for d in json_docs(out)} == {n: "inherent" for n in names}
+
+
+def test_vcs_rank_excess_measures_downstream_ops_on_their_own_inputs(sample_ws, capsys):
+    """A propagated op's error vs golden is its producers': its excess is measured against the
+    exact kernel on its own dumped inputs, so the planted lossy root ranks first and no correct
+    downstream kernel is called infinitely worse than ideal."""
+    import numpy as np
+
+    from precision_shell.formats.dump_file import read_dump_header, read_logical_array
+
+    root, manifest = sample_ws
+    rc, out, err = run_cli(capsys, root, "-c", "vcs --rank excess -l 0", "--format", "json")
+    assert rc == 0, err
+    rows = json_docs(out)[0]
+    assert rows[0]["op"] == manifest["lossy"]["op"] and rows[0]["excess_reference"] == "golden"
+    downstream = [r for r in rows if r["role"] != "root" and r["excess"] is not None]
+    assert downstream and all(r["excess_reference"] == "own inputs" for r in downstream)
+    assert all(np.isfinite(r["excess"]) and r["excess"] < rows[0]["excess"] for r in downstream)
+    # a propagated Cast by hand: exact = its own input, ideal = that rounded to the output dtype
+    casts = [r for r in downstream if r["type"] == "Cast"]
+    assert casts
+    rel = lambda y, ref: np.sqrt(np.mean((y - ref) ** 2)) / np.sqrt(np.mean(ref ** 2))  # noqa: E731
+    for row in casts:
+        entry = next(e for e in manifest["ops"] if e["name"] == row["op"])
+        header = read_dump_header(root / entry["dump_file"])
+        x = read_logical_array(header, header.inputs[0]).astype(np.float64)
+        y = read_logical_array(header, header.outputs[0])
+        ideal = x.astype(y.dtype).astype(np.float64)
+        observed, expected = rel(y.astype(np.float64), x), rel(ideal, x)
+        want = 1.0 if observed == expected == 0 else observed / expected
+        assert row["excess"] == pytest.approx(want, rel=1e-9)

@@ -10,7 +10,7 @@ import numpy as np
 
 from precision_shell.analysis.compare.mapping import op_golden_refs
 from precision_shell.analysis.replay.calls import plain_attrs
-from precision_shell.analysis.replay.engine import OpCase, ReplayError, excess_ratio, ideal_error, replay
+from precision_shell.analysis.replay.engine import OpCase, ReplayError, excess_ratio, ideal_error, own_input_error, replay
 from precision_shell.analysis.replay.kernels import Kernel, kernel_for
 from precision_shell.analysis.replay.metrics import cosine
 from precision_shell.analysis.replay.profiles import DEFAULT_PROFILES, format_of, parse_profile
@@ -230,8 +230,9 @@ def add_root_verdicts(session: Session, table: Table, roots: list[str]) -> None:
 
 def excess_of(session: Session, suspects: list) -> dict[str, tuple[float, float, float] | None]:
     """``vcs --sort excess``: per failing op (observed error, expected error, observed / expected),
-    the expected one an ideal kernel in the NPU's dtypes would make; None for ops without a
-    kernel or a golden for every input."""
+    the expected one an ideal kernel in the NPU's dtypes would make. A root (its inputs match
+    golden) is measured against the golden; any other op on its own dumped inputs, since its error
+    vs golden is upstream's (``own_input_error``). None for ops without a kernel or a reference."""
     errors: dict[str, tuple[float, float] | None] = {}
     for s in suspects:
         op = session.graph.ops.get(s.op) if session.graph is not None else None
@@ -239,7 +240,8 @@ def excess_of(session: Session, suspects: list) -> dict[str, tuple[float, float,
         errors[s.op] = None
         if kernel is not None:
             try:
-                errors[s.op] = ideal_error(kernel, load_case(session, op))
+                case = load_case(session, op)
+                errors[s.op] = ideal_error(kernel, case) if s.role == "root" else own_input_error(kernel, case)
             except CommandError:
                 pass
 
@@ -258,5 +260,8 @@ def add_excess_column(table: Table, excess: dict) -> None:
         found = excess.get(row["op"])
         row["expected_error"] = found[1] if found else None
         row["excess"] = found[2] if found else None
+        row["excess_reference"] = None if not found else "golden" if row.get("role") == "root" else "own inputs"
     table.notes.append("excess = error vs golden (relative RMS) / that of an ideal kernel in the NPU's dtypes "
-                       "(exact on the golden inputs, output rounded); `--sort -excess`: highest first")
+                       "(exact on the golden inputs, output rounded); for a non-root op both are measured "
+                       "against the exact kernel on its own dumped inputs (its error vs golden is "
+                       "upstream's); `--sort -excess`: highest first")

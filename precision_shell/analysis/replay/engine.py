@@ -156,6 +156,27 @@ def ideal_error(kernel: Kernel, case: OpCase) -> tuple[float, float] | None:
     return rel_rmse(case.outputs[k], golden), rel_rmse(y, golden)
 
 
+def own_input_error(kernel: Kernel, case: OpCase) -> tuple[float, float] | None:
+    """(observed, expected) error (relative RMS) of the judged output against the exact kernel on
+    the op's OWN dumped inputs: the NPU's output, and that exact result rounded to the NPU output
+    dtype (what any kernel in that dtype must err). For an op downstream of a divergence, whose
+    error vs golden is its producers' (``ideal_error`` would call a correct kernel infinitely
+    worse than ideal). None when the kernel cannot run or the exact result has no finite value."""
+    k = _judged_output(case)
+    values = case.values if case.values is not None else [
+        np.asarray(x).dtype.kind == "f" or np.asarray(x).dtype.name == "bfloat16" for x in case.inputs]
+    inputs = [np.asarray(x, dtype=np.float64) for x in case.inputs]
+    try:
+        exact = apply(kernel, EXACT, inputs, case.attrs, [o.shape for o in case.outputs],
+                      ["float64"] * len(case.outputs), values)[k]
+    except (ValueError, IndexError, TypeError):
+        return None
+    exact = np.asarray(exact, dtype=np.float64).reshape(case.outputs[k].shape)
+    ideal = quantize(exact, format_of(case.output_dtypes[k]))
+    observed, expected = rel_rmse(case.outputs[k], exact), rel_rmse(ideal, exact)
+    return None if observed != observed else (observed, expected)
+
+
 def excess_ratio(observed: float, expected: float) -> float | None:
     """observed / expected error; an ideal kernel that overflows too (both infinite) gives 1,
     zero expected error gives inf unless the NPU has none either; None when undefined (NaN)."""
