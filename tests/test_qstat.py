@@ -43,8 +43,9 @@ def _nearest(x: np.ndarray, element: str) -> tuple[np.ndarray, np.ndarray]:
     return out, np.abs(x) > top
 
 
-def _independent(x: np.ndarray, recipe: str) -> dict:
-    """qstat's numbers for a 2-D x, blocks along the last axis."""
+def _independent(x: np.ndarray, recipe: str, scale_rule: int = 0) -> dict:
+    """qstat's numbers for a 2-D x, blocks along the last axis (``scale_rule`` 1: MX FP8 scales
+    2^ceil(log2(amax / max)), aclnnDynamicMxQuant's scale_alg=1)."""
     element = ELEMENT[recipe]
     top = float(np.abs(_expected_table(element)[np.isfinite(_expected_table(element))]).max())
     rows, cols = x.shape
@@ -60,6 +61,8 @@ def _independent(x: np.ndarray, recipe: str) -> dict:
     amax = np.abs(b).max(axis=1)
     if recipe.startswith("fp8"):
         scale = amax / top
+    elif recipe.startswith("mx") and scale_rule == 1:
+        scale = 2.0 ** np.ceil(np.log2(amax / top))
     elif recipe.startswith("mx"):
         emax = {"float8_e4m3fn": 8, "float8_e5m2": 15, "float4_e2m1": 2}[element]
         scale = 2.0 ** (np.floor(np.log2(amax)) - emax)
@@ -115,6 +118,33 @@ def test_numbers_equal_an_independent_computation(tensor_ws, capsys, recipe, tmp
     assert doc["underflow"] > 0 or recipe in ("hif8", "fp8-e5m2", "mxfp8-e5m2")
 
 
+@pytest.mark.parametrize("recipe", ["mxfp8-e4m3", "mxfp8-e5m2"])
+def test_scale_rule_1_rounds_the_exponent_up(tensor_ws, capsys, recipe, tmp_path):
+    root, x = tensor_ws
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path, "-c",
+                           f"qstat {root / 'x.npy'} --recipe {recipe} --scale-rule 1", "--format", "json")
+    assert rc == 0, err
+    doc = json_docs(out)[0]
+    want, rule0 = _independent(x, recipe, scale_rule=1), _independent(x, recipe)
+    assert doc["scale_rule"] == 1 and (doc["underflow"], doc["saturated"]) == (want["underflow"], 0)
+    for key in ("rel_l2", "mse", "scale_min", "scale_max"):
+        assert doc[key] == pytest.approx(want[key], rel=1e-12), key
+    assert doc["scale_max"] >= rule0["scale_max"]      # never a smaller scale than rule 0's
+    rc, out, err = run_cli(capsys, root, "-o", tmp_path, "-c", f"qstat {root / 'x.npy'} --recipe {recipe} --scale-rule 1")
+    assert "scale rule 1" in out
+
+
+def test_scale_rule_1_at_exact_powers_of_two():
+    """amax / max_elem exactly 2^k gives scale 2^k (not 2^(k+1)); just above it, 2^(k+1)."""
+    from precision_shell.analysis.quant import quantize
+
+    block = np.zeros((2, 32))
+    block[0, 0], block[1, 0] = 448.0 / 8, np.nextafter(448.0 / 8, np.inf)
+    q = quantize(block, "mxfp8-e4m3", scale_rule=1)
+    assert q.scales.reshape(-1).tolist() == [0.125, 0.25]
+    assert q.values[0, 0] == 56.0 and not q.saturated.any()
+
+
 def test_worst_blocks_are_the_widest_with_their_index(tensor_ws, capsys, tmp_path):
     root, x = tensor_ws
     rc, out, err = run_cli(capsys, root, "-o", tmp_path, "-c", f"qstat {root / 'x.npy'} --recipe mxfp4 --top 3",
@@ -168,7 +198,9 @@ def test_bad_requests_are_one_line(tensor_ws, capsys, tmp_path):
     for command, words in ((f"qstat {root / 'x.npy'} --recipe fp3", "invalid choice"),
                            (f"qstat {root / 'x.npy'} --recipe mxfp4 --block 0", "--block"),
                            (f"qstat {root / 'x.npy'} --recipe mxfp4 --axis 5", "--axis 5"),
-                           (f"qstat mm:0 --recipe mxfp4 --golden {root / 'x.npy'}", "shape")):
+                           (f"qstat mm:0 --recipe mxfp4 --golden {root / 'x.npy'}", "shape"),
+                           (f"qstat {root / 'x.npy'} --recipe mxfp4 --scale-rule 1", "MX FP8"),
+                           (f"qstat {root / 'x.npy'} --recipe mxfp8-e4m3 --scale-rule 2", "invalid choice")):
         rc, out, err = run_cli(capsys, root, "-o", tmp_path, "-c", command)
         assert rc != 0 and words in err and len(err.strip().splitlines()) == 1, (command, err)
 

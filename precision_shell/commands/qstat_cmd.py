@@ -42,6 +42,9 @@ def _g(v: float) -> str:
                arg("--scale", metavar="TENSOR", complete="tensor",
                    help="with --golden: the block scales of TENSOR (e.g. its E8M0 input), TENSOR's "
                         "elements are multiplied by them before the comparison"),
+               arg("--scale-rule", type=int, default=0, choices=(0, 1), metavar="R",
+                   help="MX scale rule: 0 (OCP MX: 2^(floor(log2 amax) - emax), default) or 1 (MX FP8 "
+                        "only, aclnnDynamicMxQuant scale_alg=1: 2^ceil(log2(amax / max)), no saturation)"),
                arg("--top", type=int, default=5, metavar="N", help="worst blocks listed (default 5)")])
 def qstat(session: Session, args: Any) -> Sections:
     from precision_shell.analysis.quant import quant_report
@@ -51,6 +54,12 @@ def qstat(session: Session, args: Any) -> Sections:
         raise UsageError("--block must be a positive number of elements")
     if args.top < 0:
         raise UsageError("--top must be 0 or more")
+    from precision_shell.analysis.quant.recipes import RECIPES, check_scale_rule
+
+    try:
+        check_scale_rule(RECIPES[args.recipe], args.scale_rule)
+    except ValueError as exc:
+        raise UsageError(f"--scale-rule {args.scale_rule}: {exc}") from None
     resolved = _resolve(session, args.tensor)
     tensor = read_tensor(session, resolved)
     label = resolved.label + resolved.ref.slice_text
@@ -64,7 +73,7 @@ def qstat(session: Session, args: Any) -> Sections:
         x, observed = read_tensor(session, golden), tensor
         golden_label = golden.label + golden.ref.slice_text
     if args.scale:
-        from precision_shell.analysis.quant.recipes import RECIPES, apply_scales
+        from precision_shell.analysis.quant.recipes import apply_scales
 
         scale_ref = _resolve(session, args.scale)
         block = args.block or RECIPES[args.recipe].block or observed.shape[args.axis]
@@ -81,13 +90,15 @@ def qstat(session: Session, args: Any) -> Sections:
         raise UsageError(f"--axis {args.axis} is outside the tensor's {x.ndim} axes")
     try:
         report = quant_report(x.astype("float64"), args.recipe, block=args.block, axis=args.axis,
-                              observed=None if observed is None else observed.astype("float64"), top=args.top)
+                              observed=None if observed is None else observed.astype("float64"), top=args.top,
+                              scale_rule=args.scale_rule)
     except ValueError as exc:
         raise CommandError(f"{label}: {exc}") from None
     r = report
     rows = [("tensor", label if golden_label is None else f"{golden_label} (golden of {label})"),
             ("recipe", f"{r.recipe.name}: {r.recipe.element}, "
                        + (f"blocks of {r.block} along axis {r.axis}" if r.block else "one scale per tensor")
+                       + (f", scale rule {r.scale_rule}" if r.recipe.scaling == "mx" else "")
                        + f" ({r.recipe.source})"),
             ("elements", f"{r.count:,} finite, {r.nonzero:,} non-zero, {r.blocks:,} block{'s' * (r.blocks != 1)}"),
             ("underflow", f"{r.underflow_pct:.4g} % ({r.underflow:,} non-zeros became 0)"),

@@ -10,7 +10,9 @@ each block (dequantization multiplier X: value ~= element * X) and which element
   32 along the reduced axis, one E8M0 scale per block, X = 2^(floor(log2(amax)) - emax_elem)
   (emax_elem: the exponent of the element format's largest normal: 8 for E4M3, 15 for E5M2, 2 for
   E2M1), clamped to E8M0's 2^-127..2^127; elements round to nearest-even and clamp to +-max_elem
-  (the spec's conversion; an amax whose mantissa exceeds max_elem's saturates).
+  (the spec's conversion; an amax whose mantissa exceeds max_elem's saturates). That is scale
+  rule 0; rule 1 (CANN ``aclnnDynamicMxQuant``'s ``scale_alg=1``, FP8 elements only) rounds the
+  exponent of amax / max_elem up instead, X = 2^ceil(log2(amax / max_elem)), so no element saturates.
 * ``nvfp4``: NVIDIA's NVFP4 (Transformer Engine ``NVFP4Quantizer``; the "NVFP4" blog and cuBLAS
   docs): a fp32 global encode scale S = 448 * 6 / amax(tensor) (1 when amax is 0); per block of 16
   a decode scale s = amax(block) / 6, stored as E4M3 of s * S (nearest-even, saturating), so
@@ -92,9 +94,30 @@ def _unblocked(b: np.ndarray, x: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(flat, -1, axis)
 
 
-def quantize(x: np.ndarray, recipe: Recipe | str, *, block: int | None = None, axis: int = -1) -> Quantized:
-    """``x`` through ``recipe`` (``block`` overrides the recipe's block size)."""
+def _ceil_log2(a: np.ndarray) -> np.ndarray:
+    """ceil(log2(a)) of positive finite values, exactly: a power of two is its own exponent."""
+    m, e = np.frexp(a)
+    return np.where(m == 0.5, e - 1, e).astype(np.int64)
+
+
+SCALE_RULES = (0, 1)
+
+
+def check_scale_rule(recipe: Recipe, rule: int) -> None:
+    """ValueError unless ``rule`` applies to ``recipe``: rule 1 is defined for MX FP8 only."""
+    if rule not in SCALE_RULES:
+        raise ValueError(f"scale rule {rule} is not one of {', '.join(map(str, SCALE_RULES))}")
+    if rule == 1 and not (recipe.scaling == "mx" and recipe.element.startswith("float8")):
+        raise ValueError(f"scale rule 1 is defined for MX FP8 recipes (mxfp8-e4m3, mxfp8-e5m2), not {recipe.name}")
+
+
+def quantize(x: np.ndarray, recipe: Recipe | str, *, block: int | None = None, axis: int = -1,
+             scale_rule: int = 0) -> Quantized:
+    """``x`` through ``recipe`` (``block`` overrides the recipe's block size; ``scale_rule``: the MX
+    scale rule, 0 as OCP MX, 1 as aclnnDynamicMxQuant's rounded-up exponent; ValueError when the
+    rule does not apply to the recipe)."""
     recipe = RECIPES[recipe] if isinstance(recipe, str) else recipe
+    check_scale_rule(recipe, scale_rule)
     x = np.asarray(x, dtype=np.float64)
     if x.ndim == 0:
         x = x.reshape(1)
@@ -111,7 +134,10 @@ def quantize(x: np.ndarray, recipe: Recipe | str, *, block: int | None = None, a
     elif recipe.scaling == "mx":
         emax_elem = int(_floor_log2(np.array([elem.max_finite]))[0])
         safe = np.where(amax > 0, amax, 1.0)
-        exp = np.clip(_floor_log2(safe) - emax_elem, -127, 127)
+        if scale_rule == 1:
+            exp = np.clip(_ceil_log2(safe / elem.max_finite), -127, 127)
+        else:
+            exp = np.clip(_floor_log2(safe) - emax_elem, -127, 127)
         exp = np.where(amax > 0, exp, -127)
         scales = np.ldexp(1.0, exp)
     elif recipe.scaling == "nvfp4":

@@ -55,6 +55,7 @@ class QuantReport:
     blocks: int
     worst_blocks: list[BlockRange] = field(default_factory=list)
     explained: Explained | None = None
+    scale_rule: int = 0
 
     @property
     def underflow_pct(self) -> float:
@@ -67,6 +68,7 @@ class QuantReport:
     def to_json(self) -> dict:
         return {
             "recipe": self.recipe.name, "element": self.recipe.element, "block": self.block, "axis": self.axis,
+            "scale_rule": self.scale_rule if self.recipe.scaling == "mx" else None,
             "count": self.count, "nonzero": self.nonzero, "underflow": self.underflow,
             "underflow_pct": self.underflow_pct, "saturated": self.saturated, "saturated_pct": self.saturated_pct,
             "rel_l2": self.rel_l2, "mse": self.mse, "scale_min": self.scale_min, "scale_max": self.scale_max,
@@ -114,11 +116,11 @@ def _block_ranges(q: Quantized, top: int) -> list[BlockRange]:
 
 
 def quant_report(x: np.ndarray, recipe: Recipe | str, *, block: int | None = None, axis: int = -1,
-                 observed: np.ndarray | None = None, top: int = 5) -> QuantReport:
+                 observed: np.ndarray | None = None, top: int = 5, scale_rule: int = 0) -> QuantReport:
     """The cost of ``recipe`` on ``x`` (float values of any dtype); ``observed``: the NPU's
     quantized version of the same x (same shape), for the explained share."""
     x = np.asarray(x, dtype=np.float64)
-    q = quantize(x, recipe, block=block, axis=axis)
+    q = quantize(x, recipe, block=block, axis=axis, scale_rule=scale_rule)
     qx = q.values.reshape(x.shape)
     finite = np.isfinite(x)
     xf, qf = x[finite], qx[finite]
@@ -145,4 +147,5 @@ def quant_report(x: np.ndarray, recipe: Recipe | str, *, block: int | None = Non
         rel_l2=_rel(err, xf), mse=float(np.mean(err * err)) if err.size else math.nan,
         scale_min=float(live_scales.min()) if live_scales.size else math.nan,
         scale_max=float(live_scales.max()) if live_scales.size else math.nan,
-        blocks=int(block_amax.size), worst_blocks=_block_ranges(q, top), explained=explained)
+        blocks=int(block_amax.size), worst_blocks=_block_ranges(q, top), explained=explained,
+        scale_rule=scale_rule)
