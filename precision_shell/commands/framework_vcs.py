@@ -12,7 +12,7 @@ from precision_shell.commands.framework_inspect import FRAMEWORK, variant
 from precision_shell.commands.framework_sets import SET_ARGS, suspects_table, wants_sets
 from precision_shell.commands.inspect_cmd import check_limit
 from precision_shell.commands.registry import arg
-from precision_shell.commands.finding_list import arrange, follow, limit_arg, list_args
+from precision_shell.commands.finding_list import arrange, column, follow, limit_arg, list_args
 from precision_shell.commands.results import Marked, Sections, Table
 from precision_shell.commands.stepping import PANELS
 from precision_shell.errors import CommandError, UsageError
@@ -107,6 +107,15 @@ class SuspectTable(Table):
     def json_rows(self, rows: list[dict] | None) -> None:
         self._json_rows = rows
 
+    def json_text(self) -> str:
+        """The ``--format json`` document: written from the suspects' columns when they are a
+        lazy list in dump order (no row object or dict per suspect), else from ``json_rows``."""
+        from precision_shell.jsonable import to_json_text
+
+        if self.__dict__.get("_json_rows") is None and hasattr(self.suspects, "json_text"):
+            return self.suspects.json_text()
+        return to_json_text(self.json_rows)
+
 
 @variant(FRAMEWORK, "vcs", summary="Failing entries of the compare (output cosine <= COS, NaN fails "
                                    "too; on statistics dumps: Max, Min or Norm off by more than the "
@@ -171,7 +180,8 @@ def vcs(session, args) -> Table:
                      *judged, _printed(printed, s.failed_outputs), _printed(printed, s.failed_inputs) or "-"])
         if s.first:
             highlight.add(len(rows) - 1)
-    roots = [s for s in suspects if s.role == "root"]
+    roles = column(suspects, "roles", "role")
+    roots = roles.count("root")
     if stats_mode:
         notes = [f"statistics mode: failing = an output whose Max, Min or Norm is off by more than "
                  f"{tolerance:g} (|t-g|/max(|g|,1e-12)) or non-finite where golden is finite; "
@@ -182,7 +192,7 @@ def vcs(session, args) -> Table:
                          f"null on a side), judged by their producer: {shown}{' ...' if len(unjudged) > 3 else ''}")
     else:
         notes = [f"failing = an output with cosine <= {threshold:g} or NaN/Inf; root = every input still passes"]
-    if any(s.role == "param_grad" for s in suspects):
+    if "param_grad" in roles:
         notes.append("param_grad = a failing parameter gradient: it has no recorded inputs, so it is never "
                      "a root; the module's backward entries say where its error came from")
     if ran_vc:
@@ -193,7 +203,7 @@ def vcs(session, args) -> Table:
     judged_headers = ["failed statistic", "rel. error"] if stats_mode else ["cosine"]
     return SuspectTable(["#", "order", "entry", "kind", "role", *judged_headers, "failing outputs", "failing inputs"],
                  rows, title=f"{_count(len(suspects), 'failing entry')} "
-                             f"({_count(len(roots), 'root')}), {view.what}",
+                             f"({_count(roots, 'root')}), {view.what}",
                  suspects=view.items, notes=notes, total=len(view.items),
                  more=view.more, highlight=highlight, findings=len(suspects), hints=hints,
                  warnings=found.problems, unjudged=None if found.compared else "no tensor pair compared")
