@@ -16,7 +16,6 @@ from precision_shell.commands.finding_list import arrange, column, follow, limit
 from precision_shell.commands.results import Marked, Sections, Table
 from precision_shell.commands.stepping import PANELS
 from precision_shell.errors import CommandError, UsageError
-from precision_shell.gc_pause import gc_paused
 from precision_shell.formats.msprobe.layout import parse_entry_name
 
 COMPARE_CURSOR = "framework compare"
@@ -85,8 +84,7 @@ def _printed(printed: Callable[[str], str], names: list[str]) -> str:
     return ", ".join(printed(n) for n in names)
 
 
-def _printer(session) -> Callable[[str], str]:
-    run = session.run
+def _printer(run) -> Callable[[str], str]:
     return lambda name: run.tensor(name).printed()
 
 
@@ -158,9 +156,8 @@ def vcs(session, args) -> Table:
     if found.mode == "statistics" and args.plot is not None:
         raise UsageError("vcs --plot draws a tensor metric; this pair compares statistics (see the table)")
     unjudged: list[str] = []
-    with gc_paused():        # one suspect per failing entry (99k on a 100k-entry pair), no cycles
-        suspects, printed = judge_compare(session, session.selected, found, threshold, args.backward, tolerance,
-                                          unjudged)
+    suspects, run = judge_compare(session, session.selected, found, threshold, args.backward, tolerance, unjudged)
+    printed = _printer(run)
     view = arrange(suspects, args, keys=_sort_keys(found, session), type_of=lambda s: _api_type(s.op),
                    limit=limit)
     session.results["vcs"] = suspects
@@ -218,19 +215,23 @@ def _golden_printed(session, compare_name: str) -> str:
 
 
 def _compare_panel(session, s, position: str) -> Sections:
-    found = session.results["compare"]
-    from precision_shell.analysis.compare.msprobe.stats_table import rows_by_name
+    from precision_shell.commands.framework_suspects import judged_run_of
 
-    by_name = rows_by_name(found.rows)     # statistics rows: built when looked up
-    op = session.run.op(s.op)
+    found = session.results["compare"]
+    run = judged_run_of(session, session.selected, found)
+    op = run.op(s.op)
+    printed = _printer(run)
     info = [("role", s.role + ("  (first divergence)" if s.first else "")), ("kind", s.kind),
             ("modules", " > ".join(s.modules) or "-"),
-            ("failing", _printed(_printer(session), s.failed_outputs)),
-            ("failing inputs", _printed(_printer(session), s.failed_inputs) or "none: the error starts here"),
+            ("failing", _printed(printed, s.failed_outputs)),
+            ("failing inputs", _printed(printed, s.failed_inputs) or "none: the error starts here"),
             ("downstream", ", ".join(s.downstream[:6]) + (" ..." if len(s.downstream) > 6 else "") or "-")]
     if found.mode == "statistics":
         return Sections(title=f"[{position}] {s.op} ({s.kind})",
-                        blocks=[("", info), ("statistics", _stats_table(session, s, op, by_name))], data=s.to_json())
+                        blocks=[("", info), ("statistics", _stats_table(session, s, op, found))], data=s.to_json())
+    from precision_shell.analysis.compare.msprobe.stats_table import rows_by_name
+
+    by_name = rows_by_name(found.rows)
     rows = []
     for t in op.tensors:
         r = by_name.get(t.compare_name)
@@ -246,18 +247,15 @@ def _compare_panel(session, s, position: str) -> Sections:
                     data=s.to_json())
 
 
-def _stats_table(session, s, op, by_name) -> Table:
+def _stats_table(session, s, op, found: FrameworkCompare) -> Table:
     """Each tensor's Max, Min and Norm beside the golden's, and the largest relative error of
     the three (what a statistics-mode verdict reads)."""
     from precision_shell.analysis.root_cause.stat_verdict import judge_stats
-    from precision_shell.model.runs.base import Stats
 
     tolerance = session.results.get("vcs_tolerance", 0.1)
     rows = []
     for t in op.tensors:
-        r = by_name.get(t.compare_name)
-        g = r.pair.golden.leaf if r is not None and r.pair.golden is not None else None
-        golden = Stats(g.max, g.min, g.mean, g.norm) if g is not None else None
+        golden = found.golden_stats(t.compare_name)
         verdict = judge_stats(t.stats, golden, tolerance)
         cells = []
         for attr in ("max", "min", "norm"):

@@ -23,16 +23,19 @@ import math
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
+from ...errors import CommandError
 from ...formats.msprobe.columns import TENSOR, StatsColumns
-from ..framework_run import SIDECAR, module_chain
+from ..framework_run import SIDECAR, entry_op, module_chain
 
 INPUT, OUTPUT, PARAMETERS, GRAD = 0, 1, 2, 3      # io codes; GRAD: a parameters_grad leaf
 IO_NAMES = ("input", "output", "parameters", "grad")
 _ROOT_IO = {"input": INPUT, "output": OUTPUT, "parameters": PARAMETERS}
 _NAN_BITS = np.array([math.nan]).view(np.int64)[0]
+_OPS_KEPT = 256          # entries' ops kept for panels and printed names
 
 
 @dataclass
@@ -44,7 +47,9 @@ class StatsRun:
     paths: list[str]                 # per row: the leaf path (``input.1.0``)
     io: np.ndarray                   # int8 per row: INPUT | OUTPUT | PARAMETERS | GRAD, -1 not a tensor
     producer: np.ndarray             # int64 per row: the output row feeding this input, -1 none
+    rank: Any = field(default=None, repr=False)      # the RankDump
     _modules: dict = field(default_factory=dict, repr=False)
+    _ops: dict = field(default_factory=dict, repr=False)         # entry -> FrameworkOp (the last few)
     _named: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -60,7 +65,7 @@ class StatsRun:
         if paths is None:
             return None
         io = _io_codes(paths, columns.kind)
-        run = cls(columns, entries, rank.construct, paths, io, np.full(len(paths), -1, dtype=np.int64))
+        run = cls(columns, entries, rank.construct, paths, io, np.full(len(paths), -1, dtype=np.int64), rank)
         run._infer_producers()
         return run
 
@@ -104,6 +109,34 @@ class StatsRun:
             return tensor_name(self.columns.entry_names[self.columns.row_entry[row]], IO_NAMES[io],
                                name.rsplit(":", 1)[1])
         return name
+
+    def op(self, name: str):
+        """The :class:`~..framework_run.FrameworkOp` of the entry named ``name`` (exactly), its
+        leaves read now: what a panel shows of one entry, without the whole FrameworkRun."""
+        at = self._entry_index.get(name)
+        if at is None:
+            raise CommandError(f"no entry named {name!r} in {self.rank.location.path}")
+        found = self._ops.get(at)
+        if found is None:
+            if len(self._ops) >= _OPS_KEPT:
+                self._ops.clear()
+            found = self._ops[at] = entry_op(at, self.entries[at])
+        return found
+
+    def tensor(self, name: str):
+        """A tensor by the name :meth:`tensor_names` gave it (``ENTRY:output:0``), as
+        :meth:`FrameworkRun.tensor` has it."""
+        row = self._named.get(name)
+        entry = self.columns.entry_names[self.columns.row_entry[row]] if row is not None else name.split(":", 1)[0]
+        if entry in self._entry_index:
+            for t in self.op(entry).tensors:
+                if t.name == name:
+                    return t
+        raise CommandError(f"no tensor {name!r} in {self.rank.location.path}")
+
+    @cached_property
+    def _entry_index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.columns.entry_names)}
 
     def module_path(self, entry: int) -> list[str]:
         """Enclosing modules of an entry, outermost first (one walk per parent module)."""
