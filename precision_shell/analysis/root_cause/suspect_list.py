@@ -19,7 +19,6 @@ import numpy as np
 
 from precision_shell.analysis.root_cause.run import FrameworkSuspect
 from precision_shell.analysis.root_cause.schema import framework_row
-from precision_shell.model.runs.stats_run import GRAD
 
 ROLES = ("root", "propagated", "param_grad")       # role codes
 
@@ -156,22 +155,10 @@ class SuspectList(Sequence):
         """JSON strings of the tensor names of ``rows`` (:meth:`StatsRun.tensor_names`): the
         entry's quoted name without its closing quote, then the path's part (quoted once)."""
         run = self.run
-        paths, (row_entry, io) = run.paths, run._lists
-        tails: dict[tuple[str, bool], str] = {}
-        found = []
-        for row in rows:
-            path, grad = paths[row], io[row] == GRAD
-            tail = tails.get((path, grad))
-            if tail is None:
-                if grad:
-                    text = f":{path}"
-                else:
-                    root, _, rest = path.partition(".")
-                    text = f":{root}:{rest}"
-                tail = tails[path, grad] = json.encoder.encode_basestring(text)[1:]
-            found.append(quoted_entries[row_entry[row]][:-1] + tail)
-        return found
-
+        row_entry, path_code = run._lists
+        quote = json.encoder.encode_basestring
+        tails = {code: quote(run.tails[code])[1:] for code in {path_code[row] for row in rows}}
+        return [quoted_entries[row_entry[row]][:-1] + tails[path_code[row]] for row in rows]
 
 def _number_text(value: float) -> str:
     """A relative error as the JSON row has it (``schema._number``: finite floats, else null)."""

@@ -44,7 +44,8 @@ class StatsRun:
     columns: StatsColumns
     entries: list                    # the rank's Entry objects (kind, scope, prefix, op), dump order
     construct: dict                  # node -> parent module (construct.json)
-    paths: list[str]                 # per row: the leaf path (``input.1.0``)
+    path_code: np.ndarray            # int32 per row: its leaf path (``input.1.0``) in ``tails``
+    tails: list[str]                 # per distinct path: what follows the entry in a tensor name
     io: np.ndarray                   # int8 per row: INPUT | OUTPUT | PARAMETERS | GRAD, -1 not a tensor
     producer: np.ndarray             # int64 per row: the output row feeding this input, -1 none
     rank: Any = field(default=None, repr=False)      # the RankDump
@@ -61,11 +62,16 @@ class StatsRun:
         if len(entries) != len(columns.entry_names) or \
                 any(e.name != n for e, n in zip(entries, columns.entry_names)):
             return None
-        paths = _paths(columns)
-        if paths is None:
+        found = _path_codes(columns)
+        if found is None:
             return None
-        io = _io_codes(paths, columns.kind)
-        run = cls(columns, entries, rank.construct, paths, io, np.full(len(paths), -1, dtype=np.int64), rank)
+        path_code, paths = found
+        io_of_path = [_io_of(path) for path in paths]
+        io = np.array(io_of_path, dtype=np.int8)[path_code] if len(paths) else np.zeros(0, dtype=np.int8)
+        io[columns.kind != TENSOR] = -1
+        tails = [f":{path}" if code == GRAD else ":" + ":".join(path.partition(".")[::2])
+                 for path, code in zip(paths, io_of_path)]
+        run = cls(columns, entries, rank.construct, path_code, tails, io, np.full(len(io), -1, dtype=np.int64), rank)
         run._infer_producers()
         return run
 
@@ -76,16 +82,11 @@ class StatsRun:
     def tensor_names(self, rows: list[int]) -> list[str]:
         """pshell's names of tensor rows: ``ENTRY:input:1.0``, ``ENTRY:weight`` for a gradient
         (kept, so that :meth:`printed` finds the row of a name given out)."""
-        entry_names, paths, named = self.columns.entry_names, self.paths, self._named
-        row_entry, io = self._lists
+        entry_names, tails, named = self.columns.entry_names, self.tails, self._named
+        row_entry, path_code = self._lists
         found = []
         for row in rows:
-            path = paths[row]
-            if io[row] == GRAD:
-                name = f"{entry_names[row_entry[row]]}:{path}"
-            else:
-                root, _, rest = path.partition(".")
-                name = f"{entry_names[row_entry[row]]}:{root}:{rest}"
+            name = entry_names[row_entry[row]] + tails[path_code[row]]
             named[name] = row
             found.append(name)
         return found
@@ -95,8 +96,8 @@ class StatsRun:
 
     @cached_property
     def _lists(self) -> tuple[list[int], list[int]]:
-        """row_entry and io as lists (indexing a numpy array per row costs ~10x)."""
-        return self.columns.row_entry.tolist(), self.io.tolist()
+        """row_entry and path_code as lists (indexing a numpy array per row costs ~10x)."""
+        return self.columns.row_entry.tolist(), self.path_code.tolist()
 
     def printed(self, name: str) -> str:
         """The name tables print of a tensor named by :meth:`tensor_name` (``ENTRY:0``,
@@ -187,35 +188,32 @@ class StatsRun:
         self.producer[events[order[queries[linked]]]] = events[order[found[linked]]]
 
 
-def _paths(columns: StatsColumns) -> list[str] | None:
-    """Each row's leaf path from its name ``ENTRY.PATH``; None when a row is named otherwise (after
-    its tensor file) or a name repeats (the run would keep one tensor of that name)."""
+def _path_codes(columns: StatsColumns) -> tuple[np.ndarray, list[str]] | None:
+    """(each row's leaf path as a code, the distinct paths) from the row names ``ENTRY.PATH``;
+    None when a row is named otherwise (after its tensor file) or a name repeats (the run would
+    keep one tensor of that name)."""
     prefixes = [f"{name}." for name in columns.entry_names]
-    paths = []
+    known: dict[str, int] = {}
+    codes = []
     for name, entry in zip(columns.names, columns.row_entry.tolist()):
         prefix = prefixes[entry]
         if not name.startswith(prefix):
             return None
-        paths.append(name[len(prefix):])
-    if len(set(columns.names)) != len(columns.names):
-        return None
-    return paths
-
-
-def _io_codes(paths: list[str], kind: np.ndarray) -> np.ndarray:
-    """The run's io of each tensor row (``framework_run.tensor_name``): the path's root when it is
-    input/output/parameters with more after it, else a gradient (a parameters_grad leaf)."""
-    known: dict[str, int] = {}
-    codes = []
-    for path in paths:
+        path = name[len(prefix):]
         code = known.get(path)
         if code is None:
-            root, _, rest = path.partition(".")
-            code = known[path] = _ROOT_IO.get(root, GRAD) if rest else GRAD
+            code = known[path] = len(known)
         codes.append(code)
-    io = np.array(codes, dtype=np.int8).reshape(len(paths))
-    io[kind != TENSOR] = -1
-    return io
+    if len(set(columns.names)) != len(columns.names):
+        return None
+    return np.array(codes, dtype=np.int32).reshape(len(codes)), list(known)
+
+
+def _io_of(path: str) -> int:
+    """The run's io of a tensor at ``path`` (``framework_run.tensor_name``): the path's root when
+    it is input/output/parameters with more after it, else a gradient (a parameters_grad leaf)."""
+    root, _, rest = path.partition(".")
+    return _ROOT_IO.get(root, GRAD) if rest else GRAD
 
 
 def _stat_bits(columns: StatsColumns, io: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
