@@ -52,7 +52,8 @@ def _pairs(tmp_path):
     yield "sample", sample() / "stats_target_bf16", sample() / "stats_golden_fp32"
     yield "chains", _branching_dump(tmp_path / "bt", 90), \
         _branching_dump(tmp_path / "bg", 90, off={3, 17, 40, 41, 42, 60}, scale=1.5)
-    yield "names", _odd_names_dump(tmp_path / "nt", 40), _odd_names_dump(tmp_path / "ng", 40, off={5, 6, 7, 30}, scale=2.0)
+    yield "names", _odd_names_dump(tmp_path / "nt", 40), \
+        _odd_names_dump(tmp_path / "ng", 40, off={5, 6, 7, 30}, scale=2.0)
     target, golden = _scaled_pair(tmp_path / "scaled", copies=3)
     yield "scaled", target.location.path.rsplit("/", 1)[0], golden.location.path.rsplit("/", 1)[0]
 

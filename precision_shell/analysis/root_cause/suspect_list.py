@@ -26,9 +26,9 @@ ROLES = ("root", "propagated", "param_grad")       # role codes
 @dataclass
 class SuspectColumns:
     """Per suspect (in dump order): ``entry`` (its index), ``role`` (a :data:`ROLES` code),
-    ``worst`` (the row of its worst failing output), ``outputs``/``inputs`` (its failing rows:
-    ``out_rows[out_start[i]:out_start[i + 1]]``); per row: its own verdict, the failing
-    statistics' text and the largest relative error; per entry: the failing
+    ``worst`` (the row of its worst failing output), its failing output and input rows
+    (``out_rows[out_start[i]:out_start[i + 1]]``, ``in_rows`` likewise); per row: its own
+    verdict, the failing statistics' text and the largest relative error; per entry: the failing
     entries downstream (entry indexes)."""
     entry: np.ndarray
     role: np.ndarray
@@ -148,8 +148,8 @@ class SuspectList(Sequence):
         if c.first >= 0:
             first[c.first] = "true"
         columns = (
-            [str(at) for at in at_list], [quoted[at] for at in at_list], [once(f"{e.prefix}.{e.op}") for e in kept], worst_names,
-            [roles[r] for r in c.role.tolist()], first,
+            [str(at) for at in at_list], [quoted[at] for at in at_list],
+            [once(f"{e.prefix}.{e.op}") for e in kept], worst_names, [roles[r] for r in c.role.tolist()], first,
             [", ".join(out_names[a:b]) for a, b in zip(out_start, out_start[1:])],
             [", ".join(in_names[a:b]) for a, b in zip(in_start, in_start[1:])],
             [once(e.kind) for e in kept],
@@ -163,7 +163,7 @@ class SuspectList(Sequence):
         """JSON strings of the tensor names of ``rows`` (:meth:`StatsRun.tensor_names`): the
         entry's quoted name without its closing quote, then the path's part (quoted once)."""
         run = self.run
-        row_entry, path_code = run._lists
+        row_entry, path_code = run.row_lists
         quote = json.encoder.encode_basestring
         tails = {code: quote(run.tails[code])[1:] for code in {path_code[row] for row in rows}}
         return [quoted_entries[row_entry[row]][:-1] + tails[path_code[row]] for row in rows]

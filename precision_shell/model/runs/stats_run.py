@@ -83,7 +83,7 @@ class StatsRun:
         """pshell's names of tensor rows: ``ENTRY:input:1.0``, ``ENTRY:weight`` for a gradient
         (kept, so that :meth:`printed` finds the row of a name given out)."""
         entry_names, tails, named = self.columns.entry_names, self.tails, self._named
-        row_entry, path_code = self._lists
+        row_entry, path_code = self.row_lists
         found = []
         for row in rows:
             name = entry_names[row_entry[row]] + tails[path_code[row]]
@@ -95,7 +95,7 @@ class StatsRun:
         return self.tensor_names([row])[0]
 
     @cached_property
-    def _lists(self) -> tuple[list[int], list[int]]:
+    def row_lists(self) -> tuple[list[int], list[int]]:
         """row_entry and path_code as lists (indexing a numpy array per row costs ~10x)."""
         return self.columns.row_entry.tolist(), self.path_code.tolist()
 
