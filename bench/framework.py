@@ -7,7 +7,8 @@ round (``--runs`` rounds, medians reported), so load changes on a shared machine
    opened by ``pshell T --golden G -c info`` (what the REPL runs for its banner). Target < 2 s.
 2. **statistics vc**: ``pshell T --golden G -c vc`` on that pair (msprobe's summary CSV), and
    ``-c "vcs -l 20"`` (roots and propagated judged by the statistics, issue 31's "100 MB
-   dump.json vcs"); ``reader_peak``: the framework reader alone on one side's ``dump.json``;
+   dump.json vcs"; its 148 MB JSON document), the same in text with the first ``next`` panel
+   (``statistics_vcs_text_next``, the REPL path); ``reader_peak``: the framework reader alone on one side's ``dump.json``;
    ``--against TREE`` runs ``vc`` and ``vcs -l 20`` with another checkout's pshell (before/after,
    the CSVs checked byte-identical) and ``--msprobe-stats-runs N`` times ``msprobe compare`` on the
    pair (~70 s a run).
@@ -119,13 +120,15 @@ _READ_ONLY = ("import sys; from precision_shell.formats.msprobe.dump import read
 PSHELL_ENV = bench_env(PYTHONDONTWRITEBYTECODE="")
 
 
-def pshell(target: Path, golden: Path, command: str, out: Path, tree: Path | None = None):
+def pshell(target: Path, golden: Path, command: str, out: Path, tree: Path | None = None, fmt: str = "json"):
     """``tree``: another checkout's pshell, for before/after: run from that folder (``-m`` puts the
-    working directory first on sys.path, ahead of PYTHONPATH and of this venv's editable install)."""
+    working directory first on sys.path, ahead of PYTHONPATH and of this venv's editable install).
+    ``command``: one or more commands separated by ``;`` (one ``-c`` each)."""
     env = PSHELL_ENV if tree is None else {**PSHELL_ENV, "PYTHONPATH": str(tree),
                                            "PYTHONPYCACHEPREFIX": str(ROOT / "bench" / "out" / "pycache_against")}
+    commands = [a for c in command.split(";") for a in ("-c", c.strip())]
     return run_child([sys.executable, "-m", "precision_shell", str(target), "--golden", str(golden),
-                      "-o", str(out), "-c", command, "--format", "json"], env=env, cwd=tree or ROOT)
+                      "-o", str(out), *commands, "--format", fmt], env=env, cwd=tree or ROOT)
 
 
 def seconds_to_prompt(target: Path, golden: Path, out: Path) -> float | None:
@@ -253,9 +256,11 @@ def main() -> None:
         prompt = seconds_to_prompt(stats / "target", stats / "golden", args.out / "stats_pshell")
         if prompt is not None:
             prompts.append(prompt)
-        for name, command in (("open_to_prompt", "info"), ("statistics_vc", "vc"), ("statistics_vcs", "vcs -l 20")):
+        for name, command, fmt in (("open_to_prompt", "info", "json"), ("statistics_vc", "vc", "json"),
+                                   ("statistics_vcs", "vcs -l 20", "json"),
+                                   ("statistics_vcs_text_next", "vcs -l 20; next", "table")):
             runs.setdefault(name, []).append(pshell(stats / "target", stats / "golden", command,
-                                                    args.out / "stats_pshell"))
+                                                    args.out / "stats_pshell", fmt=fmt))
         runs.setdefault("reader_peak", []).append(run_child(
             [sys.executable, "-c", _READ_ONLY, str(stats / "golden" / "step0" / "rank0" / "dump.json")],
             env=PSHELL_ENV, cwd=ROOT))
@@ -265,6 +270,9 @@ def main() -> None:
             if not args.skip_against_vcs:
                 runs.setdefault("statistics_vcs_against", []).append(
                     pshell(stats / "target", stats / "golden", "vcs -l 20", args.out / "stats_against", args.against))
+                runs.setdefault("statistics_vcs_text_next_against", []).append(
+                    pshell(stats / "target", stats / "golden", "vcs -l 20; next", args.out / "stats_against",
+                           args.against, fmt="table"))
         if msprobe is not None and round_ < args.msprobe_stats_runs:
             runs.setdefault("statistics_msprobe_compare", []).append(
                 msprobe_compare(msprobe, stats / "target" / "step0", stats / "golden" / "step0",
@@ -280,8 +288,9 @@ def main() -> None:
         results["prompt_in_terminal"] = {"wall": round(statistics.median(prompts), 4), "runs": prompts}
         print(f"{args.entries:,}-entry statistics pair, the REPL's prompt in a terminal after "
               f"{statistics.median(prompts):.3f} s (median; runs {', '.join(f'{p:.2f}' for p in prompts)})")
-    for name in ("open_to_prompt", "statistics_vc", "statistics_vcs", "reader_peak", "statistics_vc_against",
-                 "statistics_vcs_against", "statistics_msprobe_compare"):
+    for name in ("open_to_prompt", "statistics_vc", "statistics_vcs", "statistics_vcs_text_next", "reader_peak",
+                 "statistics_vc_against", "statistics_vcs_against", "statistics_vcs_text_next_against",
+                 "statistics_msprobe_compare"):
         found = results.get(name)
         if found is None:
             continue
@@ -297,6 +306,11 @@ def main() -> None:
         results["statistics_vcs_against_ratio"] = round(results["statistics_vcs_against"]["wall"]
                                                         / results["statistics_vcs"]["wall"], 2)
         print(f"  statistics_vcs_against / statistics_vcs: {results['statistics_vcs_against_ratio']}x wall")
+        docs = [runs[name][-1].stdout for name in ("statistics_vcs", "statistics_vcs_against")]
+        texts = [runs[name][-1].stdout.replace(str(args.out / d), "OUT") for name, d in
+                 (("statistics_vcs_text_next", "stats_pshell"), ("statistics_vcs_text_next_against", "stats_against"))]
+        results["statistics_vcs_identical"] = {"json": docs[0] == docs[1], "text_and_next": texts[0] == texts[1]}
+        print(f"  vcs output identical to {args.against}'s: {results['statistics_vcs_identical']}")
     if args.against is not None:
         ours, before = (args.out / d / "compare_result_rank0.csv" for d in ("stats_pshell", "stats_against"))
         results["statistics_csv_identical"] = ours.read_bytes() == before.read_bytes()

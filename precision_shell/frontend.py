@@ -266,7 +266,8 @@ class Frontend:
         if statement is not None and statement.redirect:
             self._write_redirect(text, statement.redirect, statement.append)
             return
-        self.out.write(text + "\n")
+        self.out.write(text)        # (not text + "\n": a 150 MB JSON document copied once more)
+        self.out.write("\n")
         self.out.flush()
 
     def _write_redirect(self, text: str, given: str, append: bool) -> None:

@@ -46,8 +46,15 @@ def to_json_text(data: Any) -> str:
         text = "[" + ", ".join(parts) + "]"
     else:
         text = json.dumps(jsonable(data), ensure_ascii=False, allow_nan=False)
-    # json escapes C0 controls; DEL and C1 (a lone 0x9b is CSI to many terminals) are escaped
-    # too: outside strings JSON is ASCII, so this only rewrites characters inside strings
+    return escape_high_controls(text)
+
+
+def escape_high_controls(text: str) -> str:
+    """JSON text from ``json.dumps(..., ensure_ascii=False)`` as pshell prints it: json escapes
+    C0 controls; DEL and C1 (a lone 0x9b is CSI to many terminals) are escaped too. Outside
+    strings JSON is ASCII, so this only rewrites characters inside strings."""
+    if text.isascii() and "\x7f" not in text:      # (isascii is a flag of the string: no scan)
+        return text
     return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _C1.search(text) else text
 
 

@@ -57,6 +57,10 @@ def arrange(items: list, args: Any, *, keys: dict[str, Callable[[Any], Any]],
     """Filter by --type/--role, sort by --sort, cut at ``limit`` keeping every root/producer."""
     from precision_shell.commands.inspect_cmd import text_matcher
 
+    sort = getattr(args, "sort", None) or "order"
+    if sort == "order" and getattr(items, "in_order", False) and not getattr(args, "type_", None) \
+            and not getattr(args, "role", None):      # a lazy list already in order: its items stay unmade
+        return ListView(items, *cut(items, limit))
     found = list(items)
     filters = []
     if getattr(args, "type_", None):
@@ -66,7 +70,6 @@ def arrange(items: list, args: Any, *, keys: dict[str, Callable[[Any], Any]],
     if getattr(args, "role", None):
         found = [f for f in found if f.role == args.role]
         filters.append(f"--role {args.role}")
-    sort = getattr(args, "sort", None) or "order"
     name = sort.lstrip("-")
     if name not in keys:
         raise UsageError(f"--sort {sort}: no such key; keys: {', '.join(keys)} (-KEY: descending)")
@@ -87,16 +90,24 @@ def cut(items: list, limit: int) -> tuple[list[int], str | None]:
     until ``limit`` rows; the footer counts the hidden rows by role."""
     if limit == 0 or len(items) <= limit:
         return list(range(len(items))), None
-    kept = [i for i, f in enumerate(items) if f.role in KEPT_ROLES]
+    roles = column(items, "roles", "role")
+    kept = [i for i, role in enumerate(roles) if role in KEPT_ROLES]
     room = max(0, limit - len(kept))
-    others = [i for i, f in enumerate(items) if f.role not in KEPT_ROLES]
+    others = [i for i, role in enumerate(roles) if role not in KEPT_ROLES]
     shown = sorted(kept + others[:room])
     hidden: dict[str, int] = {}
     for i in others[room:]:
-        hidden[items[i].role] = hidden.get(items[i].role, 0) + 1
+        hidden[roles[i]] = hidden.get(roles[i], 0) + 1
     by_role = ", ".join(f"{n} {role}" for role, n in hidden.items())
     return shown, f"... {len(items) - len(shown)} more not shown: {by_role} (roots and producers are never " \
                   f"cut; -l 0 shows all)"
+
+
+def column(items: Any, name: str, field: str) -> list:
+    """Each item's ``field``: the list's own column ``name`` when it has one (a lazy list of
+    suspects: no object made), else read from each item."""
+    found = getattr(items, name, None)
+    return found if found is not None else [getattr(f, field) for f in items]
 
 
 def follow(session: Any, kind: str, items: list, what: str) -> str | None:
@@ -105,7 +116,7 @@ def follow(session: Any, kind: str, items: list, what: str) -> str | None:
     where it was; an empty list never replaces a list with findings (`vcs; next; ac` with no
     overflow keeps walking the compare list, and says so)."""
     old = session.results.get("cursor")
-    if old is not None and old.kind == kind and [f.op for f in old.items] == [f.op for f in items]:
+    if old is not None and old.kind == kind and column(old.items, "ops", "op") == column(items, "ops", "op"):
         old.items = items           # fresh objects of the same findings: the position stays
         return None
     if not items and old is not None and old.items:

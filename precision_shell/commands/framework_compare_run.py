@@ -54,6 +54,20 @@ class FrameworkCompare:
             return {"results": (), "columns": self.columns}
         return {"results": self.rows}
 
+    def golden_stats(self, name: str):
+        """The statistics of the golden tensor paired with the target row ``name`` (msprobe's
+        compare name) as a run model Stats, None when unpaired; on columns no row object is made."""
+        from precision_shell.model.runs.base import Stats
+
+        if self.columns is not None:
+            found = self.columns.golden_statistics(name)
+            return None if found is None else Stats(*found)
+        from precision_shell.analysis.compare.msprobe.stats_table import rows_by_name
+
+        r = rows_by_name(self.rows).get(name)      # statistics rows: an index built once, rows when looked up
+        g = r.pair.golden.leaf if r is not None and r.pair.golden is not None else None
+        return None if g is None else Stats(g.max, g.min, g.mean, g.norm)
+
     @property
     def row_count(self) -> int:
         return len(self.columns.golden_row) if self.columns is not None else len(self.rows)

@@ -113,6 +113,7 @@ def compare_table(session, args) -> Message:
 
 
 def suspects_table(session, args, threshold: float, tolerance: float) -> Table:
+    from precision_shell.commands.finding_list import column
     from precision_shell.commands.framework_suspects import judge_compare
 
     done, merged, warnings = compare_ranks(session, select_ranks(session, args.ranks, args.steps))
@@ -122,9 +123,10 @@ def suspects_table(session, args, threshold: float, tolerance: float) -> Table:
             warnings.append(f"{_where(rank)}: md5 mode: no values or statistics to find roots with")
             continue
         suspects, _ = judge_compare(session, rank, found, threshold, args.backward, tolerance)
+        roles, ops = column(suspects, "roles", "role"), column(suspects, "ops", "op")    # no suspect objects
+        roots = [op for op, role in zip(ops, roles) if role == "root"]
         lines.append(RankLine(rank.location.rank, "-" if rank.location.step is None else str(rank.location.step),
-                              next((s.op for s in suspects if s.first), None),
-                              [s.op for s in suspects if s.role == "root"], len(suspects), found.compared,
+                              roots[0] if roots else None, roots, len(suspects), found.compared,
                               str(found.csv_path)))
     if not lines:
         raise CommandError("vcs needs tensor or statistics dumps on both sides: " + "; ".join(warnings))

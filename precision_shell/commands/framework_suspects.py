@@ -1,44 +1,40 @@
-"""Judging one framework compare for ``vcs`` (one rank, or each of ``--ranks/--steps``): on the
-statistics columns' run model when the compare was made on columns and the dump allows it
-(:mod:`precision_shell.model.runs.stats_run`: no Leaf or Edge object per tensor), else on the
-rank's :class:`~precision_shell.model.framework_run.FrameworkRun`. Both give the same suspects."""
+"""Judging one framework compare for ``vcs`` (one rank, or each of ``--ranks/--steps``) and its
+panels: on the run model :func:`~precision_shell.model.runs.msprobe.judged_run` picks for the
+compare (the statistics columns' StatsRun, no Leaf or Edge object per tensor, else the rank's
+FrameworkRun), kept for the next ``vcs`` and ``next`` of the same compare."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Sequence
 
-STATS_RUN = "vcs_stats_run"      # session.results: the columns' run model of the last statistics vcs
+JUDGED_RUN = "vcs_judged_run"    # session.results: (columns, rank, run) of the last compare judged on columns
 
 
 def judge_compare(session: Any, rank: Any, found: Any, threshold: float, backward: bool, tolerance: float,
-                  unjudged: list[str] | None = None) -> tuple[list, Callable[[str], str]]:
-    """(suspects, printed): ``printed(name)`` gives a suspect's tensor name as tables print it."""
-    if found.mode == "statistics" and found.columns is not None:
-        run = _stats_run(session, rank, found.columns.target)
-        if run is not None:
-            from precision_shell.analysis.root_cause.run_columns import find_suspects_on_columns
-
-            suspects = find_suspects_on_columns(run, found.columns, backward, tolerance=tolerance, unjudged=unjudged)
-            return suspects, run.printed
-    from precision_shell.analysis.root_cause.run import find_framework_suspects
-
-    model = session.run_of(rank)
-    suspects = find_framework_suspects(model, threshold=threshold, backward=backward, mode=found.mode,
-                                       tolerance=tolerance, unjudged=unjudged, **found.judge_source())
-    return suspects, lambda name: model.tensor(name).printed()
-
-
-def _stats_run(session: Any, rank: Any, columns: Any):
-    """The run model on ``columns``, kept for the next ``vcs`` of the same compare (None: use
-    the FrameworkRun, see StatsRun.of)."""
+                  unjudged: list[str] | None = None) -> tuple[Sequence, Any]:
+    """(suspects, run): ``run.tensor(name).printed()`` gives a suspect's tensor as tables print it."""
+    from precision_shell.analysis.root_cause.framework_judge import find_suspects
     from precision_shell.gc_pause import gc_paused
-    from precision_shell.model.runs.stats_run import StatsRun
 
-    kept = session.results.get(STATS_RUN)
-    if isinstance(kept, StatsRun) and kept.columns is columns and kept.entries is rank.entries:
-        return kept
+    run = judged_run_of(session, rank, found)
+    with gc_paused():        # one suspect per failing entry (99k on a 100k-entry pair), no cycles
+        suspects = find_suspects(run, threshold, backward, mode=found.mode, tolerance=tolerance, unjudged=unjudged,
+                                 **found.judge_source())
+    return suspects, run
+
+
+def judged_run_of(session: Any, rank: Any, found: Any):
+    """The run model ``found`` (a FrameworkCompare of ``rank``) is judged on; one made on the
+    compare's columns is kept while that compare is (the FrameworkRun is kept by the session)."""
+    from precision_shell.gc_pause import gc_paused
+    from precision_shell.model.runs.msprobe import judged_run
+
+    columns = found.columns.target if found.columns is not None else None
+    kept = session.results.get(JUDGED_RUN)
+    if columns is not None and kept is not None and kept[0] is columns and kept[1] is rank:
+        return kept[2]
     with gc_paused():
-        run = StatsRun.of(rank, columns)
-    if run is not None:
-        session.results[STATS_RUN] = run
+        run = judged_run(rank, columns, lambda: session.run_of(rank))
+    if columns is not None:
+        session.results[JUDGED_RUN] = (columns, rank, run)
     return run

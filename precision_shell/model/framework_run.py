@@ -142,6 +142,16 @@ def tensor_name(entry: str, leaf: Leaf) -> tuple[str, str]:
     return f"{entry}:{leaf.path}", "grad"     # a parameters_grad leaf: its path is the param name
 
 
+def entry_op(index: int, entry: Entry) -> FrameworkOp:
+    """The op of one entry (its position ``index`` in dump order) with its tensor leaves."""
+    op = FrameworkOp(index, entry)
+    for leaf in entry.leaves:
+        if leaf.is_tensor:
+            name, io = tensor_name(entry.name, leaf)
+            op.tensors.append(FrameworkTensor(name, entry.name, io, leaf))
+    return op
+
+
 @dataclass(frozen=True)
 class RunSummary:
     framework: str | None
@@ -185,14 +195,9 @@ class FrameworkRun:
         self._tensors: dict[str, FrameworkTensor] = {}
         self._by_compare_name: dict[str, FrameworkTensor] = {}
         for entry in rank.entries:
-            op = FrameworkOp(len(self.ops), entry)
-            for leaf in entry.leaves:
-                if not leaf.is_tensor:
-                    continue
-                name, io = tensor_name(entry.name, leaf)
-                tensor = FrameworkTensor(name, entry.name, io, leaf)
-                op.tensors.append(tensor)
-                self._tensors[name] = tensor
+            op = entry_op(len(self.ops), entry)
+            for tensor in op.tensors:
+                self._tensors[tensor.name] = tensor
                 self._by_compare_name[tensor.compare_name] = tensor
             self.ops.append(op)
             self._ops[entry.name] = op

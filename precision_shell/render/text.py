@@ -128,6 +128,8 @@ def _(result: Chart, style: Style = PLAIN, layout: Layout = Layout()) -> str:
 
 
 def render_json(result: Any) -> str:
+    if hasattr(result, "json_text"):      # a result that writes its own document (framework vcs)
+        return result.json_text()
     return to_json_text(result.to_json() if hasattr(result, "to_json") else {"message": str(result)})
 
 

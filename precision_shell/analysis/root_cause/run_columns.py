@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from precision_shell.analysis.root_cause.run import DOWNSTREAM_LISTED, FrameworkSuspect
+from precision_shell.analysis.root_cause.run import DOWNSTREAM_LISTED
 from precision_shell.analysis.root_cause.stat_verdict import DEFAULT_TOLERANCE, JUDGED, judge_stats
+from precision_shell.analysis.root_cause.suspect_list import SuspectColumns, SuspectList
 from precision_shell.model.runs.stats_run import GRAD, INPUT, OUTPUT, StatsRun
 
 if TYPE_CHECKING:
@@ -61,60 +62,47 @@ def own_verdicts(run: StatsRun, pairing: ColumnPairing, tolerance: float) -> tup
 
 def find_suspects_on_columns(run: StatsRun, pairing: ColumnPairing, backward: bool = False, *,
                              tolerance: float = DEFAULT_TOLERANCE,
-                             unjudged: list[str] | None = None) -> list[FrameworkSuspect]:
+                             unjudged: list[str] | None = None) -> SuspectList:
     """The suspects :func:`.run.find_framework_suspects` finds on the same statistics compare
-    (``unjudged`` too: the outputs judged through their producer, in dump order)."""
+    (``unjudged`` too: the outputs judged through their producer, in dump order), as a
+    :class:`.suspect_list.SuspectList`: columns, a suspect object made when read."""
     state, error, texts = own_verdicts(run, pairing, tolerance)
     io, producer = run.io, run.producer
     fails = state == 1
     through = (state == -1) & (producer >= 0)
     fails[through] = state[producer[through]] == 1
     kinds = ("forward", "backward", "parameters_grad") if backward else ("forward",)
-    entries = run.entries
-    wanted = np.array([e.kind in kinds for e in entries], dtype=bool)
+    entry_kinds = [e.kind for e in run.entries]
+    wanted = np.array([k in kinds for k in entry_kinds], dtype=bool)
     row_entry = run.columns.row_entry.astype(np.int64)
     in_wanted = wanted[row_entry] if len(row_entry) else np.zeros(0, dtype=bool)
     outputs = ((io == OUTPUT) | (io == GRAD)) & in_wanted
     if unjudged is not None:
         unjudged += run.tensor_names(np.flatnonzero(outputs & (state == -1)).tolist())
-    failed_out = np.flatnonzero(outputs & fails)
+    failed_out = _by_entry(np.flatnonzero(outputs & fails), row_entry)
+    suspects = np.unique(row_entry[failed_out])          # the failing entries, in dump order
     failed_in = np.flatnonzero((io == INPUT) & in_wanted & fails)
+    failed_in = _by_entry(failed_in[np.isin(row_entry[failed_in], suspects)], row_entry)
     # the worst failing output of each entry: the largest error, one judged through its producer last
     rank = np.where(state[failed_out] >= 0, -error[failed_out], math.inf)
-    order = np.lexsort([failed_out, rank, row_entry[failed_out]])
-    ranked = failed_out[order]
-    firsts = np.flatnonzero(np.r_[True, row_entry[ranked][1:] != row_entry[ranked][:-1]]) if len(ranked) else []
-    worst = {int(row_entry[r]): int(r) for r in ranked[firsts].tolist()} if len(ranked) else {}
-    outs = _by_entry(failed_out, row_entry)
-    ins = _by_entry(failed_in, row_entry)
-    names, states, errors = run.tensor_names, state.tolist(), error.tolist()
-    suspects: list[FrameworkSuspect] = []
-    for at in sorted(worst):
-        e = entries[at]
-        inputs = names(ins.get(at, ()))
-        role = "param_grad" if e.kind == "parameters_grad" else "propagated" if inputs else "root"
-        w = worst[at]
-        judged = states[w] >= 0
-        failed = names(outs[at])
-        suspects.append(FrameworkSuspect(
-            at, e.name, e.kind, role, failed, inputs, None, run.module_path(at),
-            tensor=failed[outs[at].index(w)], statistic=texts[w] if judged else "",
-            stat_error=errors[w] if judged else None, type=f"{e.prefix}.{e.op}"))
-    listed = failing_downstream(run, [s.index for s in suspects])
-    entry_names = run.columns.entry_names
-    for s in suspects:
-        s.downstream = [entry_names[i] for i in listed[s.index]]
-    first = next((s for s in suspects if s.role == "root"), None)
-    if first is not None:
-        first.first = True
-    return suspects
+    ranked = failed_out[np.lexsort([failed_out, rank, row_entry[failed_out]])]
+    firsts = np.flatnonzero(np.r_[True, row_entry[ranked][1:] != row_entry[ranked][:-1]]) if len(ranked) else \
+        np.zeros(0, dtype=np.int64)
+    in_start = np.r_[np.searchsorted(row_entry[failed_in], suspects), len(failed_in)]
+    param_grad = np.array([k == "parameters_grad" for k in entry_kinds], dtype=bool)[suspects] if len(suspects) \
+        else np.zeros(0, dtype=bool)
+    role = np.where(param_grad, 2, np.where(np.diff(in_start) > 0, 1, 0)).astype(np.int8)
+    roots = np.flatnonzero(role == 0)
+    return SuspectList(run, SuspectColumns(
+        entry=suspects, role=role, worst=ranked[firsts],
+        out_rows=failed_out, out_start=np.r_[np.searchsorted(row_entry[failed_out], suspects), len(failed_out)],
+        in_rows=failed_in, in_start=in_start, state=state.tolist(), statistic=texts, error=error.tolist(),
+        downstream=failing_downstream(run, suspects.tolist()), first=int(roots[0]) if len(roots) else -1))
 
 
-def _by_entry(rows: np.ndarray, row_entry: np.ndarray) -> dict[int, list[int]]:
-    found: dict[int, list[int]] = {}
-    for row, entry in zip(rows.tolist(), row_entry[rows].tolist()):
-        found.setdefault(entry, []).append(row)
-    return found
+def _by_entry(rows: np.ndarray, row_entry: np.ndarray) -> np.ndarray:
+    """``rows`` grouped by entry, in row order within an entry."""
+    return rows[np.argsort(row_entry[rows], kind="stable")]
 
 
 def failing_downstream(run: StatsRun, failing: list[int]) -> list[list[int]]:

@@ -23,16 +23,19 @@ import math
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
+from ...errors import CommandError
 from ...formats.msprobe.columns import TENSOR, StatsColumns
-from ..framework_run import SIDECAR, module_chain
+from ..framework_run import SIDECAR, entry_op, module_chain
 
 INPUT, OUTPUT, PARAMETERS, GRAD = 0, 1, 2, 3      # io codes; GRAD: a parameters_grad leaf
 IO_NAMES = ("input", "output", "parameters", "grad")
 _ROOT_IO = {"input": INPUT, "output": OUTPUT, "parameters": PARAMETERS}
 _NAN_BITS = np.array([math.nan]).view(np.int64)[0]
+_OPS_KEPT = 256          # entries' ops kept for panels and printed names
 
 
 @dataclass
@@ -41,10 +44,13 @@ class StatsRun:
     columns: StatsColumns
     entries: list                    # the rank's Entry objects (kind, scope, prefix, op), dump order
     construct: dict                  # node -> parent module (construct.json)
-    paths: list[str]                 # per row: the leaf path (``input.1.0``)
+    path_code: np.ndarray            # int32 per row: its leaf path (``input.1.0``) in ``tails``
+    tails: list[str]                 # per distinct path: what follows the entry in a tensor name
     io: np.ndarray                   # int8 per row: INPUT | OUTPUT | PARAMETERS | GRAD, -1 not a tensor
     producer: np.ndarray             # int64 per row: the output row feeding this input, -1 none
+    rank: Any = field(default=None, repr=False)      # the RankDump
     _modules: dict = field(default_factory=dict, repr=False)
+    _ops: dict = field(default_factory=dict, repr=False)         # entry -> FrameworkOp (the last few)
     _named: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -56,11 +62,16 @@ class StatsRun:
         if len(entries) != len(columns.entry_names) or \
                 any(e.name != n for e, n in zip(entries, columns.entry_names)):
             return None
-        paths = _paths(columns)
-        if paths is None:
+        found = _path_codes(columns)
+        if found is None:
             return None
-        io = _io_codes(paths, columns.kind)
-        run = cls(columns, entries, rank.construct, paths, io, np.full(len(paths), -1, dtype=np.int64))
+        path_code, paths = found
+        io_of_path = [_io_of(path) for path in paths]
+        io = np.array(io_of_path, dtype=np.int8)[path_code] if len(paths) else np.zeros(0, dtype=np.int8)
+        io[columns.kind != TENSOR] = -1
+        tails = [f":{path}" if code == GRAD else ":" + ":".join(path.partition(".")[::2])
+                 for path, code in zip(paths, io_of_path)]
+        run = cls(columns, entries, rank.construct, path_code, tails, io, np.full(len(io), -1, dtype=np.int64), rank)
         run._infer_producers()
         return run
 
@@ -71,16 +82,11 @@ class StatsRun:
     def tensor_names(self, rows: list[int]) -> list[str]:
         """pshell's names of tensor rows: ``ENTRY:input:1.0``, ``ENTRY:weight`` for a gradient
         (kept, so that :meth:`printed` finds the row of a name given out)."""
-        entry_names, paths, named = self.columns.entry_names, self.paths, self._named
-        row_entry, io = self._lists
+        entry_names, tails, named = self.columns.entry_names, self.tails, self._named
+        row_entry, path_code = self.row_lists
         found = []
         for row in rows:
-            path = paths[row]
-            if io[row] == GRAD:
-                name = f"{entry_names[row_entry[row]]}:{path}"
-            else:
-                root, _, rest = path.partition(".")
-                name = f"{entry_names[row_entry[row]]}:{root}:{rest}"
+            name = entry_names[row_entry[row]] + tails[path_code[row]]
             named[name] = row
             found.append(name)
         return found
@@ -89,9 +95,9 @@ class StatsRun:
         return self.tensor_names([row])[0]
 
     @cached_property
-    def _lists(self) -> tuple[list[int], list[int]]:
-        """row_entry and io as lists (indexing a numpy array per row costs ~10x)."""
-        return self.columns.row_entry.tolist(), self.io.tolist()
+    def row_lists(self) -> tuple[list[int], list[int]]:
+        """row_entry and path_code as lists (indexing a numpy array per row costs ~10x)."""
+        return self.columns.row_entry.tolist(), self.path_code.tolist()
 
     def printed(self, name: str) -> str:
         """The name tables print of a tensor named by :meth:`tensor_name` (``ENTRY:0``,
@@ -104,6 +110,34 @@ class StatsRun:
             return tensor_name(self.columns.entry_names[self.columns.row_entry[row]], IO_NAMES[io],
                                name.rsplit(":", 1)[1])
         return name
+
+    def op(self, name: str):
+        """The :class:`~..framework_run.FrameworkOp` of the entry named ``name`` (exactly), its
+        leaves read now: what a panel shows of one entry, without the whole FrameworkRun."""
+        at = self._entry_index.get(name)
+        if at is None:
+            raise CommandError(f"no entry named {name!r} in {self.rank.location.path}")
+        found = self._ops.get(at)
+        if found is None:
+            if len(self._ops) >= _OPS_KEPT:
+                self._ops.clear()
+            found = self._ops[at] = entry_op(at, self.entries[at])
+        return found
+
+    def tensor(self, name: str):
+        """A tensor by the name :meth:`tensor_names` gave it (``ENTRY:output:0``), as
+        :meth:`FrameworkRun.tensor` has it."""
+        row = self._named.get(name)
+        entry = self.columns.entry_names[self.columns.row_entry[row]] if row is not None else name.split(":", 1)[0]
+        if entry in self._entry_index:
+            for t in self.op(entry).tensors:
+                if t.name == name:
+                    return t
+        raise CommandError(f"no tensor {name!r} in {self.rank.location.path}")
+
+    @cached_property
+    def _entry_index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.columns.entry_names)}
 
     def module_path(self, entry: int) -> list[str]:
         """Enclosing modules of an entry, outermost first (one walk per parent module)."""
@@ -154,35 +188,32 @@ class StatsRun:
         self.producer[events[order[queries[linked]]]] = events[order[found[linked]]]
 
 
-def _paths(columns: StatsColumns) -> list[str] | None:
-    """Each row's leaf path from its name ``ENTRY.PATH``; None when a row is named otherwise (after
-    its tensor file) or a name repeats (the run would keep one tensor of that name)."""
+def _path_codes(columns: StatsColumns) -> tuple[np.ndarray, list[str]] | None:
+    """(each row's leaf path as a code, the distinct paths) from the row names ``ENTRY.PATH``;
+    None when a row is named otherwise (after its tensor file) or a name repeats (the run would
+    keep one tensor of that name)."""
     prefixes = [f"{name}." for name in columns.entry_names]
-    paths = []
+    known: dict[str, int] = {}
+    codes = []
     for name, entry in zip(columns.names, columns.row_entry.tolist()):
         prefix = prefixes[entry]
         if not name.startswith(prefix):
             return None
-        paths.append(name[len(prefix):])
-    if len(set(columns.names)) != len(columns.names):
-        return None
-    return paths
-
-
-def _io_codes(paths: list[str], kind: np.ndarray) -> np.ndarray:
-    """The run's io of each tensor row (``framework_run.tensor_name``): the path's root when it is
-    input/output/parameters with more after it, else a gradient (a parameters_grad leaf)."""
-    known: dict[str, int] = {}
-    codes = []
-    for path in paths:
+        path = name[len(prefix):]
         code = known.get(path)
         if code is None:
-            root, _, rest = path.partition(".")
-            code = known[path] = _ROOT_IO.get(root, GRAD) if rest else GRAD
+            code = known[path] = len(known)
         codes.append(code)
-    io = np.array(codes, dtype=np.int8).reshape(len(paths))
-    io[kind != TENSOR] = -1
-    return io
+    if len(set(columns.names)) != len(columns.names):
+        return None
+    return np.array(codes, dtype=np.int32).reshape(len(codes)), list(known)
+
+
+def _io_of(path: str) -> int:
+    """The run's io of a tensor at ``path`` (``framework_run.tensor_name``): the path's root when
+    it is input/output/parameters with more after it, else a gradient (a parameters_grad leaf)."""
+    root, _, rest = path.partition(".")
+    return _ROOT_IO.get(root, GRAD) if rest else GRAD
 
 
 def _stat_bits(columns: StatsColumns, io: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
