@@ -31,6 +31,8 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "float_repr.h"
+
 #if defined(__x86_64__) || defined(__aarch64__)
 /* CPython's correctly rounded strtod (what float() and json use), without PyOS_string_to_double's
  * x87 control-word switch per call (a third of this scan's time): SSE2/NEON doubles need none. */
@@ -325,16 +327,14 @@ static int pad_summary(Scan *s) {
     return 0;
 }
 
-/* A row's summary line: its texts when each is repr() of its value (Python's float repr:
- * PyOS_double_to_string 'r' with ADD_DOT_0), else empty. */
+/* A row's summary line: its texts when each is repr() of its value (float_repr.h: Python's
+ * float repr, PyOS_double_to_string 'r' with ADD_DOT_0, from Ryu's digits), else empty. */
 static int summary_row(Scan *s, const Leaf *l) {
     Py_ssize_t at = s->summary.n;
     for (int k = 0; k < 4; k++) {
-        char *text = PyOS_double_to_string(l->stats[k], 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-        if (!text) return -1;
-        size_t n = strlen(text);
+        char text[FLOAT_REPR_MAX];
+        size_t n = (size_t)float_repr(l->stats[k], text);
         int same = (size_t)(l->text_b[k] - l->text_a[k]) == n && !memcmp(text, l->text_a[k], n);
-        PyMem_Free(text);
         if (!same) { s->summary.n = at; break; }
         if ((k && buf_put(&s->summary, ",", 1)) || buf_put(&s->summary, l->text_a[k], (Py_ssize_t)n)) return -1;
     }

@@ -30,6 +30,7 @@ import numpy as np
 
 from precision_shell.atomic_write import write_atomic
 from precision_shell.safe_text import csv_cell
+from .cells import repr_texts
 from .engine import N_A, RowResult, _stats_diff, stat_cells
 from .csv_layout import (_ALL_IGNORE, _INPUT_IGNORE, _SUMMARY_TEXT, _inf_or_nan, _percent, _shape_cell,
                             header)
@@ -103,7 +104,7 @@ def _chunks(pairs: Sequence[RowPair], size: int) -> Iterator[Sequence[RowPair]]:
 
 def _texts(values: np.ndarray) -> list[list[str]]:
     """``repr`` of every value, one list per column of ``values``."""
-    return [list(map(repr, column)) for column in values.T.tolist()]
+    return repr_texts(values)
 
 
 def diff_texts(t_vals: np.ndarray, g_vals: np.ndarray) -> tuple[list[list[str]], list[list[str]],
@@ -115,7 +116,7 @@ def diff_texts(t_vals: np.ndarray, g_vals: np.ndarray) -> tuple[list[list[str]],
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         diff = t_vals - g_vals
         rel = np.abs(diff / g_vals * 100)
-    diffs, rels = _texts(diff), [[t + "%" for t in column] for column in _texts(rel)]
+    diffs, rels = repr_texts(diff), repr_texts(rel, "%")
     same = (t_vals == g_vals) & (np.signbit(t_vals) == np.signbit(g_vals))
     for i, k in zip(*np.nonzero(same)):
         diffs[k][i] = rels[k][i] = "0"

@@ -1,0 +1,29 @@
+"""``repr`` of the statistics CSV's floats, a column at a time: the compiled ``_stats_cells``
+(Ryu's shortest digits in repr's layout, ~5x ``map(repr)``: the CSV of a 100k-entry pair prints
+~4.8M floats) when built, else ``map(repr)`` -- the same texts (tests compare them on random bit
+patterns and the edge values). ``PSHELL_NO_EXT=1`` takes the Python path."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+try:
+    from . import _stats_cells as _ext
+except ImportError:     # not built (optional extension): map(repr), same texts
+    _ext = None
+
+
+def compiled() -> bool:
+    return _ext is not None and os.environ.get("PSHELL_NO_EXT") != "1"
+
+
+def repr_texts(values: np.ndarray, suffix: str = "") -> list[list[str]]:
+    """``repr(v) + suffix`` of every value of an (n, k) float array, one list per column."""
+    if compiled():
+        return _ext.repr_columns(np.ascontiguousarray(values, dtype=np.float64), suffix)
+    columns = values.T.tolist() if values.ndim == 2 else [values.tolist()]
+    if suffix:
+        return [[repr(v) + suffix for v in column] for column in columns]
+    return [list(map(repr, column)) for column in columns]
