@@ -68,7 +68,7 @@ class JsonFile:
                 pass
 
 
-_RELEASE = 32 << 20     # bytes scanned between giving their pages back
+_RELEASE = 8 << 20      # bytes scanned between giving their pages back (each is resident RSS/PSS until then)
 
 
 def scan_statistics(path: str, make_entry, take_body) -> ScannedDump | None:
