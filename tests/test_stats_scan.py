@@ -292,3 +292,28 @@ def test_plain_entries_read_their_span_when_asked_and_a_changed_file_is_one_erro
     with pytest.raises(FormatError) as caught:
         plain[1].leaves
     assert "dump.json" in str(caught.value) and "changed" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_scanned_entries_are_made_when_read_and_info_counts_them_without_making_them(tmp_path, monkeypatch):
+    from precision_shell.formats.msprobe.entry_list import EntryList, entry_totals
+    from precision_shell.model.framework_run import summarize
+
+    for rank in _scaled_pair(tmp_path):
+        new, old = _read_both(rank.location.path, monkeypatch)
+        entries = new.ranks[0].entries
+        assert isinstance(entries, EntryList)
+        parsed = len(entries._made)                     # the entries the JSON parser read: made at open
+        assert 0 < parsed < len(entries)
+        assert entries.names == [e.name for e in old.ranks[0].entries]
+        expected = entry_totals(list(old.ranks[0].entries))
+        assert entries.totals() == expected and len(entries._made) == parsed     # none made for it
+        assert summarize(new.ranks).kinds == expected[0] and summarize(new.ranks).tensors == expected[1]
+        assert len(entries._made) == parsed
+        middle = len(entries) // 2
+        assert entries[middle] is entries[middle] is entries[middle - len(entries)]    # made once, kept
+        assert entries[middle].name == old.ranks[0].entries[middle].name
+        assert [e.name for e in entries[middle:middle + 3]] == entries.names[middle:middle + 3]
+        with pytest.raises(IndexError):
+            entries[len(entries)]
+        _assert_same_dump(new, old)                     # reading them all: the whole-document reader's
+        assert entries.totals() == expected

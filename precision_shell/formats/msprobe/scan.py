@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from ...errors import FormatError
 from ..input_files import open_regular
 from .columns import StatsColumns, _Builder, _scanner, scanner_usable
+from .entry_list import EntryList
 
 _STATISTICS = re.compile(rb'"task"\s*:\s*"statistics"')
 
@@ -31,7 +32,7 @@ _STATISTICS = re.compile(rb'"task"\s*:\s*"statistics"')
 @dataclass
 class ScannedDump:
     header: dict             # the top-level members other than "data", parsed
-    entries: list            # Entry objects (or what take_body made), in dump order
+    entries: EntryList       # in dump order: plain ones made into Entry objects when read, the others take_body's
     columns: StatsColumns    # the statistics columns of those entries (the columns module)
 
 
@@ -75,7 +76,8 @@ def scan_statistics(path: str, make_entry, take_body) -> ScannedDump | None:
     """The statistics dump.json at ``path`` read by the scanner, through a read-only map whose
     pages are given back as the scan passes them (no copy of the file stays in memory).
     ``make_entry(name, start, end, leaves, source)``: the Entry of a plain entry (its body is
-    ``source.read(start, end)``, a :class:`JsonFile`); ``take_body(name, body)``: the Entry of
+    ``source.read(start, end)``, a :class:`JsonFile`), called when the entry is first read
+    (:class:`.entry_list.EntryList`); ``take_body(name, body)``: the Entry of
     another entry's parsed body, or None when it is skipped. None when the scanner is not used
     or not fit for this file (then nothing was changed)."""
     if not scanner_usable():
@@ -95,7 +97,8 @@ def _scan(blob: mmap.mmap, source: JsonFile, make_entry, take_body) -> ScannedDu
     if not _STATISTICS.search(blob, 0, 4096):
         return None
     builder = _Builder()
-    entries, names = [], []
+    entries, names = EntryList(lambda name, start, end, leaves: make_entry(name, start, end, leaves, source)), []
+    add_span = entries.add_span
     released = [0]
     release = getattr(blob, "madvise", None) and getattr(mmap, "MADV_DONTNEED", None)
 
@@ -108,7 +111,7 @@ def _scan(blob: mmap.mmap, source: JsonFile, make_entry, take_body) -> ScannedDu
             name = _loads(blob[name_start - 1:name_end + 1])
         names.append(name)
         if leaves >= 0:
-            entries.append(make_entry(name, start, end, leaves, source))
+            add_span(name, start, end, leaves)
             return
         entry = take_body(name, _loads(blob[start:end]))
         if entry is not None:
