@@ -7,6 +7,7 @@
  * repr_columns(values, suffix) -> [list of str per column]: values a C-contiguous float64 buffer
  *   of shape (n, k) (or (n,): one column); each text is repr(v) + suffix.
  * repr_equal(value, text) -> bool: whether text is repr(value) (the tests and the scanner's rule).
+ * csv_lines(columns) -> bytes: the CSV lines of a chunk's columns (lists of str), UTF-8.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -76,7 +77,51 @@ static PyObject *repr_equal(PyObject *self, PyObject *args) {
     return PyBool_FromLong(n == len && memcmp(out, text, (size_t)n) == 0);
 }
 
+/* csv_lines(columns) -> bytes: ",".join(row) + "\r\n" of each row of the columns (lists of str
+ * of one length, cells already quoted), UTF-8 -- "".join of the lines, encoded, in one pass. */
+static PyObject *csv_lines(PyObject *self, PyObject *arg) {
+    PyObject *columns = PySequence_Fast(arg, "columns: a sequence of lists");
+    if (!columns) return NULL;
+    Py_ssize_t ncols = PySequence_Fast_GET_SIZE(columns), rows = -1, total = 0;
+    PyObject **cols = PySequence_Fast_ITEMS(columns);
+    PyObject *result = NULL;
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        if (!PyList_Check(cols[k])) { PyErr_SetString(PyExc_TypeError, "columns: lists of str"); goto done; }
+        Py_ssize_t n = PyList_GET_SIZE(cols[k]);
+        if (rows >= 0 && n != rows) { PyErr_SetString(PyExc_ValueError, "columns of different lengths"); goto done; }
+        rows = n;
+    }
+    if (rows < 0 || ncols == 0) { result = PyBytes_FromStringAndSize("", 0); goto done; }
+    for (Py_ssize_t k = 0; k < ncols; k++)      /* sizes first: one allocation */
+        for (Py_ssize_t i = 0; i < rows; i++) {
+            PyObject *cell = PyList_GET_ITEM(cols[k], i);
+            Py_ssize_t n;
+            if (!PyUnicode_Check(cell)) { PyErr_SetString(PyExc_TypeError, "cells: str"); goto done; }
+            if (!PyUnicode_AsUTF8AndSize(cell, &n)) goto done;
+            total += n;
+        }
+    total += rows * (ncols - 1) + rows * 2;
+    result = PyBytes_FromStringAndSize(NULL, total);
+    if (!result) goto done;
+    char *out = PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        for (Py_ssize_t k = 0; k < ncols; k++) {
+            Py_ssize_t n;
+            const char *text = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(cols[k], i), &n);    /* cached */
+            if (k) *out++ = ',';
+            memcpy(out, text, (size_t)n);
+            out += n;
+        }
+        *out++ = '\r';
+        *out++ = '\n';
+    }
+done:
+    Py_DECREF(columns);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"csv_lines", csv_lines, METH_O, "the CSV lines of columns of str cells, UTF-8"},
     {"repr_columns", repr_columns, METH_VARARGS, "repr() + suffix of every value, one list per column"},
     {"repr_equal", repr_equal, METH_VARARGS, "whether text is repr(value)"},
     {NULL, NULL, 0, NULL}};

@@ -27,3 +27,11 @@ def repr_texts(values: np.ndarray, suffix: str = "") -> list[list[str]]:
     if suffix:
         return [[repr(v) + suffix for v in column] for column in columns]
     return [list(map(repr, column)) for column in columns]
+
+
+def csv_line_bytes(cols: list[list[str]]) -> bytes:
+    """``",".join(row) + "\\r\\n"`` of each row of ``cols`` (cells already quoted), UTF-8 encoded:
+    in C one pass into one buffer (no str per line, no joined text to encode)."""
+    if compiled():
+        return _ext.csv_lines(cols)
+    return "".join([",".join(row) + "\r\n" for row in zip(*cols)]).encode("utf-8")

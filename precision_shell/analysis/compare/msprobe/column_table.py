@@ -20,11 +20,13 @@ from typing import Callable, Iterator
 import numpy as np
 
 from precision_shell.formats.msprobe.columns import GRAD_TEXTS, NONE_LEAF, StatsColumns
+from .cells import csv_line_bytes
 from .column_pairing import ColumnPairing
 from precision_shell.atomic_write import write_atomic
 from .csv_layout import _SUMMARY_TEXT, _percent, header
 from .engine import N_A, _cell, _stats_diff
-from .stats_table import _SUMMARY, CHUNK, _csv_column, _texts, diff_texts, judged_columns
+from .stats_table import CHUNK, _csv_column, _texts, diff_texts, judged_columns
+from .stats_verdicts import _SUMMARY
 
 _N_A_CELLS = [(N_A, "na", None)] * 4
 
@@ -111,7 +113,6 @@ def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[s
     t_texts, g_texts = t.texts, g.texts
     grads = (GRAD_TEXTS, GRAD_TEXTS)
     n_grads = [grads[0][c] for c in t.grad[lo:hi].tolist()]
-    at_list = at.tolist()
     g_names = [n if h else N_A for n, h in zip(g.names.take(at), has_list)] if len(g) else [N_A] * len(has_list)
     if len(g):
         g_kind, g_dtype = g.kind[at].tolist(), g.dtype_text[at].tolist()
@@ -145,14 +146,14 @@ def column_chunks(pairing: ColumnPairing, bounds: list[tuple[int, int]], joined:
         yield cols, simple, percent, [(s, e, t.entry_names[entries[s]]) for s, e in zip(starts, ends)]
 
 
-def _texts_of(pairing: ColumnPairing, bounds, stack, dtype_is_error) -> Iterator[tuple[str, int]]:
-    """(CSV lines, rows) of each slice."""
+def _texts_of(pairing: ColumnPairing, bounds, stack, dtype_is_error) -> Iterator[tuple[bytes, int]]:
+    """(CSV lines as UTF-8, rows) of each slice."""
     joined: list = []
     for cols in judged_columns(column_chunks(pairing, bounds, joined), stack, dtype_is_error):
         yield _lines(cols, *joined.pop(0)), len(cols[0])
 
 
-def _lines(cols: list[list[str]], t_joined: list[str] | None, g_joined: list[str] | None) -> str:
+def _lines(cols: list[list[str]], t_joined: list[str] | None, g_joined: list[str] | None) -> bytes:
     """:func:`.stats_table.csv_lines` of a slice whose summary cells are "" where a side's
     texts were copied from dump.json (numbers: no cell of them is quoted or neutralised)."""
     cols = [_csv_column(column) for column in cols]
@@ -160,7 +161,7 @@ def _lines(cols: list[list[str]], t_joined: list[str] | None, g_joined: list[str
         if joined is not None:
             a, b, c, d = cols[at:at + 4]
             cols[at:at + 4] = [[text or f"{w},{x},{y},{z}" for text, w, x, y, z in zip(joined, a, b, c, d)]]
-    return "".join([",".join(row) + "\r\n" for row in zip(*cols)])
+    return csv_line_bytes(cols)
 
 
 def write_column_csv(path: str | os.PathLike, pairing: ColumnPairing, stack: dict[str, tuple[str, ...]] | None = None,
@@ -178,21 +179,22 @@ def write_column_csv(path: str | os.PathLike, pairing: ColumnPairing, stack: dic
 
     def write(f) -> None:
         csv.writer(f).writerow(header("statistics"))
-        for text, rows in _texts_of(pairing, mine, stack, dtype_is_error):
-            f.write(text)
+        f.flush()
+        for data, rows in _texts_of(pairing, mine, stack, dtype_is_error):
+            f.buffer.write(data)
             if advance is not None:
                 advance(rows)
         if helper is None:
             return
-        f.flush()
+        f.buffer.flush()
         got = 0
         for rows in helper.copy_results(f.fileno()):
             got += 1
             if advance is not None:
                 advance(rows)
         if not helper.complete:       # the child failed: its slices from where it stopped, here
-            for text, rows in _texts_of(pairing, bounds[split + got:], stack, dtype_is_error):
-                f.write(text)
+            for data, rows in _texts_of(pairing, bounds[split + got:], stack, dtype_is_error):
+                f.buffer.write(data)
                 if advance is not None:
                     advance(rows)
 
@@ -236,8 +238,7 @@ class _Helper:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent stops it (stop())
                 os.close(read_fd)
                 with os.fdopen(write_fd, "wb", buffering=0) as pipe:
-                    for text, rows in _texts_of(pairing, bounds, stack, dtype_is_error):
-                        data = text.encode("utf-8")
+                    for data, rows in _texts_of(pairing, bounds, stack, dtype_is_error):
                         spill.write(data)
                         spill.flush()
                         pipe.write(cls._HEAD.pack(len(data), rows))
