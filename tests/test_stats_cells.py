@@ -50,3 +50,38 @@ def test_columns_and_suffix_both_paths(monkeypatch):
     assert not cells.compiled()
     assert cells.repr_texts(values, "%") == expected
     assert cells.repr_texts(np.zeros((0, 4))) == [[], [], [], []]
+
+
+def _first_rows_expected(target: list[str], golden: list[str]) -> list[int]:
+    first: dict[str, int] = {}
+    for row, name in enumerate(golden):
+        first.setdefault(name, row)
+    return [first.get(name, -1) for name in target]
+
+
+@pytest.mark.skipif(not cells.compiled(), reason="the _stats_cells extension is not built")
+def test_pairing_by_name_hashes_finds_the_first_golden_row_of_each_name(monkeypatch):
+    from precision_shell.analysis.compare.msprobe import column_pairing
+    from precision_shell.formats.msprobe.name_column import NameColumn
+
+    rng = np.random.default_rng(5)
+    pool = [f"Torch.op.{i}.forward.output.{i % 3}" for i in range(300)] + ["", "é.input.0", "\u4e2d.x", "a,b"]
+    golden = [pool[i] for i in rng.integers(0, len(pool), 2000)]       # repeated names: the first counts
+    target = [pool[i] for i in rng.integers(0, len(pool), 1500)] + ["not in golden", "Torch.op.1.forward"]
+    found = column_pairing._first_rows_by_name(NameColumn.of(target), NameColumn.of(golden))
+    assert found is not None and found.tolist() == _first_rows_expected(target, golden)
+    assert column_pairing._first_rows_by_name(NameColumn.of([]), NameColumn.of(golden)).tolist() == []
+    assert column_pairing._first_rows_by_name(NameColumn.of(target), NameColumn.of([])).tolist() == [-1] * len(target)
+    # two different names with one hash: not trusted, the caller's dict decides
+    real = cells._ext
+
+    class Colliding:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def name_hashes(blob, off):
+            return bytes(8 * (len(off) - 1))
+    monkeypatch.setattr(cells, "_ext", Colliding())
+    assert column_pairing._first_rows_by_name(NameColumn.of(target), NameColumn.of(golden)) is None
+    assert column_pairing._first_rows_by_name(NameColumn.of(["a", "a"]), NameColumn.of(["a", "a"])).tolist() == [0, 0]

@@ -8,6 +8,7 @@
  *   of shape (n, k) (or (n,): one column); each text is repr(v) + suffix.
  * repr_equal(value, text) -> bool: whether text is repr(value) (the tests and the scanner's rule).
  * csv_lines(columns) -> bytes: the CSV lines of a chunk's columns (lists of str), UTF-8.
+ * name_hashes / names_equal: exact pairing of row names held as blobs (column_pairing.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -120,7 +121,105 @@ done:
     return result;
 }
 
+/* Names held as a UTF-8 blob and int64 offsets (formats/msprobe/name_column.py). */
+typedef struct { Py_buffer blob, off; } Names;
+
+static int names_get(PyObject *blob, PyObject *off, Names *names) {
+    if (PyObject_GetBuffer(blob, &names->blob, PyBUF_SIMPLE) < 0) return -1;
+    if (PyObject_GetBuffer(off, &names->off, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND) < 0) {
+        PyBuffer_Release(&names->blob);
+        return -1;
+    }
+    const int64_t *o = names->off.buf;
+    Py_ssize_t n = names->off.len / 8;
+    int bad = names->off.itemsize != 8 || names->off.ndim != 1 || n < 1 || o[0] < 0;
+    for (Py_ssize_t i = 1; i < n && !bad; i++) bad = o[i] < o[i - 1];
+    if (!bad && o[n - 1] > names->blob.len) bad = 1;
+    if (bad) {
+        PyBuffer_Release(&names->blob);
+        PyBuffer_Release(&names->off);
+        PyErr_SetString(PyExc_ValueError, "names: a blob and its int64 offsets");
+        return -1;
+    }
+    return 0;
+}
+
+static void names_release(Names *names) {
+    PyBuffer_Release(&names->blob);
+    PyBuffer_Release(&names->off);
+}
+
+/* name_hashes(blob, off) -> bytes: a 64-bit FNV-1a hash of each name, native uint64. */
+static PyObject *name_hashes(PyObject *self, PyObject *args) {
+    PyObject *blob, *off;
+    if (!PyArg_ParseTuple(args, "OO", &blob, &off)) return NULL;
+    Names names;
+    if (names_get(blob, off, &names)) return NULL;
+    Py_ssize_t n = names.off.len / 8 - 1;
+    PyObject *result = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (result) {
+        uint64_t *out = (uint64_t *)PyBytes_AS_STRING(result);
+        const unsigned char *b = names.blob.buf;
+        const int64_t *o = names.off.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t h = 1469598103934665603ull;
+            for (int64_t k = o[i]; k < o[i + 1]; k++) { h ^= b[k]; h *= 1099511628211ull; }
+            out[i] = h;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    names_release(&names);
+    return result;
+}
+
+/* names_equal(blob_a, off_a, rows_a, blob_b, off_b, rows_b) -> bytes: 1 where name rows_a[i] of
+ * a and name rows_b[i] of b are the same bytes (rows: int64 arrays of one length). */
+static PyObject *names_equal(PyObject *self, PyObject *args) {
+    PyObject *blob_a, *off_a, *rows_a, *blob_b, *off_b, *rows_b;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &blob_a, &off_a, &rows_a, &blob_b, &off_b, &rows_b)) return NULL;
+    Names a, b;
+    Py_buffer ra, rb;
+    PyObject *result = NULL;
+    if (names_get(blob_a, off_a, &a)) return NULL;
+    if (names_get(blob_b, off_b, &b)) { names_release(&a); return NULL; }
+    if (PyObject_GetBuffer(rows_a, &ra, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND) < 0) goto out_names;
+    if (PyObject_GetBuffer(rows_b, &rb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND) < 0) goto out_ra;
+    Py_ssize_t n = ra.len / 8, na = a.off.len / 8 - 1, nb = b.off.len / 8 - 1;
+    if (ra.itemsize != 8 || rb.itemsize != 8 || rb.len != ra.len) {
+        PyErr_SetString(PyExc_ValueError, "rows: int64 arrays of one length");
+        goto out_rb;
+    }
+    const int64_t *ia = ra.buf, *ib = rb.buf, *oa = a.off.buf, *ob = b.off.buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (ia[i] < 0 || ia[i] >= na || ib[i] < 0 || ib[i] >= nb) {
+            PyErr_SetString(PyExc_IndexError, "row out of range");
+            goto out_rb;
+        }
+    result = PyBytes_FromStringAndSize(NULL, n);
+    if (result) {
+        char *out = PyBytes_AS_STRING(result);
+        const char *ba = a.blob.buf, *bb = b.blob.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t la = oa[ia[i] + 1] - oa[ia[i]], lb = ob[ib[i] + 1] - ob[ib[i]];
+            out[i] = la == lb && !memcmp(ba + oa[ia[i]], bb + ob[ib[i]], (size_t)la);
+        }
+        Py_END_ALLOW_THREADS
+    }
+out_rb:
+    PyBuffer_Release(&rb);
+out_ra:
+    PyBuffer_Release(&ra);
+out_names:
+    names_release(&a);
+    names_release(&b);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"name_hashes", name_hashes, METH_VARARGS, "a 64-bit hash of each name of a blob and offsets"},
+    {"names_equal", names_equal, METH_VARARGS, "which row pairs of two name blobs hold the same bytes"},
     {"csv_lines", csv_lines, METH_O, "the CSV lines of columns of str cells, UTF-8"},
     {"repr_columns", repr_columns, METH_VARARGS, "repr() + suffix of every value, one list per column"},
     {"repr_equal", repr_equal, METH_VARARGS, "whether text is repr(value)"},

@@ -19,6 +19,11 @@ def compiled() -> bool:
     return _ext is not None and os.environ.get("PSHELL_NO_EXT") != "1"
 
 
+def compiled_ext():
+    """The compiled helpers (also name hashing for column_pairing), or None."""
+    return _ext if compiled() else None
+
+
 def repr_texts(values: np.ndarray, suffix: str = "") -> list[list[str]]:
     """``repr(v) + suffix`` of every value of an (n, k) float array, one list per column."""
     if compiled():
