@@ -156,12 +156,29 @@ def _texts_of(pairing: ColumnPairing, bounds, stack, dtype_is_error) -> Iterator
 def _lines(cols: list[list[str]], t_joined: list[str] | None, g_joined: list[str] | None) -> bytes:
     """:func:`.stats_table.csv_lines` of a slice whose summary cells are "" where a side's
     texts were copied from dump.json (numbers: no cell of them is quoted or neutralised)."""
-    cols = [_csv_column(column) for column in cols]
-    for at, joined in ((_SUMMARY + 4, g_joined), (_SUMMARY, t_joined)):     # the later first: indexes hold
-        if joined is not None:
-            a, b, c, d = cols[at:at + 4]
-            cols[at:at + 4] = [[text or f"{w},{x},{y},{z}" for text, w, x, y, z in zip(joined, a, b, c, d)]]
-    return csv_line_bytes(cols)
+    merged = {at: _merged_summary(cols[at:at + 4], joined)
+              for at, joined in ((_SUMMARY, t_joined), (_SUMMARY + 4, g_joined)) if joined is not None}
+    out, k = [], 0
+    while k < len(cols):
+        if k in merged:      # four cells as one: the copied texts hold their commas
+            out.append(merged[k])
+            k += 4
+        else:
+            out.append(_csv_column(cols[k]))
+            k += 1
+    return csv_line_bytes(out)
+
+
+def _merged_summary(block: list[list[str]], joined: list[str]) -> list[str]:
+    """The four summary cells of each row as one text: the copied one, or (a row without) its
+    four cells as the CSV writes them, joined by ","."""
+    missing = [i for i, text in enumerate(joined) if not text]
+    if not missing:
+        return joined
+    merged = list(joined)
+    for i in missing:
+        merged[i] = ",".join(_csv_column([block[0][i], block[1][i], block[2][i], block[3][i]]))
+    return merged
 
 
 def write_column_csv(path: str | os.PathLike, pairing: ColumnPairing, stack: dict[str, tuple[str, ...]] | None = None,
