@@ -317,3 +317,37 @@ def test_scanned_entries_are_made_when_read_and_info_counts_them_without_making_
             entries[len(entries)]
         _assert_same_dump(new, old)                     # reading them all: the whole-document reader's
         assert entries.totals() == expected
+
+
+def test_scanned_statistics_are_the_json_values_bit_for_bit(tmp_path):
+    """The scanner parses the common text (exactly repr of its value) with Ryu's parser confirmed
+    by printing it back, any other spelling with CPython's: random bit patterns, neighbours of
+    powers of ten and two, subnormals, and respelled texts all read as json.loads reads them."""
+    rng = np.random.default_rng(11)
+    bits = rng.integers(0, 2 ** 64, size=6000, dtype=np.uint64).view(np.float64)
+    tens = np.array([float(f"1e{k}") for k in range(-320, 300, 7)])
+    values = [v for v in np.concatenate([bits, tens, np.nextafter(tens, 0), np.ldexp(1.0, np.arange(-1070, 1000, 9)),
+                                         [5e-324, -0.0, 0.0, 0.1, 1e16, 1e-5, 123456789.0]]).tolist()
+              if np.isfinite(v)]
+    spellings = [repr, lambda v: f"{v:.17e}", lambda v: f"{v:.20g}" if "e" in f"{v:.20g}" or "." in f"{v:.20g}" else repr(v)]
+    leaves, texts = [], []
+    for i in range(0, len(values) - 4, 4):
+        spell = spellings[(i // 4) % len(spellings)]
+        four = [spell(v) for v in values[i:i + 4]]
+        texts.append(four)
+        leaves.append('{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": %s, "Min": %s, '
+                      '"Mean": %s, "Norm": %s, "requires_grad": false}' % tuple(four))
+    data = ", ".join(f'"Torch.op.{k}.forward": {{"input_args": [{leaf}], "output": []}}' for k, leaf in enumerate(leaves))
+    rank = tmp_path / "step0" / "rank0"
+    rank.mkdir(parents=True)
+    (rank / "dump.json").write_text('{"task": "statistics", "level": "L1", "framework": "pytorch", "data": {%s}}' % data)
+    scanned = read_msprobe_dump(rank).ranks[0]
+    columns = scanned.columns
+    assert columns is not None and len(columns) == len(texts)
+    want = np.array([[float(t) for t in four] for four in texts])
+    assert np.array_equal(columns.stats.view(np.uint64), want.view(np.uint64))
+    lines = columns.summary_slice(0, len(columns))
+    for four, line in zip(texts, lines):
+        canonical = all(t == repr(float(t)) for t in four)
+        assert line == (",".join(four) if canonical else "")
+    assert sum(1 for line in lines if line) > 500 and sum(1 for line in lines if not line) > 500

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "float_repr.h"
+#include "ryu/s2d.h"
 
 #if defined(__x86_64__) || defined(__aarch64__)
 /* CPython's correctly rounded strtod (what float() and json use), without PyOS_string_to_double's
@@ -172,14 +173,26 @@ static int number_end(Cur *c, int *is_float_out) {
     return 0;
 }
 
-/* A JSON number that Python reads as a float (a fraction or an exponent), finite: 0 and *v. */
-static int float_number(Cur *c, double *v) {
+/* A JSON number that Python reads as a float (a fraction or an exponent), finite: 0, *v and
+ * *canonical (whether the text is exactly repr(*v)). */
+static int float_number(Cur *c, double *v, char *canonical) {
     const char *start = c->s;
     int is_float;
     if (number_end(c, &is_float)) return -1;
     const char *p = c->s;
     c->s = start;
     if (!is_float || p - start > 63) return -1;
+    /* the common text is exactly repr() of its value: Ryu's parse, confirmed by printing it back
+     * (repr round-trips, so a text equal to repr(x) parses to x); any other text: CPython's */
+    double fast;
+    char back[FLOAT_REPR_MAX];
+    if (ryu_s2d_n(start, (int)(p - start), &fast) == SUCCESS && isfinite(fast)
+            && float_repr(fast, back) == p - start && !memcmp(back, start, (size_t)(p - start))) {
+        *v = fast;
+        *canonical = 1;
+        c->s = p;
+        return 0;
+    }
     char text[64];
     memcpy(text, start, p - start);
     text[p - start] = 0;
@@ -189,6 +202,7 @@ static int float_number(Cur *c, double *v) {
     if (x == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
     if (*stop || !isfinite(x)) return -1;
     *v = x;
+    *canonical = float_repr(x, back) == p - start && !memcmp(back, start, (size_t)(p - start));
     c->s = p;
     return 0;
 }
@@ -201,6 +215,7 @@ typedef struct {
     int root, index, grad;
     double stats[4];
     const char *text_a[4], *text_b[4];  /* the statistics' JSON texts */
+    char canonical[4];                  /* each text is exactly repr() of its value */
 } Leaf;
 
 enum { F_TYPE = 1, F_DTYPE = 2, F_SHAPE = 4, F_MAX = 8, F_MIN = 16, F_MEAN = 32, F_NORM = 64, F_GRAD = 128 };
@@ -271,7 +286,7 @@ static int leaf(Cur *c, Leaf *out, Buf *shapes) {
             out->shape_len = shapes->n - out->shape_at;
         } else if (stat >= 0) {
             out->text_a[stat] = c->s;
-            if (float_number(c, &out->stats[stat])) return -1;
+            if (float_number(c, &out->stats[stat], &out->canonical[stat])) return -1;
             out->text_b[stat] = c->s;
         } else if (field == F_GRAD) {
             if (!word(c, "true")) out->grad = 1;
@@ -332,10 +347,8 @@ static int pad_summary(Scan *s) {
 static int summary_row(Scan *s, const Leaf *l) {
     Py_ssize_t at = s->summary.n;
     for (int k = 0; k < 4; k++) {
-        char text[FLOAT_REPR_MAX];
-        size_t n = (size_t)float_repr(l->stats[k], text);
-        int same = (size_t)(l->text_b[k] - l->text_a[k]) == n && !memcmp(text, l->text_a[k], n);
-        if (!same) { s->summary.n = at; break; }
+        size_t n = (size_t)(l->text_b[k] - l->text_a[k]);
+        if (!l->canonical[k]) { s->summary.n = at; break; }
         if ((k && buf_put(&s->summary, ",", 1)) || buf_put(&s->summary, l->text_a[k], (Py_ssize_t)n)) return -1;
     }
     s->summary_rows++;

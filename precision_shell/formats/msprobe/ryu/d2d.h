@@ -19,6 +19,9 @@
 // d2d() and d2d_small_int() unchanged (with the debugging and small-table branches, unused); the
 // printing (to_chars) is float_repr.h's, in Python's repr layout.
 
+#ifndef PSHELL_RYU_D2D_H
+#define PSHELL_RYU_D2D_H
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -319,3 +322,4 @@ static inline bool d2d_small_int(const uint64_t ieeeMantissa, const uint32_t iee
   return true;
 }
 
+#endif
