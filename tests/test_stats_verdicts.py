@@ -135,10 +135,24 @@ def test_judge_equals_msprobes_checkers_entry_by_entry(dtype_is_error):
     assert len(flagged) == (7 if dtype_is_error else 6)      # every checker fired somewhere
 
 
-def test_csv_line_bytes_both_paths(monkeypatch):
-    cols = [["a", '"q,1"', "é"], ["1.0", "", "N/A"], ["x", "y", "\u4e2d"]]
-    want = "".join(",".join(row) + "\r\n" for row in zip(*cols)).encode("utf-8")
-    assert csv_line_bytes(cols) == want
-    monkeypatch.setenv("PSHELL_NO_EXT", "1")
-    assert csv_line_bytes(cols) == want
-    assert csv_line_bytes([[], []]) == b""
+def test_csv_lines_quote_and_guard_cells_as_the_python_columns_do(monkeypatch):
+    from precision_shell.analysis.compare.msprobe.stats_table import _csv_column
+
+    rng = random.Random(5)
+    pool = ["a", "1.5", "-1.5", "-.5", "-", "-x", "-1abc", "=SUM(A1)", "+1", "@x", "\tx", "a,b", 'say "hi"', "x\ny",
+            "r\rs", "é,ü", "\u4e2d", "", "N/A", "[8, 64]", "torch.float32", "inf", " inf", "nan"]
+    for _ in range(300):
+        rows = rng.randint(0, 12)
+        cols = [[rng.choice(pool[:6] if k % 2 else pool) for _ in range(rows)] for k in range(rng.randint(1, 7))]
+        final = frozenset(k for k in range(len(cols)) if rng.random() < 0.2)
+        for k in final:      # a column written as it is: joined numbers, as the copied summaries
+            cols[k] = [f"{rng.random()},{rng.random()}" for _ in range(rows)]
+        want = "".join(",".join(row) + "\r\n" for row in zip(*[c if k in final else _csv_column(c)
+                                                                for k, c in enumerate(cols)])).encode("utf-8")
+        assert csv_line_bytes(cols, final, _csv_column) == want
+        with monkeypatch.context() as m:
+            m.setenv("PSHELL_NO_EXT", "1")
+            assert csv_line_bytes(cols, final, _csv_column) == want
+    assert csv_line_bytes([["a,b", 'q"', "-x", "-1"]], frozenset(), _csv_column) == \
+        b'"a,b"\r\n"q"""\r\n\'-x\r\n-1\r\n'
+    assert csv_line_bytes([["a,b"], ["c"]], frozenset({0}), _csv_column) == b"a,b,c\r\n"

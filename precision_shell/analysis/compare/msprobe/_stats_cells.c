@@ -7,7 +7,7 @@
  * repr_columns(values, suffix) -> [list of str per column]: values a C-contiguous float64 buffer
  *   of shape (n, k) (or (n,): one column); each text is repr(v) + suffix.
  * repr_equal(value, text) -> bool: whether text is repr(value) (the tests and the scanner's rule).
- * csv_lines(columns) -> bytes: the CSV lines of a chunk's columns (lists of str), UTF-8.
+ * csv_lines(columns, final, fix) -> bytes: the CSV lines of a chunk's columns, quoted, UTF-8.
  * name_hashes / names_equal: exact pairing of row names held as blobs (column_pairing.py).
  */
 #define PY_SSIZE_T_CLEAN
@@ -78,28 +78,83 @@ static PyObject *repr_equal(PyObject *self, PyObject *args) {
     return PyBool_FromLong(n == len && memcmp(out, text, (size_t)n) == 0);
 }
 
-/* csv_lines(columns) -> bytes: ",".join(row) + "\r\n" of each row of the columns (lists of str
- * of one length, cells already quoted), UTF-8 -- "".join of the lines, encoded, in one pass. */
-static PyObject *csv_lines(PyObject *self, PyObject *arg) {
-    PyObject *columns = PySequence_Fast(arg, "columns: a sequence of lists");
-    if (!columns) return NULL;
-    Py_ssize_t ncols = PySequence_Fast_GET_SIZE(columns), rows = -1, total = 0;
-    PyObject **cols = PySequence_Fast_ITEMS(columns);
-    PyObject *result = NULL;
+/* csv_lines(columns, final, fix) -> bytes: the CSV lines of a chunk's columns (lists of str of
+ * one length), UTF-8, as stats_table._csv_column and ",".join would make them: a column whose
+ * index is in ``final`` is written as it is; any other column with a cell that may be a formula
+ * (its first character = + @ tab CR, or - not followed by a digit or '.') is replaced by
+ * fix(column) (Python's _csv_column: csv_cell on every cell, then the quoting) and written as it
+ * is; in the others a cell holding , " CR or LF is quoted here ("" for a quote). */
+static int may_be_formula(const char *t, Py_ssize_t n) {
+    if (!n) return 0;
+    char c = t[0];
+    if (c == '=' || c == '+' || c == '@' || c == '\t' || c == '\r') return 1;
+    return c == '-' && !(n > 1 && ((t[1] >= '0' && t[1] <= '9') || t[1] == '.'));
+}
+
+static int needs_quotes(const char *t, Py_ssize_t n) {
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (t[k] == ',' || t[k] == '"' || t[k] == '\r' || t[k] == '\n') return 1;
+    return 0;
+}
+
+static PyObject *csv_lines(PyObject *self, PyObject *args) {
+    PyObject *arg, *final, *fix;
+    if (!PyArg_ParseTuple(args, "OOO", &arg, &final, &fix)) return NULL;
+    PyObject *given = PySequence_Fast(arg, "columns: a sequence of lists");
+    if (!given) return NULL;
+    Py_ssize_t ncols = PySequence_Fast_GET_SIZE(given), rows = -1, total = 0;
+    PyObject *result = NULL, *cols = PyList_New(ncols);
+    char *quote = NULL;       /* per column: 1 when its cells are checked for quoting here */
+    if (!cols) goto done;
+    quote = PyMem_Calloc(ncols ? ncols : 1, 1);
+    if (!quote) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t k = 0; k < ncols; k++) {
-        if (!PyList_Check(cols[k])) { PyErr_SetString(PyExc_TypeError, "columns: lists of str"); goto done; }
-        Py_ssize_t n = PyList_GET_SIZE(cols[k]);
+        PyObject *col = PySequence_Fast_GET_ITEM(given, k);
+        if (!PyList_Check(col)) { PyErr_SetString(PyExc_TypeError, "columns: lists of str"); goto done; }
+        Py_ssize_t n = PyList_GET_SIZE(col);
         if (rows >= 0 && n != rows) { PyErr_SetString(PyExc_ValueError, "columns of different lengths"); goto done; }
         rows = n;
+        PyObject *key = PyLong_FromSsize_t(k);
+        if (!key) goto done;
+        int is_final = PySequence_Contains(final, key);
+        Py_DECREF(key);
+        if (is_final < 0) goto done;
+        int formula = 0;
+        for (Py_ssize_t i = 0; i < n && !is_final && !formula; i++) {
+            PyObject *cell = PyList_GET_ITEM(col, i);
+            Py_ssize_t len;
+            const char *text;
+            if (!PyUnicode_Check(cell)) { PyErr_SetString(PyExc_TypeError, "cells: str"); goto done; }
+            if (!(text = PyUnicode_AsUTF8AndSize(cell, &len))) goto done;
+            formula = may_be_formula(text, len);
+        }
+        if (formula) {
+            col = PyObject_CallOneArg(fix, col);
+            if (!col) goto done;
+            if (!PyList_Check(col) || PyList_GET_SIZE(col) != n) {
+                Py_DECREF(col);
+                PyErr_SetString(PyExc_TypeError, "fix(column): a list of the same length");
+                goto done;
+            }
+        } else {
+            Py_INCREF(col);
+            quote[k] = !is_final;
+        }
+        PyList_SET_ITEM(cols, k, col);
     }
     if (rows < 0 || ncols == 0) { result = PyBytes_FromStringAndSize("", 0); goto done; }
     for (Py_ssize_t k = 0; k < ncols; k++)      /* sizes first: one allocation */
         for (Py_ssize_t i = 0; i < rows; i++) {
-            PyObject *cell = PyList_GET_ITEM(cols[k], i);
+            PyObject *cell = PyList_GET_ITEM(PyList_GET_ITEM(cols, k), i);
             Py_ssize_t n;
+            const char *text;
             if (!PyUnicode_Check(cell)) { PyErr_SetString(PyExc_TypeError, "cells: str"); goto done; }
-            if (!PyUnicode_AsUTF8AndSize(cell, &n)) goto done;
+            if (!(text = PyUnicode_AsUTF8AndSize(cell, &n))) goto done;
             total += n;
+            if (quote[k] && needs_quotes(text, n)) {
+                total += 2;
+                for (Py_ssize_t j = 0; j < n; j++) total += text[j] == '"';
+            }
         }
     total += rows * (ncols - 1) + rows * 2;
     result = PyBytes_FromStringAndSize(NULL, total);
@@ -108,16 +163,27 @@ static PyObject *csv_lines(PyObject *self, PyObject *arg) {
     for (Py_ssize_t i = 0; i < rows; i++) {
         for (Py_ssize_t k = 0; k < ncols; k++) {
             Py_ssize_t n;
-            const char *text = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(cols[k], i), &n);    /* cached */
+            const char *text = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(PyList_GET_ITEM(cols, k), i), &n);  /* cached */
             if (k) *out++ = ',';
-            memcpy(out, text, (size_t)n);
-            out += n;
+            if (quote[k] && needs_quotes(text, n)) {
+                *out++ = '"';
+                for (Py_ssize_t j = 0; j < n; j++) {
+                    if (text[j] == '"') *out++ = '"';
+                    *out++ = text[j];
+                }
+                *out++ = '"';
+            } else {
+                memcpy(out, text, (size_t)n);
+                out += n;
+            }
         }
         *out++ = '\r';
         *out++ = '\n';
     }
 done:
-    Py_DECREF(columns);
+    PyMem_Free(quote);
+    Py_XDECREF(cols);
+    Py_DECREF(given);
     return result;
 }
 
@@ -220,7 +286,7 @@ out_names:
 static PyMethodDef methods[] = {
     {"name_hashes", name_hashes, METH_VARARGS, "a 64-bit hash of each name of a blob and offsets"},
     {"names_equal", names_equal, METH_VARARGS, "which row pairs of two name blobs hold the same bytes"},
-    {"csv_lines", csv_lines, METH_O, "the CSV lines of columns of str cells, UTF-8"},
+    {"csv_lines", csv_lines, METH_VARARGS, "the CSV lines of columns of str cells, quoted, UTF-8"},
     {"repr_columns", repr_columns, METH_VARARGS, "repr() + suffix of every value, one list per column"},
     {"repr_equal", repr_equal, METH_VARARGS, "whether text is repr(value)"},
     {NULL, NULL, 0, NULL}};

@@ -34,9 +34,12 @@ def repr_texts(values: np.ndarray, suffix: str = "") -> list[list[str]]:
     return [list(map(repr, column)) for column in columns]
 
 
-def csv_line_bytes(cols: list[list[str]]) -> bytes:
-    """``",".join(row) + "\\r\\n"`` of each row of ``cols`` (cells already quoted), UTF-8 encoded:
-    in C one pass into one buffer (no str per line, no joined text to encode)."""
+def csv_line_bytes(cols: list[list[str]], final: frozenset[int] = frozenset(), fix=None) -> bytes:
+    """The CSV lines of a chunk's columns, UTF-8: ``fix(column)`` (stats_table._csv_column: the
+    formula guard and the quoting) on each column not in ``final``, then ``",".join(row) +
+    "\r\n"``. In C one pass into one buffer: the quoting done there, ``fix`` called only for a
+    column with a cell that may be a formula."""
     if compiled():
-        return _ext.csv_lines(cols)
+        return _ext.csv_lines(cols, final, fix)
+    cols = [column if k in final else fix(column) for k, column in enumerate(cols)]
     return "".join([",".join(row) + "\r\n" for row in zip(*cols)]).encode("utf-8")

@@ -158,15 +158,16 @@ def _lines(cols: list[list[str]], t_joined: list[str] | None, g_joined: list[str
     texts were copied from dump.json (numbers: no cell of them is quoted or neutralised)."""
     merged = {at: _merged_summary(cols[at:at + 4], joined)
               for at, joined in ((_SUMMARY, t_joined), (_SUMMARY + 4, g_joined)) if joined is not None}
-    out, k = [], 0
+    out, final, k = [], set(), 0
     while k < len(cols):
-        if k in merged:      # four cells as one: the copied texts hold their commas
+        if k in merged:      # four cells as one, written as they are: the copied texts hold their commas
+            final.add(len(out))
             out.append(merged[k])
             k += 4
         else:
-            out.append(_csv_column(cols[k]))
+            out.append(cols[k])
             k += 1
-    return csv_line_bytes(out)
+    return csv_line_bytes(out, frozenset(final), _csv_column)
 
 
 def _merged_summary(block: list[list[str]], joined: list[str]) -> list[str]:
