@@ -97,6 +97,8 @@ static int needs_quotes(const char *t, Py_ssize_t n) {
     return 0;
 }
 
+typedef struct { const char *text; Py_ssize_t len; int quoted; } Cell;
+
 static PyObject *csv_lines(PyObject *self, PyObject *args) {
     PyObject *arg, *final, *fix;
     if (!PyArg_ParseTuple(args, "OOO", &arg, &final, &fix)) return NULL;
@@ -105,6 +107,7 @@ static PyObject *csv_lines(PyObject *self, PyObject *args) {
     Py_ssize_t ncols = PySequence_Fast_GET_SIZE(given), rows = -1, total = 0;
     PyObject *result = NULL, *cols = PyList_New(ncols);
     char *quote = NULL;       /* per column: 1 when its cells are checked for quoting here */
+    Cell *cells = NULL;
     if (!cols) goto done;
     quote = PyMem_Calloc(ncols ? ncols : 1, 1);
     if (!quote) { PyErr_NoMemory(); goto done; }
@@ -143,44 +146,49 @@ static PyObject *csv_lines(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(cols, k, col);
     }
     if (rows < 0 || ncols == 0) { result = PyBytes_FromStringAndSize("", 0); goto done; }
-    for (Py_ssize_t k = 0; k < ncols; k++)      /* sizes first: one allocation */
+    /* each cell's UTF-8 text and length, row by row, once; sizes first: one allocation */
+    cells = PyMem_Malloc((size_t)(rows * ncols) * sizeof(Cell));
+    if (!cells) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        PyObject *col = PyList_GET_ITEM(cols, k);
         for (Py_ssize_t i = 0; i < rows; i++) {
-            PyObject *cell = PyList_GET_ITEM(PyList_GET_ITEM(cols, k), i);
-            Py_ssize_t n;
-            const char *text;
+            PyObject *cell = PyList_GET_ITEM(col, i);
+            Cell *c = &cells[i * ncols + k];
             if (!PyUnicode_Check(cell)) { PyErr_SetString(PyExc_TypeError, "cells: str"); goto done; }
-            if (!(text = PyUnicode_AsUTF8AndSize(cell, &n))) goto done;
-            total += n;
-            if (quote[k] && needs_quotes(text, n)) {
+            if (!(c->text = PyUnicode_AsUTF8AndSize(cell, &c->len))) goto done;
+            c->quoted = quote[k] && needs_quotes(c->text, c->len);
+            total += c->len;
+            if (c->quoted) {
                 total += 2;
-                for (Py_ssize_t j = 0; j < n; j++) total += text[j] == '"';
+                for (Py_ssize_t j = 0; j < c->len; j++) total += c->text[j] == '"';
             }
         }
+    }
     total += rows * (ncols - 1) + rows * 2;
     result = PyBytes_FromStringAndSize(NULL, total);
     if (!result) goto done;
     char *out = PyBytes_AS_STRING(result);
+    const Cell *c = cells;
     for (Py_ssize_t i = 0; i < rows; i++) {
-        for (Py_ssize_t k = 0; k < ncols; k++) {
-            Py_ssize_t n;
-            const char *text = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(PyList_GET_ITEM(cols, k), i), &n);  /* cached */
+        for (Py_ssize_t k = 0; k < ncols; k++, c++) {
             if (k) *out++ = ',';
-            if (quote[k] && needs_quotes(text, n)) {
+            if (c->quoted) {
                 *out++ = '"';
-                for (Py_ssize_t j = 0; j < n; j++) {
-                    if (text[j] == '"') *out++ = '"';
-                    *out++ = text[j];
+                for (Py_ssize_t j = 0; j < c->len; j++) {
+                    if (c->text[j] == '"') *out++ = '"';
+                    *out++ = c->text[j];
                 }
                 *out++ = '"';
             } else {
-                memcpy(out, text, (size_t)n);
-                out += n;
+                memcpy(out, c->text, (size_t)c->len);
+                out += c->len;
             }
         }
         *out++ = '\r';
         *out++ = '\n';
     }
 done:
+    PyMem_Free(cells);
     PyMem_Free(quote);
     Py_XDECREF(cols);
     Py_DECREF(given);
