@@ -78,6 +78,8 @@ class StatsColumns:
         """The summary texts of the rows ``rows`` (any order), or None."""
         if self.summary is None:
             return None
+        if len(rows) and rows[0] >= 0 and np.array_equal(rows, np.arange(rows[0], rows[0] + len(rows))):
+            return self.summary_slice(int(rows[0]), int(rows[0]) + len(rows))     # a run: one decode
         ends = self.summary_end[rows]
         starts = np.where(rows > 0, self.summary_end[rows - 1] + 1, 0)
         text = self.summary

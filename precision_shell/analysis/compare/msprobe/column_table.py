@@ -67,6 +67,14 @@ def _summary_texts(values: np.ndarray, joined: list[str] | None) -> list[list[st
     return columns
 
 
+def _with_n_a(texts) -> np.ndarray:
+    """A text table as an object array with N/A appended (index len(texts))."""
+    table = np.empty(len(texts) + 1, dtype=object)
+    table[:-1] = list(texts)
+    table[-1] = N_A
+    return table
+
+
 def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[str]], list[bool], list[float],
                                                                      list[str] | None, list[str] | None]:
     """Columns up to Requires_grad Consistent of target rows ``lo:hi``, which rows were simple,
@@ -110,21 +118,21 @@ def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[s
         text = rels[3][i]
         value = _percent(text) if text.endswith("%") else -1.0
         percent[i] = value if value == value else -1.0     # max() in _extreme passes NaN over
-    t_texts, g_texts = t.texts, g.texts
-    grads = (GRAD_TEXTS, GRAD_TEXTS)
-    n_grads = [grads[0][c] for c in t.grad[lo:hi].tolist()]
+    # text columns: codes into each side's table with N/A appended (numpy takes, no per-row Python)
+    t_table, grad_table = _with_n_a(t.texts), _with_n_a(GRAD_TEXTS)
+    na_t, na_grad = len(t_table) - 1, len(grad_table) - 1
+    n_grads = grad_table[t.grad[lo:hi]].tolist()
     g_names = [n if h else N_A for n, h in zip(g.names.take(at), has_list)] if len(g) else [N_A] * len(has_list)
     if len(g):
-        g_kind, g_dtype = g.kind[at].tolist(), g.dtype_text[at].tolist()
-        g_shape, g_grad = g.shape[at].tolist(), g.grad[at].tolist()
-        b_dtypes = [N_A if not h or k == NONE_LEAF else g_texts[d] for h, k, d in zip(has_list, g_kind, g_dtype)]
-        b_shapes = [g_texts[s] if h else N_A for h, s in zip(has_list, g_shape)]
-        b_grads = [GRAD_TEXTS[c] if h else N_A for h, c in zip(has_list, g_grad)]
+        g_table = _with_n_a(g.texts)
+        na_g = len(g_table) - 1
+        b_dtypes = g_table[np.where(has & (g.kind[at] != NONE_LEAF), g.dtype_text[at], na_g)].tolist()
+        b_shapes = g_table[np.where(has, g.shape[at], na_g)].tolist()
+        b_grads = grad_table[np.where(has, g.grad[at], na_grad)].tolist()
     else:
         b_dtypes = b_shapes = b_grads = [N_A] * len(has_list)
-    n_dtypes = [N_A if k == NONE_LEAF else t_texts[d]
-                for k, d in zip(t.kind[lo:hi].tolist(), t.dtype_text[lo:hi].tolist())]
-    n_shapes = [t_texts[s] for s in t.shape[lo:hi].tolist()]
+    n_dtypes = t_table[np.where(t.kind[lo:hi] != NONE_LEAF, t.dtype_text[lo:hi], na_t)].tolist()
+    n_shapes = t_table[t.shape[lo:hi]].tolist()
     return [t.names[lo:hi], g_names, n_dtypes, b_dtypes, n_shapes, b_shapes, n_grads, b_grads,
             *diffs, *rels, *t_summary, *g_summary,
             ["True" if a == b else "False" for a, b in zip(n_grads, b_grads)]], simple.tolist(), percent, \
@@ -141,9 +149,10 @@ def column_chunks(pairing: ColumnPairing, bounds: list[tuple[int, int]], joined:
         if joined is not None:
             joined.append((t_joined, g_joined))
         entries = row_entry[lo:hi]
-        starts = np.flatnonzero(np.r_[True, entries[1:] != entries[:-1]]).tolist()
+        at = np.flatnonzero(np.r_[True, entries[1:] != entries[:-1]])
+        starts, names = at.tolist(), t.entry_names
         ends = starts[1:] + [hi - lo]
-        yield cols, simple, percent, [(s, e, t.entry_names[entries[s]]) for s, e in zip(starts, ends)]
+        yield cols, simple, percent, [(s, e, names[i]) for s, e, i in zip(starts, ends, entries[at].tolist())]
 
 
 def _texts_of(pairing: ColumnPairing, bounds, stack, dtype_is_error) -> Iterator[tuple[bytes, int]]:
