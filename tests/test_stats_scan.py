@@ -351,3 +351,36 @@ def test_scanned_statistics_are_the_json_values_bit_for_bit(tmp_path):
         canonical = all(t == repr(float(t)) for t in four)
         assert line == (",".join(four) if canonical else "")
     assert sum(1 for line in lines if line) > 500 and sum(1 for line in lines if not line) > 500
+
+
+def test_scanner_keeps_plain_entries_itself_in_step_with_the_others(tmp_path):
+    """scan(..., plain): the plain entries' names, spans and leaf counts go straight into the
+    caller's list and arrays, the others through on_entry in between (the arrays flushed first),
+    and release(offset) is called as the scan passes each release_every bytes."""
+    from array import array
+
+    from precision_shell.formats.msprobe.columns import _Builder
+
+    path = os.path.join(_scaled_pair(tmp_path, copies=2)[0].location.path, "dump.json")
+    with open(path, "rb") as f:
+        blob = f.read()
+    reported = []
+    assert msprobe_columns._scanner.scan(blob, _Builder(), lambda *a: reported.append(a)) is not None
+    names, spans, counts = [], array("q"), array("i")
+    order, released = [], []
+
+    def on_entry(name, name_start, name_end, start, end, leaves):
+        assert leaves < 0 and len(spans) == 2 * len(names) and len(counts) == len(names)    # in step
+        order.append((name, start, end))
+        names.append(name)
+        spans.extend((0, 0))
+        counts.append(-1)
+    found = msprobe_columns._scanner.scan(blob, _Builder(), on_entry, (names, spans, counts, released.append, 4096))
+    assert found is not None and len(names) == len(reported) == found[0]
+    assert [(n, s, e) for n, _, _, s, e, leaves in reported if leaves < 0] == order
+    for i, (name, _, _, start, end, leaves) in enumerate(reported):
+        assert names[i] == name
+        if leaves >= 0:
+            assert (spans[2 * i], spans[2 * i + 1], counts[i]) == (start, end, leaves)
+    assert len(released) > len(blob) // 4096 // 4 and released == sorted(released)
+    assert all(b - a > 4096 for a, b in zip(released, released[1:]))

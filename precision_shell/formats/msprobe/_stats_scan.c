@@ -17,11 +17,14 @@
  * top-level object, a repeated "data", a cut, invalid JSON) make it return None: the caller
  * reads the whole file as before.
  *
- * scan(buffer, builder, on_entry) -> None | (entries, [(key, start, end) of the other top-level
+ * scan(buffer, builder, on_entry[, plain]) -> None | (entries, [(key, start, end) of the other top-level
  *   members], whether a string held a byte >= 0x80: not ASCII, to be checked as UTF-8)
  *   builder: _Builder (entry_names and names lists, rows array('i'), stats array('d'), code(),
  *   _scan_dtype_codes()); on_entry(name or None when escaped, name_start, name_end, start, end,
- *   leaves): called in order for every entry of "data".
+ *   leaves): called in order for every entry of "data"; with plain = (names list, spans array('q'),
+ *   leaf counts array('i'), release or None, release_every), only for the entries not taken here:
+ *   a taken entry's name, (start, end) and leaf count are appended to those, and release(offset) is
+ *   called each time the scan has passed release_every more bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -316,6 +319,10 @@ typedef struct {
     Py_ssize_t summary_rows;
     /* caches: dtype bytes -> (norm, text) codes or not plain; shape text -> code */
     PyObject *dtype_cache, *shape_cache;
+    /* plain entries kept here (scan's ``plain`` argument), or NULL: each reported to on_entry */
+    PyObject *plain_names, *plain_spans, *plain_leaves, *release;
+    Buf span_buf, count_buf;
+    Py_ssize_t release_every, released;
 } Scan;
 
 static int flush(Scan *s) {
@@ -357,8 +364,42 @@ static int summary_row(Scan *s, const Leaf *l) {
 
 /* on_entry(name or None, name_start, name_end, start, end, leaves): the entry's bytes, and its
  * leaf count when its rows are in the columns already, -1 when the caller reads it. */
+/* The plain entries' spans and leaf counts buffered so far, into the caller's arrays. */
+static int flush_plain(Scan *s) {
+    if (s->span_buf.n) {
+        PyObject *r = PyObject_CallMethod(s->plain_spans, "frombytes", "y#", s->span_buf.p, s->span_buf.n);
+        if (!r) return -1;
+        Py_DECREF(r);
+        s->span_buf.n = 0;
+    }
+    if (s->count_buf.n) {
+        PyObject *r = PyObject_CallMethod(s->plain_leaves, "frombytes", "y#", s->count_buf.p, s->count_buf.n);
+        if (!r) return -1;
+        Py_DECREF(r);
+        s->count_buf.n = 0;
+    }
+    return 0;
+}
+
 static int report(Scan *s, PyObject *name, const char *base, const char *na, const char *nb,
                   const char *start, const char *end, Py_ssize_t leaves) {
+    if (s->plain_names) {
+        if (s->release && (na - base) - s->released > s->release_every) {     /* pages behind: done */
+            if (flush_plain(s)) return -1;
+            PyObject *r = PyObject_CallFunction(s->release, "n", (Py_ssize_t)(na - base));
+            if (!r) return -1;
+            Py_DECREF(r);
+            s->released = na - base;
+        }
+        if (leaves >= 0 && name) {      /* kept here: name, span and leaf count, no call */
+            int64_t span[2] = {(int64_t)(start - base), (int64_t)(end - base)};
+            int count = (int)leaves;
+            if (PyList_Append(s->plain_names, name) || buf_put(&s->span_buf, span, sizeof span)
+                    || buf_put(&s->count_buf, &count, sizeof count)) return -1;
+            return 0;
+        }
+        if (flush_plain(s)) return -1;       /* the caller's arrays in step before it adds one */
+    }
     if (leaves < 0 && flush(s)) return -1;
     PyObject *r = PyObject_CallFunction(s->on_entry, "Onnnnn", name ? name : Py_None, (Py_ssize_t)(na - base),
                                         (Py_ssize_t)(nb - base), (Py_ssize_t)(start - base),
@@ -514,12 +555,17 @@ static int entry(Scan *s, Cur *c, PyObject *entry_name, const char *name_a, cons
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
-    PyObject *source, *builder, *on_entry;
+    PyObject *source, *builder, *on_entry, *plain = Py_None;
     Py_buffer view;
-    if (!PyArg_ParseTuple(args, "OOO", &source, &builder, &on_entry)) return NULL;
-    if (PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOO|O", &source, &builder, &on_entry, &plain)) return NULL;
     Scan s;
     memset(&s, 0, sizeof s);
+    if (plain != Py_None) {
+        if (!PyArg_ParseTuple(plain, "O!OOOn", &PyList_Type, &s.plain_names, &s.plain_spans, &s.plain_leaves,
+                              &s.release, &s.release_every)) return NULL;
+        if (s.release == Py_None) s.release = NULL;
+    }
+    if (PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)) return NULL;
     s.builder = builder;
     s.on_entry = on_entry;
     PyObject *result = NULL, *members = PyList_New(0);
@@ -607,7 +653,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     ws(&c);
     if (c.s != c.end || !data_seen) goto not_ours;
-    if (flush(&s) || pad_summary(&s)) goto done;
+    if (flush(&s) || pad_summary(&s) || (s.plain_names && flush_plain(&s))) goto done;
     {
         PyObject *summary = PyBytes_FromStringAndSize(s.summary.p ? s.summary.p : "", s.summary.n);
         if (!summary) goto done;
@@ -625,7 +671,7 @@ done:
     Py_XDECREF(s.entry_names); Py_XDECREF(s.names); Py_XDECREF(s.rows); Py_XDECREF(s.stats);
     Py_XDECREF(s.dtype_cache); Py_XDECREF(s.shape_cache);
     PyMem_Free(s.row_buf.p); PyMem_Free(s.stat_buf.p); PyMem_Free(s.shapes.p); PyMem_Free(s.leaves.p);
-    PyMem_Free(s.name.p); PyMem_Free(s.summary.p);
+    PyMem_Free(s.name.p); PyMem_Free(s.summary.p); PyMem_Free(s.span_buf.p); PyMem_Free(s.count_buf.p);
     return result;
 }
 

@@ -30,6 +30,11 @@ class EntryList(Sequence):
         self._spans.extend((start, end))
         self._leaves.append(leaves)
 
+    def scan_targets(self) -> tuple[list[str], array, array]:
+        """(names, spans, leaf counts) the C scanner appends plain entries to itself: it keeps
+        them in step, flushing its spans before any :meth:`append` (``_stats_scan.c``)."""
+        return self.names, self._spans, self._leaves
+
     def append(self, entry) -> None:
         self._made[len(self.names)] = entry
         self.names.append(entry.name)

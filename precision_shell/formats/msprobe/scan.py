@@ -97,31 +97,37 @@ def _scan(blob: mmap.mmap, source: JsonFile, make_entry, take_body) -> ScannedDu
     if not _STATISTICS.search(blob, 0, 4096):
         return None
     builder = _Builder()
-    entries, names = EntryList(lambda name, start, end, leaves: make_entry(name, start, end, leaves, source)), []
-    add_span = entries.add_span
+    entries = EntryList(lambda name, start, end, leaves: make_entry(name, start, end, leaves, source))
+    skipped: list[str] = []      # names of entries take_body skipped (a name twice: not ours)
     released = [0]
-    release = getattr(blob, "madvise", None) and getattr(mmap, "MADV_DONTNEED", None)
+    can_release = getattr(blob, "madvise", None) and getattr(mmap, "MADV_DONTNEED", None)
 
-    def on_entry(name, name_start, name_end, start, end, leaves):
-        if release and name_start - released[0] > _RELEASE:     # pages behind this entry: done
-            upto = (name_start - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+    def release(name_start: int) -> None:      # pages behind this entry: done
+        upto = (name_start - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+        if upto > released[0]:
             blob.madvise(mmap.MADV_DONTNEED, released[0], upto - released[0])
             released[0] = upto
+
+    def on_entry(name, name_start, name_end, start, end, leaves):
+        """An entry the scanner did not take (it keeps the plain ones in ``entries`` itself)."""
         if name is None:         # escapes in the name: JSON decodes it
             name = _loads(blob[name_start - 1:name_end + 1])
-        names.append(name)
         if leaves >= 0:
-            add_span(name, start, end, leaves)
+            entries.add_span(name, start, end, leaves)
             return
         entry = take_body(name, _loads(blob[start:end]))
-        if entry is not None:
-            entries.append(entry)
-            builder.add_entry(entry.name, entry.kind, entry.leaf_sources(), entry.tensor_dir)
+        if entry is None:
+            skipped.append(name)
+            return
+        entries.append(entry)
+        builder.add_entry(entry.name, entry.kind, entry.leaf_sources(), entry.tensor_dir)
 
     try:
-        found = _scanner.scan(blob, builder, on_entry)
+        found = _scanner.scan(blob, builder, on_entry,
+                              (*entries.scan_targets(), release if can_release else None, _RELEASE))
         # json.loads keeps the last of a name; bytes that are not ASCII: whether they are UTF-8
         # is the whole-document reader's question (it reads bad bytes member by member)
+        names = entries.names + skipped
         if found is None or len(set(names)) != len(names) or found[2]:
             return None
         header = {key: _loads(blob[start:end]) for key, start, end in found[1]}
