@@ -181,13 +181,15 @@ def _lines(cols: list[list[str]], t_joined: list[str] | None, g_joined: list[str
 
 def _merged_summary(block: list[list[str]], joined: list[str]) -> list[str]:
     """The four summary cells of each row as one text: the copied one, or (a row without) its
-    four cells as the CSV writes them, joined by ","."""
+    four cells as the CSV writes them (each column guarded and quoted whole, as a column of the
+    chunk: whether a cell is guarded depends on its column), joined by ","."""
     missing = [i for i, text in enumerate(joined) if not text]
     if not missing:
         return joined
+    a, b, c, d = (_csv_column(column) for column in block)
     merged = list(joined)
     for i in missing:
-        merged[i] = ",".join(_csv_column([block[0][i], block[1][i], block[2][i], block[3][i]]))
+        merged[i] = f"{a[i]},{b[i]},{c[i]},{d[i]}"
     return merged
 
 
