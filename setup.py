@@ -24,6 +24,9 @@ from setuptools.command.build_ext import build_ext
 PORTABLE_FLAGS = ["-O3", "-ftree-vectorize", "-ffp-contract=off", "-fno-math-errno",
                   "-fno-trapping-math", "-std=gnu11", "-Wno-psabi"]
 HOST_FLAGS = PORTABLE_FLAGS + ["-march=native"]
+# repr() of doubles in C (formats/msprobe/float_repr.h on the vendored Ryu digits; ryu/s2d.h: parsing)
+_FLOAT_REPR = ("float_repr", "ryu/d2d", "ryu/s2d", "ryu/common", "ryu/digit_table", "ryu/d2s_intrinsics",
+               "ryu/d2s_full_table")
 
 
 class OptionalBuildExt(build_ext):
@@ -78,6 +81,11 @@ setup(
                   depends=["precision_shell/formats/graph/_graph_scan.h"], optional=True),
         # statistics columns straight from dump.json's bytes (formats/msprobe/columns.py, rank_columns;
         # without it: the columns from the parsed entries in Python, same columns, slower)
-        Extension("precision_shell.formats.msprobe._stats_scan", ["precision_shell/formats/msprobe/_stats_scan.c"], optional=True)],
+        Extension("precision_shell.formats.msprobe._stats_scan", ["precision_shell/formats/msprobe/_stats_scan.c"],
+                  depends=[f"precision_shell/formats/msprobe/{name}.h" for name in _FLOAT_REPR], optional=True),
+        # repr() of the statistics CSV's floats in C (analysis/compare/msprobe/cells.py; without it: map(repr))
+        Extension("precision_shell.analysis.compare.msprobe._stats_cells",
+                  ["precision_shell/analysis/compare/msprobe/_stats_cells.c"],
+                  depends=[f"precision_shell/formats/msprobe/{name}.h" for name in _FLOAT_REPR], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -292,3 +292,95 @@ def test_plain_entries_read_their_span_when_asked_and_a_changed_file_is_one_erro
     with pytest.raises(FormatError) as caught:
         plain[1].leaves
     assert "dump.json" in str(caught.value) and "changed" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_scanned_entries_are_made_when_read_and_info_counts_them_without_making_them(tmp_path, monkeypatch):
+    from precision_shell.formats.msprobe.entry_list import EntryList, entry_totals
+    from precision_shell.model.framework_run import summarize
+
+    for rank in _scaled_pair(tmp_path):
+        new, old = _read_both(rank.location.path, monkeypatch)
+        entries = new.ranks[0].entries
+        assert isinstance(entries, EntryList)
+        parsed = len(entries._made)                     # the entries the JSON parser read: made at open
+        assert 0 < parsed < len(entries)
+        assert entries.names == [e.name for e in old.ranks[0].entries]
+        expected = entry_totals(list(old.ranks[0].entries))
+        assert entries.totals() == expected and len(entries._made) == parsed     # none made for it
+        assert summarize(new.ranks).kinds == expected[0] and summarize(new.ranks).tensors == expected[1]
+        assert len(entries._made) == parsed
+        middle = len(entries) // 2
+        assert entries[middle] is entries[middle] is entries[middle - len(entries)]    # made once, kept
+        assert entries[middle].name == old.ranks[0].entries[middle].name
+        assert [e.name for e in entries[middle:middle + 3]] == entries.names[middle:middle + 3]
+        with pytest.raises(IndexError):
+            entries[len(entries)]
+        _assert_same_dump(new, old)                     # reading them all: the whole-document reader's
+        assert entries.totals() == expected
+
+
+def test_scanned_statistics_are_the_json_values_bit_for_bit(tmp_path):
+    """The scanner parses the common text (exactly repr of its value) with Ryu's parser confirmed
+    by printing it back, any other spelling with CPython's: random bit patterns, neighbours of
+    powers of ten and two, subnormals, and respelled texts all read as json.loads reads them."""
+    rng = np.random.default_rng(11)
+    bits = rng.integers(0, 2 ** 64, size=6000, dtype=np.uint64).view(np.float64)
+    tens = np.array([float(f"1e{k}") for k in range(-320, 300, 7)])
+    values = [v for v in np.concatenate([bits, tens, np.nextafter(tens, 0), np.ldexp(1.0, np.arange(-1070, 1000, 9)),
+                                         [5e-324, -0.0, 0.0, 0.1, 1e16, 1e-5, 123456789.0]]).tolist()
+              if np.isfinite(v)]
+    spellings = [repr, lambda v: f"{v:.17e}", lambda v: f"{v:.20g}" if "e" in f"{v:.20g}" or "." in f"{v:.20g}" else repr(v)]
+    leaves, texts = [], []
+    for i in range(0, len(values) - 4, 4):
+        spell = spellings[(i // 4) % len(spellings)]
+        four = [spell(v) for v in values[i:i + 4]]
+        texts.append(four)
+        leaves.append('{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": %s, "Min": %s, '
+                      '"Mean": %s, "Norm": %s, "requires_grad": false}' % tuple(four))
+    data = ", ".join(f'"Torch.op.{k}.forward": {{"input_args": [{leaf}], "output": []}}' for k, leaf in enumerate(leaves))
+    rank = tmp_path / "step0" / "rank0"
+    rank.mkdir(parents=True)
+    (rank / "dump.json").write_text('{"task": "statistics", "level": "L1", "framework": "pytorch", "data": {%s}}' % data)
+    scanned = read_msprobe_dump(rank).ranks[0]
+    columns = scanned.columns
+    assert columns is not None and len(columns) == len(texts)
+    want = np.array([[float(t) for t in four] for four in texts])
+    assert np.array_equal(columns.stats.view(np.uint64), want.view(np.uint64))
+    lines = columns.summary_slice(0, len(columns))
+    for four, line in zip(texts, lines):
+        canonical = all(t == repr(float(t)) for t in four)
+        assert line == (",".join(four) if canonical else "")
+    assert sum(1 for line in lines if line) > 500 and sum(1 for line in lines if not line) > 500
+
+
+def test_scanner_keeps_plain_entries_itself_in_step_with_the_others(tmp_path):
+    """scan(..., plain): the plain entries' names, spans and leaf counts go straight into the
+    caller's list and arrays, the others through on_entry in between (the arrays flushed first),
+    and release(offset) is called as the scan passes each release_every bytes."""
+    from array import array
+
+    from precision_shell.formats.msprobe.columns import _Builder
+
+    path = os.path.join(_scaled_pair(tmp_path, copies=2)[0].location.path, "dump.json")
+    with open(path, "rb") as f:
+        blob = f.read()
+    reported = []
+    assert msprobe_columns._scanner.scan(blob, _Builder(), lambda *a: reported.append(a)) is not None
+    names, spans, counts = [], array("q"), array("i")
+    order, released = [], []
+
+    def on_entry(name, name_start, name_end, start, end, leaves):
+        assert leaves < 0 and len(spans) == 2 * len(names) and len(counts) == len(names)    # in step
+        order.append((name, start, end))
+        names.append(name)
+        spans.extend((0, 0))
+        counts.append(-1)
+    found = msprobe_columns._scanner.scan(blob, _Builder(), on_entry, (names, spans, counts, released.append, 4096))
+    assert found is not None and len(names) == len(reported) == found[0]
+    assert [(n, s, e) for n, _, _, s, e, leaves in reported if leaves < 0] == order
+    for i, (name, _, _, start, end, leaves) in enumerate(reported):
+        assert names[i] == name
+        if leaves >= 0:
+            assert (spans[2 * i], spans[2 * i + 1], counts[i]) == (start, end, leaves)
+    assert len(released) > len(blob) // 4096 // 4 and released == sorted(released)
+    assert all(b - a > 4096 for a, b in zip(released, released[1:]))

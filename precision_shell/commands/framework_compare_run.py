@@ -131,8 +131,8 @@ def _statistics_on_columns(session, target, path: Path) -> FrameworkCompare:
         # the target's first: the golden's are being made meanwhile by the child that read it
         mine = rank_columns(target)
         columns = pair_columns(mine, session.golden_columns(target), session.mapping)
-    with session.progress("comparing", len(columns.golden_row)) as bar:
-        write_column_csv(path, columns, target.stack, advance=bar.advance)
+    with session.progress("comparing", len(columns.golden_row)) as bar, gc_paused():
+        write_column_csv(path, columns, target.stack, advance=bar.advance)    # chunk lists, no cycles
     fuzzy, mapping = session.fuzzy, session.mapping
     return FrameworkCompare("statistics", path, 0.0, columns=columns,
                             _make_pairing=lambda: _pair_as(session, target, fuzzy, mapping))

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import CommandError, FormatError
 from ..formats.msprobe.dump import Entry, Leaf, MsprobeDump, RankDump, load_leaf
+from ..formats.msprobe.entry_list import entry_totals
 from ..formats.msprobe.json_files import load_json
 from .runs.base import Edge, Stats, downstream_of
 
@@ -360,11 +361,12 @@ def module_chain(construct: dict, node: str | None) -> list[str]:
 def summarize(ranks: list[RankDump]) -> RunSummary:
     kinds: dict[str, int] = {}
     tensors = files = 0
-    for r in ranks:
-        for e in r.entries:
-            kinds[e.kind] = kinds.get(e.kind, 0) + 1
-            tensors += e.tensor_count     # without building the leaves (info at start-up)
-            files += e.file_count
+    for r in ranks:     # without making Entry objects or building leaves (info at start-up)
+        rank_kinds, rank_tensors, rank_files = entry_totals(r.entries)
+        for kind, count in rank_kinds.items():
+            kinds[kind] = kinds.get(kind, 0) + count
+        tensors += rank_tensors
+        files += rank_files
 
     def first(attr):
         values = [getattr(r, attr) for r in ranks if getattr(r, attr) is not None]

@@ -17,11 +17,14 @@
  * top-level object, a repeated "data", a cut, invalid JSON) make it return None: the caller
  * reads the whole file as before.
  *
- * scan(buffer, builder, on_entry) -> None | (entries, [(key, start, end) of the other top-level
+ * scan(buffer, builder, on_entry[, plain]) -> None | (entries, [(key, start, end) of the other top-level
  *   members], whether a string held a byte >= 0x80: not ASCII, to be checked as UTF-8)
  *   builder: _Builder (entry_names and names lists, rows array('i'), stats array('d'), code(),
  *   _scan_dtype_codes()); on_entry(name or None when escaped, name_start, name_end, start, end,
- *   leaves): called in order for every entry of "data".
+ *   leaves): called in order for every entry of "data"; with plain = (names list, spans array('q'),
+ *   leaf counts array('i'), release or None, release_every), only for the entries not taken here:
+ *   a taken entry's name, (start, end) and leaf count are appended to those, and release(offset) is
+ *   called each time the scan has passed release_every more bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -30,6 +33,9 @@
 #include <math.h>
 #include <ctype.h>
 #include <string.h>
+
+#include "float_repr.h"
+#include "ryu/s2d.h"
 
 #if defined(__x86_64__) || defined(__aarch64__)
 /* CPython's correctly rounded strtod (what float() and json use), without PyOS_string_to_double's
@@ -170,14 +176,26 @@ static int number_end(Cur *c, int *is_float_out) {
     return 0;
 }
 
-/* A JSON number that Python reads as a float (a fraction or an exponent), finite: 0 and *v. */
-static int float_number(Cur *c, double *v) {
+/* A JSON number that Python reads as a float (a fraction or an exponent), finite: 0, *v and
+ * *canonical (whether the text is exactly repr(*v)). */
+static int float_number(Cur *c, double *v, char *canonical) {
     const char *start = c->s;
     int is_float;
     if (number_end(c, &is_float)) return -1;
     const char *p = c->s;
     c->s = start;
     if (!is_float || p - start > 63) return -1;
+    /* the common text is exactly repr() of its value: Ryu's parse, confirmed by printing it back
+     * (repr round-trips, so a text equal to repr(x) parses to x); any other text: CPython's */
+    double fast;
+    char back[FLOAT_REPR_MAX];
+    if (ryu_s2d_n(start, (int)(p - start), &fast) == SUCCESS && isfinite(fast)
+            && float_repr(fast, back) == p - start && !memcmp(back, start, (size_t)(p - start))) {
+        *v = fast;
+        *canonical = 1;
+        c->s = p;
+        return 0;
+    }
     char text[64];
     memcpy(text, start, p - start);
     text[p - start] = 0;
@@ -187,6 +205,7 @@ static int float_number(Cur *c, double *v) {
     if (x == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
     if (*stop || !isfinite(x)) return -1;
     *v = x;
+    *canonical = float_repr(x, back) == p - start && !memcmp(back, start, (size_t)(p - start));
     c->s = p;
     return 0;
 }
@@ -199,6 +218,7 @@ typedef struct {
     int root, index, grad;
     double stats[4];
     const char *text_a[4], *text_b[4];  /* the statistics' JSON texts */
+    char canonical[4];                  /* each text is exactly repr() of its value */
 } Leaf;
 
 enum { F_TYPE = 1, F_DTYPE = 2, F_SHAPE = 4, F_MAX = 8, F_MIN = 16, F_MEAN = 32, F_NORM = 64, F_GRAD = 128 };
@@ -269,7 +289,7 @@ static int leaf(Cur *c, Leaf *out, Buf *shapes) {
             out->shape_len = shapes->n - out->shape_at;
         } else if (stat >= 0) {
             out->text_a[stat] = c->s;
-            if (float_number(c, &out->stats[stat])) return -1;
+            if (float_number(c, &out->stats[stat], &out->canonical[stat])) return -1;
             out->text_b[stat] = c->s;
         } else if (field == F_GRAD) {
             if (!word(c, "true")) out->grad = 1;
@@ -299,6 +319,10 @@ typedef struct {
     Py_ssize_t summary_rows;
     /* caches: dtype bytes -> (norm, text) codes or not plain; shape text -> code */
     PyObject *dtype_cache, *shape_cache;
+    /* plain entries kept here (scan's ``plain`` argument), or NULL: each reported to on_entry */
+    PyObject *plain_names, *plain_spans, *plain_leaves, *release;
+    Buf span_buf, count_buf;
+    Py_ssize_t release_every, released;
 } Scan;
 
 static int flush(Scan *s) {
@@ -325,17 +349,13 @@ static int pad_summary(Scan *s) {
     return 0;
 }
 
-/* A row's summary line: its texts when each is repr() of its value (Python's float repr:
- * PyOS_double_to_string 'r' with ADD_DOT_0), else empty. */
+/* A row's summary line: its texts when each is repr() of its value (float_repr.h: Python's
+ * float repr, PyOS_double_to_string 'r' with ADD_DOT_0, from Ryu's digits), else empty. */
 static int summary_row(Scan *s, const Leaf *l) {
     Py_ssize_t at = s->summary.n;
     for (int k = 0; k < 4; k++) {
-        char *text = PyOS_double_to_string(l->stats[k], 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-        if (!text) return -1;
-        size_t n = strlen(text);
-        int same = (size_t)(l->text_b[k] - l->text_a[k]) == n && !memcmp(text, l->text_a[k], n);
-        PyMem_Free(text);
-        if (!same) { s->summary.n = at; break; }
+        size_t n = (size_t)(l->text_b[k] - l->text_a[k]);
+        if (!l->canonical[k]) { s->summary.n = at; break; }
         if ((k && buf_put(&s->summary, ",", 1)) || buf_put(&s->summary, l->text_a[k], (Py_ssize_t)n)) return -1;
     }
     s->summary_rows++;
@@ -344,8 +364,42 @@ static int summary_row(Scan *s, const Leaf *l) {
 
 /* on_entry(name or None, name_start, name_end, start, end, leaves): the entry's bytes, and its
  * leaf count when its rows are in the columns already, -1 when the caller reads it. */
+/* The plain entries' spans and leaf counts buffered so far, into the caller's arrays. */
+static int flush_plain(Scan *s) {
+    if (s->span_buf.n) {
+        PyObject *r = PyObject_CallMethod(s->plain_spans, "frombytes", "y#", s->span_buf.p, s->span_buf.n);
+        if (!r) return -1;
+        Py_DECREF(r);
+        s->span_buf.n = 0;
+    }
+    if (s->count_buf.n) {
+        PyObject *r = PyObject_CallMethod(s->plain_leaves, "frombytes", "y#", s->count_buf.p, s->count_buf.n);
+        if (!r) return -1;
+        Py_DECREF(r);
+        s->count_buf.n = 0;
+    }
+    return 0;
+}
+
 static int report(Scan *s, PyObject *name, const char *base, const char *na, const char *nb,
                   const char *start, const char *end, Py_ssize_t leaves) {
+    if (s->plain_names) {
+        if (s->release && (na - base) - s->released > s->release_every) {     /* pages behind: done */
+            if (flush_plain(s)) return -1;
+            PyObject *r = PyObject_CallFunction(s->release, "n", (Py_ssize_t)(na - base));
+            if (!r) return -1;
+            Py_DECREF(r);
+            s->released = na - base;
+        }
+        if (leaves >= 0 && name) {      /* kept here: name, span and leaf count, no call */
+            int64_t span[2] = {(int64_t)(start - base), (int64_t)(end - base)};
+            int count = (int)leaves;
+            if (PyList_Append(s->plain_names, name) || buf_put(&s->span_buf, span, sizeof span)
+                    || buf_put(&s->count_buf, &count, sizeof count)) return -1;
+            return 0;
+        }
+        if (flush_plain(s)) return -1;       /* the caller's arrays in step before it adds one */
+    }
     if (leaves < 0 && flush(s)) return -1;
     PyObject *r = PyObject_CallFunction(s->on_entry, "Onnnnn", name ? name : Py_None, (Py_ssize_t)(na - base),
                                         (Py_ssize_t)(nb - base), (Py_ssize_t)(start - base),
@@ -501,12 +555,17 @@ static int entry(Scan *s, Cur *c, PyObject *entry_name, const char *name_a, cons
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
-    PyObject *source, *builder, *on_entry;
+    PyObject *source, *builder, *on_entry, *plain = Py_None;
     Py_buffer view;
-    if (!PyArg_ParseTuple(args, "OOO", &source, &builder, &on_entry)) return NULL;
-    if (PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOO|O", &source, &builder, &on_entry, &plain)) return NULL;
     Scan s;
     memset(&s, 0, sizeof s);
+    if (plain != Py_None) {
+        if (!PyArg_ParseTuple(plain, "O!OOOn", &PyList_Type, &s.plain_names, &s.plain_spans, &s.plain_leaves,
+                              &s.release, &s.release_every)) return NULL;
+        if (s.release == Py_None) s.release = NULL;
+    }
+    if (PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)) return NULL;
     s.builder = builder;
     s.on_entry = on_entry;
     PyObject *result = NULL, *members = PyList_New(0);
@@ -594,7 +653,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     ws(&c);
     if (c.s != c.end || !data_seen) goto not_ours;
-    if (flush(&s) || pad_summary(&s)) goto done;
+    if (flush(&s) || pad_summary(&s) || (s.plain_names && flush_plain(&s))) goto done;
     {
         PyObject *summary = PyBytes_FromStringAndSize(s.summary.p ? s.summary.p : "", s.summary.n);
         if (!summary) goto done;
@@ -612,7 +671,7 @@ done:
     Py_XDECREF(s.entry_names); Py_XDECREF(s.names); Py_XDECREF(s.rows); Py_XDECREF(s.stats);
     Py_XDECREF(s.dtype_cache); Py_XDECREF(s.shape_cache);
     PyMem_Free(s.row_buf.p); PyMem_Free(s.stat_buf.p); PyMem_Free(s.shapes.p); PyMem_Free(s.leaves.p);
-    PyMem_Free(s.name.p); PyMem_Free(s.summary.p);
+    PyMem_Free(s.name.p); PyMem_Free(s.summary.p); PyMem_Free(s.span_buf.p); PyMem_Free(s.count_buf.p);
     return result;
 }
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from .leaves import Leaf, leaf_nodes, leaf_of
 from .layout import normalize_dtype
+from .name_column import NameColumn, as_names
 
 N_A = "N/A"
 GRAD_TEXTS = (N_A, "True", "False")          # grad codes: requires_grad None, True, False
@@ -40,7 +41,7 @@ _ARRAYS = (("row_entry", np.int32), ("kind", np.int8), ("dtype", np.int32), ("dt
 class StatsColumns:
     """Rows of one ``dump.json``. Text columns are codes into :attr:`texts`."""
     entry_names: list[str]
-    names: list[str]                 # msprobe's row name (its tensor file's stem, or ENTRY.PATH)
+    names: NameColumn                # msprobe's row name (its tensor file's stem, or ENTRY.PATH)
     row_entry: np.ndarray            # int32: the row's entry (index into entry_names)
     kind: np.ndarray                 # int8: NONE_LEAF | TENSOR | PLAIN
     dtype: np.ndarray                # int32: the normalized dtype name ("" when unknown)
@@ -53,8 +54,9 @@ class StatsColumns:
     cells: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)  # other rows' stat texts
     values: dict[int, tuple] = field(default_factory=dict)     # other rows' Leaf max/min/mean/norm
     # per row, "\n"-terminated: its Max,Min,Mean,Norm JSON texts joined by "," when each is what
-    # repr() prints (the CSV copies them), else "" -- made by the C scanner; None: not known
-    summary: str | None = None
+    # repr() prints (the CSV copies them), else "" -- made by the C scanner; None: not known.
+    # ASCII bytes (a str copy of ~22 MB a side at 100k entries is made a chunk at a time)
+    summary: bytes | None = None
     summary_end: np.ndarray | None = None      # int64: where each row's line ends (its "\n")
 
     def statistics(self, row: int) -> tuple:
@@ -70,16 +72,18 @@ class StatsColumns:
         if self.summary is None or hi <= lo:
             return None
         start = int(self.summary_end[lo - 1]) + 1 if lo else 0
-        return self.summary[start:int(self.summary_end[hi - 1])].split("\n")
+        return self.summary[start:int(self.summary_end[hi - 1])].decode("ascii").split("\n")
 
     def summary_rows(self, rows: np.ndarray) -> list[str] | None:
         """The summary texts of the rows ``rows`` (any order), or None."""
         if self.summary is None:
             return None
+        if len(rows) and rows[0] >= 0 and np.array_equal(rows, np.arange(rows[0], rows[0] + len(rows))):
+            return self.summary_slice(int(rows[0]), int(rows[0]) + len(rows))     # a run: one decode
         ends = self.summary_end[rows]
         starts = np.where(rows > 0, self.summary_end[rows - 1] + 1, 0)
         text = self.summary
-        return [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+        return [text[a:b].decode("ascii") for a, b in zip(starts.tolist(), ends.tolist())]
 
 
 def _summary_ends(blob: bytes | memoryview, rows: int) -> np.ndarray | None:
@@ -249,11 +253,12 @@ class _Builder:
             kind[row], simple[row] = k, ok
         stats = np.frombuffer(self.stats, dtype=float).reshape(-1, 4).copy()
         ends = None if self.summary is None else _summary_ends(self.summary, n)
-        return StatsColumns(self.entry_names, self.names, row_entry=table[:, 0].copy(), kind=kind,
+        names, self.names = NameColumn.of(self.names), []
+        return StatsColumns(self.entry_names, names, row_entry=table[:, 0].copy(), kind=kind,
                             dtype=table[:, 1].copy(), dtype_text=table[:, 2].copy(), shape=table[:, 3].copy(),
                             grad=table[:, 4].astype(np.int8), simple=simple, stats=stats,
                             texts=list(self.codes), cells=self.cells, values=self.values,
-                            summary=None if ends is None else self.summary.decode("ascii"), summary_end=ends)
+                            summary=None if ends is None else self.summary, summary_end=ends)
 
 
 def stats_columns(entries) -> StatsColumns:
@@ -289,23 +294,24 @@ _LENGTH = struct.Struct("<Q")
 
 def encode(columns: StatsColumns) -> list[bytes]:
     """The byte chunks of ``columns`` (:func:`decode` reads them back)."""
-    names = "\x00".join(columns.names)
+    names = as_names(columns.names)
     entries = "\x00".join(columns.entry_names)
-    nul = "\x00" in "".join(columns.names) or "\x00" in "".join(columns.entry_names)
+    nul = "\x00" in entries
     arrays = [np.ascontiguousarray(getattr(columns, name), dtype=dtype) for name, dtype in _ARRAYS]
     arrays.append(np.ascontiguousarray(columns.stats, dtype="<f8"))
     header = {"rows": len(columns.names), "entries": len(columns.entry_names), "texts": columns.texts,
               "cells": [[row, *texts] for row, texts in columns.cells.items()],
               "values": [[row, *values] for row, values in columns.values.items()]}
-    if nul:      # a name holding NUL: the names go in the header as JSON strings instead
-        header["names"], header["entry_names"] = columns.names, columns.entry_names
-        blobs = [b"", b""]
+    if nul:      # an entry name holding NUL: the entry names go in the header as JSON strings instead
+        header["entry_names"] = columns.entry_names
+        blobs = [names.blob, b""]
     else:
-        blobs = [names.encode("utf-8", "surrogatepass"), entries.encode("utf-8", "surrogatepass")]
+        blobs = [names.blob, entries.encode("utf-8", "surrogatepass")]
+    blobs.append(np.ascontiguousarray(names.off, dtype="<i8").tobytes())
     blobs += [a.tobytes() for a in arrays]
     if columns.summary is not None:
         header["summary"] = True
-        blobs.append(columns.summary.encode("ascii"))
+        blobs.append(columns.summary)
     header["sizes"] = [len(b) for b in blobs]
     head = json.dumps(header).encode()
     return [_LENGTH.pack(len(head)), head, *blobs]
@@ -326,19 +332,24 @@ def decode(data: bytes | memoryview) -> StatsColumns:
         blobs.append(view[at:at + length])
         at += length
     rows, count = header["rows"], header["entries"]
-    if "names" in header:
-        names, entry_names = header["names"], header["entry_names"]
+    if "entry_names" in header:
+        entry_names = header["entry_names"]
     else:
-        names = str(blobs[0], "utf-8", "surrogatepass").split("\x00") if rows else []
         entry_names = str(blobs[1], "utf-8", "surrogatepass").split("\x00") if count else []
-    arrays = {name: np.frombuffer(blob, dtype=dtype).copy() for (name, dtype), blob in zip(_ARRAYS, blobs[2:])}
+    off = np.frombuffer(blobs[2], dtype="<i8").astype(np.int64)
+    if len(off) != rows + 1 or (rows and (off[0] != 0 or off[-1] != len(blobs[0]) or np.any(np.diff(off) < 0))):
+        raise ValueError("name offsets disagree")
+    names = NameColumn(bytes(blobs[0]), off)
+    arrays = {name: np.frombuffer(blob, dtype=dtype).copy() for (name, dtype), blob in zip(_ARRAYS, blobs[3:])}
     summary = ends = None
     if header.get("summary"):
         summary_blob, blobs = blobs[-1], blobs[:-1]
         ends = _summary_ends(summary_blob, rows)
         if ends is None:
             raise ValueError("summary rows disagree")
-        summary = str(summary_blob, "ascii")
+        summary = bytes(summary_blob)
+        if not summary.isascii():
+            raise ValueError("summary not ASCII")
     stats = np.frombuffer(blobs[-1], dtype="<f8").astype(float).reshape(-1, 4)
     if len(names) != rows or len(entry_names) != count or any(len(a) != rows for a in arrays.values()) \
             or len(stats) != rows:

@@ -25,9 +25,10 @@ import numpy as np
 
 from ...errors import FormatError
 from ..golden_npy import load_npy, read_npy_header
-from .json_files import load_json, read_json_text_lenient, salvage_object
+from .json_files import read_json_text_lenient, salvage_object
 from .leaves import LEAF_ROOTS, Leaf, LeafCounts, build_leaves, check_leaves, leaf_nodes
 from .layout import TENSOR_DIR, RankDir, entry_name_fields, find_rank_dirs, split_tensor_file_name
+from .side_files import read_construct as _read_construct, read_stack as _read_stack
 from ..torch_pt import PtTensor, load_pt_tensor, open_pt
 
 __all__ = ["Entry", "Leaf", "MsprobeDump", "RankDump", "load_leaf", "read_msprobe_dump", "read_rank_dump"]
@@ -351,57 +352,3 @@ def load_leaf(leaf: Leaf) -> np.ndarray:
     if leaf.shape is not None and tuple(array.shape) != leaf.shape:
         raise FormatError(leaf.file, f"shape {list(array.shape)} differs from dump.json's {list(leaf.shape)}")
     return array
-
-
-# --- stack.json / construct.json -----------------------------------------------------------------
-
-def _read_optional_json(path: str, warnings: list[str]):
-    if not os.path.exists(path):
-        return None
-    try:
-        doc = load_json(path)
-    except FormatError as e:
-        warnings.append(str(e))
-        return None
-    if not isinstance(doc, dict):
-        warnings.append(f"{path}: not a JSON object, ignored")
-        return None
-    return doc
-
-
-def _read_stack(path: str, warnings: list[str]) -> dict[str, tuple[str, ...]]:
-    """Both formats (A3): grouped ``{"0": [[names], [frames]], ...}`` and ``{name: [frames]}``."""
-    doc = _read_optional_json(path, warnings)
-    stack: dict[str, tuple[str, ...]] = {}
-    if not doc:
-        return stack
-    grouped = "0" in doc
-    for key, value in doc.items():
-        if grouped and isinstance(value, list) and len(value) == 2 and all(isinstance(v, list) for v in value):
-            names, frames = value
-        elif not grouped and isinstance(value, list):
-            names, frames = [key], value
-        else:
-            warnings.append(f"{path}: {key}: unexpected {type(value).__name__}, ignored")
-            continue
-        frames = tuple(str(f) for f in frames)
-        for name in names:
-            if isinstance(name, str):
-                stack[name] = frames
-    return stack
-
-
-def _read_construct(path: str, warnings: list[str]) -> dict[str, str | None]:
-    """``{node: parent}``; "" and null mean no parent; Megatron's ``[parent, micro_step]`` pairs
-    keep the parent."""
-    doc = _read_optional_json(path, warnings)
-    construct: dict[str, str | None] = {}
-    for node, parent in (doc or {}).items():
-        if isinstance(parent, list) and parent:
-            parent = parent[0]
-        if parent is not None and not isinstance(parent, str):
-            warnings.append(f"{path}: {node}: parent {parent!r:.60} is not a name, ignored")
-            parent = None
-        construct[node] = parent or None
-    return construct
-

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from ...errors import FormatError
 from ..input_files import open_regular
 from .columns import StatsColumns, _Builder, _scanner, scanner_usable
+from .entry_list import EntryList
 
 _STATISTICS = re.compile(rb'"task"\s*:\s*"statistics"')
 
@@ -31,7 +32,7 @@ _STATISTICS = re.compile(rb'"task"\s*:\s*"statistics"')
 @dataclass
 class ScannedDump:
     header: dict             # the top-level members other than "data", parsed
-    entries: list            # Entry objects (or what take_body made), in dump order
+    entries: EntryList       # in dump order: plain ones made into Entry objects when read, the others take_body's
     columns: StatsColumns    # the statistics columns of those entries (the columns module)
 
 
@@ -68,14 +69,15 @@ class JsonFile:
                 pass
 
 
-_RELEASE = 32 << 20     # bytes scanned between giving their pages back
+_RELEASE = 8 << 20      # bytes scanned between giving their pages back (each is resident RSS/PSS until then)
 
 
 def scan_statistics(path: str, make_entry, take_body) -> ScannedDump | None:
     """The statistics dump.json at ``path`` read by the scanner, through a read-only map whose
     pages are given back as the scan passes them (no copy of the file stays in memory).
     ``make_entry(name, start, end, leaves, source)``: the Entry of a plain entry (its body is
-    ``source.read(start, end)``, a :class:`JsonFile`); ``take_body(name, body)``: the Entry of
+    ``source.read(start, end)``, a :class:`JsonFile`), called when the entry is first read
+    (:class:`.entry_list.EntryList`); ``take_body(name, body)``: the Entry of
     another entry's parsed body, or None when it is skipped. None when the scanner is not used
     or not fit for this file (then nothing was changed)."""
     if not scanner_usable():
@@ -95,30 +97,37 @@ def _scan(blob: mmap.mmap, source: JsonFile, make_entry, take_body) -> ScannedDu
     if not _STATISTICS.search(blob, 0, 4096):
         return None
     builder = _Builder()
-    entries, names = [], []
+    entries = EntryList(lambda name, start, end, leaves: make_entry(name, start, end, leaves, source))
+    skipped: list[str] = []      # names of entries take_body skipped (a name twice: not ours)
     released = [0]
-    release = getattr(blob, "madvise", None) and getattr(mmap, "MADV_DONTNEED", None)
+    can_release = getattr(blob, "madvise", None) and getattr(mmap, "MADV_DONTNEED", None)
 
-    def on_entry(name, name_start, name_end, start, end, leaves):
-        if release and name_start - released[0] > _RELEASE:     # pages behind this entry: done
-            upto = (name_start - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+    def release(name_start: int) -> None:      # pages behind this entry: done
+        upto = (name_start - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+        if upto > released[0]:
             blob.madvise(mmap.MADV_DONTNEED, released[0], upto - released[0])
             released[0] = upto
+
+    def on_entry(name, name_start, name_end, start, end, leaves):
+        """An entry the scanner did not take (it keeps the plain ones in ``entries`` itself)."""
         if name is None:         # escapes in the name: JSON decodes it
             name = _loads(blob[name_start - 1:name_end + 1])
-        names.append(name)
         if leaves >= 0:
-            entries.append(make_entry(name, start, end, leaves, source))
+            entries.add_span(name, start, end, leaves)
             return
         entry = take_body(name, _loads(blob[start:end]))
-        if entry is not None:
-            entries.append(entry)
-            builder.add_entry(entry.name, entry.kind, entry.leaf_sources(), entry.tensor_dir)
+        if entry is None:
+            skipped.append(name)
+            return
+        entries.append(entry)
+        builder.add_entry(entry.name, entry.kind, entry.leaf_sources(), entry.tensor_dir)
 
     try:
-        found = _scanner.scan(blob, builder, on_entry)
+        found = _scanner.scan(blob, builder, on_entry,
+                              (*entries.scan_targets(), release if can_release else None, _RELEASE))
         # json.loads keeps the last of a name; bytes that are not ASCII: whether they are UTF-8
         # is the whole-document reader's question (it reads bad bytes member by member)
+        names = entries.names + skipped
         if found is None or len(set(names)) != len(names) or found[2]:
             return None
         header = {key: _loads(blob[start:end]) for key, start, end in found[1]}

@@ -14,16 +14,19 @@ import csv
 import os
 import signal
 import struct
+import tempfile
 from typing import Callable, Iterator
 
 import numpy as np
 
 from precision_shell.formats.msprobe.columns import GRAD_TEXTS, NONE_LEAF, StatsColumns
+from .cells import csv_line_bytes
 from .column_pairing import ColumnPairing
 from precision_shell.atomic_write import write_atomic
 from .csv_layout import _SUMMARY_TEXT, _percent, header
 from .engine import N_A, _cell, _stats_diff
-from .stats_table import _SUMMARY, CHUNK, _csv_column, _texts, diff_texts, judged_columns
+from .stats_table import CHUNK, _csv_column, _texts, diff_texts, judged_columns
+from .stats_verdicts import _SUMMARY
 
 _N_A_CELLS = [(N_A, "na", None)] * 4
 
@@ -62,6 +65,14 @@ def _summary_texts(values: np.ndarray, joined: list[str] | None) -> list[list[st
         for k, value in enumerate(values[i].tolist()):
             columns[k][i] = repr(value)
     return columns
+
+
+def _with_n_a(texts) -> np.ndarray:
+    """A text table as an object array with N/A appended (index len(texts))."""
+    table = np.empty(len(texts) + 1, dtype=object)
+    table[:-1] = list(texts)
+    table[-1] = N_A
+    return table
 
 
 def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[str]], list[bool], list[float],
@@ -107,22 +118,21 @@ def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[s
         text = rels[3][i]
         value = _percent(text) if text.endswith("%") else -1.0
         percent[i] = value if value == value else -1.0     # max() in _extreme passes NaN over
-    t_texts, g_texts = t.texts, g.texts
-    grads = (GRAD_TEXTS, GRAD_TEXTS)
-    n_grads = [grads[0][c] for c in t.grad[lo:hi].tolist()]
-    at_list = at.tolist()
-    g_names = [g.names[r] if h else N_A for r, h in zip(at_list, has_list)] if len(g) else [N_A] * len(has_list)
+    # text columns: codes into each side's table with N/A appended (numpy takes, no per-row Python)
+    t_table, grad_table = _with_n_a(t.texts), _with_n_a(GRAD_TEXTS)
+    na_t, na_grad = len(t_table) - 1, len(grad_table) - 1
+    n_grads = grad_table[t.grad[lo:hi]].tolist()
+    g_names = [n if h else N_A for n, h in zip(g.names.take(at), has_list)] if len(g) else [N_A] * len(has_list)
     if len(g):
-        g_kind, g_dtype = g.kind[at].tolist(), g.dtype_text[at].tolist()
-        g_shape, g_grad = g.shape[at].tolist(), g.grad[at].tolist()
-        b_dtypes = [N_A if not h or k == NONE_LEAF else g_texts[d] for h, k, d in zip(has_list, g_kind, g_dtype)]
-        b_shapes = [g_texts[s] if h else N_A for h, s in zip(has_list, g_shape)]
-        b_grads = [GRAD_TEXTS[c] if h else N_A for h, c in zip(has_list, g_grad)]
+        g_table = _with_n_a(g.texts)
+        na_g = len(g_table) - 1
+        b_dtypes = g_table[np.where(has & (g.kind[at] != NONE_LEAF), g.dtype_text[at], na_g)].tolist()
+        b_shapes = g_table[np.where(has, g.shape[at], na_g)].tolist()
+        b_grads = grad_table[np.where(has, g.grad[at], na_grad)].tolist()
     else:
         b_dtypes = b_shapes = b_grads = [N_A] * len(has_list)
-    n_dtypes = [N_A if k == NONE_LEAF else t_texts[d]
-                for k, d in zip(t.kind[lo:hi].tolist(), t.dtype_text[lo:hi].tolist())]
-    n_shapes = [t_texts[s] for s in t.shape[lo:hi].tolist()]
+    n_dtypes = t_table[np.where(t.kind[lo:hi] != NONE_LEAF, t.dtype_text[lo:hi], na_t)].tolist()
+    n_shapes = t_table[t.shape[lo:hi]].tolist()
     return [t.names[lo:hi], g_names, n_dtypes, b_dtypes, n_shapes, b_shapes, n_grads, b_grads,
             *diffs, *rels, *t_summary, *g_summary,
             ["True" if a == b else "False" for a, b in zip(n_grads, b_grads)]], simple.tolist(), percent, \
@@ -139,27 +149,48 @@ def column_chunks(pairing: ColumnPairing, bounds: list[tuple[int, int]], joined:
         if joined is not None:
             joined.append((t_joined, g_joined))
         entries = row_entry[lo:hi]
-        starts = np.flatnonzero(np.r_[True, entries[1:] != entries[:-1]]).tolist()
+        at = np.flatnonzero(np.r_[True, entries[1:] != entries[:-1]])
+        starts, names = at.tolist(), t.entry_names
         ends = starts[1:] + [hi - lo]
-        yield cols, simple, percent, [(s, e, t.entry_names[entries[s]]) for s, e in zip(starts, ends)]
+        yield cols, simple, percent, [(s, e, names[i]) for s, e, i in zip(starts, ends, entries[at].tolist())]
 
 
-def _texts_of(pairing: ColumnPairing, bounds, stack, dtype_is_error) -> Iterator[tuple[str, int]]:
-    """(CSV lines, rows) of each slice."""
+def _texts_of(pairing: ColumnPairing, bounds, stack, dtype_is_error) -> Iterator[tuple[bytes, int]]:
+    """(CSV lines as UTF-8, rows) of each slice."""
     joined: list = []
     for cols in judged_columns(column_chunks(pairing, bounds, joined), stack, dtype_is_error):
         yield _lines(cols, *joined.pop(0)), len(cols[0])
 
 
-def _lines(cols: list[list[str]], t_joined: list[str] | None, g_joined: list[str] | None) -> str:
+def _lines(cols: list[list[str]], t_joined: list[str] | None, g_joined: list[str] | None) -> bytes:
     """:func:`.stats_table.csv_lines` of a slice whose summary cells are "" where a side's
     texts were copied from dump.json (numbers: no cell of them is quoted or neutralised)."""
-    cols = [_csv_column(column) for column in cols]
-    for at, joined in ((_SUMMARY + 4, g_joined), (_SUMMARY, t_joined)):     # the later first: indexes hold
-        if joined is not None:
-            a, b, c, d = cols[at:at + 4]
-            cols[at:at + 4] = [[text or f"{w},{x},{y},{z}" for text, w, x, y, z in zip(joined, a, b, c, d)]]
-    return "".join([",".join(row) + "\r\n" for row in zip(*cols)])
+    merged = {at: _merged_summary(cols[at:at + 4], joined)
+              for at, joined in ((_SUMMARY, t_joined), (_SUMMARY + 4, g_joined)) if joined is not None}
+    out, final, k = [], set(), 0
+    while k < len(cols):
+        if k in merged:      # four cells as one, written as they are: the copied texts hold their commas
+            final.add(len(out))
+            out.append(merged[k])
+            k += 4
+        else:
+            out.append(cols[k])
+            k += 1
+    return csv_line_bytes(out, frozenset(final), _csv_column)
+
+
+def _merged_summary(block: list[list[str]], joined: list[str]) -> list[str]:
+    """The four summary cells of each row as one text: the copied one, or (a row without) its
+    four cells as the CSV writes them (each column guarded and quoted whole, as a column of the
+    chunk: whether a cell is guarded depends on its column), joined by ","."""
+    missing = [i for i, text in enumerate(joined) if not text]
+    if not missing:
+        return joined
+    a, b, c, d = (_csv_column(column) for column in block)
+    merged = list(joined)
+    for i in missing:
+        merged[i] = f"{a[i]},{b[i]},{c[i]},{d[i]}"
+    return merged
 
 
 def write_column_csv(path: str | os.PathLike, pairing: ColumnPairing, stack: dict[str, tuple[str, ...]] | None = None,
@@ -171,27 +202,28 @@ def write_column_csv(path: str | os.PathLike, pairing: ColumnPairing, stack: dic
     bounds = _bounds(pairing.target.row_entry, chunk)
     half = len(pairing.golden_row) // 2
     split = next((k for k, (lo, _) in enumerate(bounds) if lo >= half), len(bounds))
-    helper = _Helper.start(pairing, bounds[split:], stack, dtype_is_error) if processes > 1 and split < len(bounds) else None
+    helper = _Helper.start(pairing, bounds[split:], stack, dtype_is_error, os.path.dirname(os.path.abspath(path))) \
+        if processes > 1 and split < len(bounds) else None
     mine = bounds if helper is None else bounds[:split]
 
     def write(f) -> None:
         csv.writer(f).writerow(header("statistics"))
-        for text, rows in _texts_of(pairing, mine, stack, dtype_is_error):
-            f.write(text)
+        f.flush()
+        for data, rows in _texts_of(pairing, mine, stack, dtype_is_error):
+            f.buffer.write(data)
             if advance is not None:
                 advance(rows)
         if helper is None:
             return
-        f.flush()
+        f.buffer.flush()
         got = 0
-        for data, rows in helper.results():
-            f.buffer.write(data)
+        for rows in helper.copy_results(f.fileno()):
             got += 1
             if advance is not None:
                 advance(rows)
         if not helper.complete:       # the child failed: its slices from where it stopped, here
-            for text, rows in _texts_of(pairing, bounds[split + got:], stack, dtype_is_error):
-                f.write(text)
+            for data, rows in _texts_of(pairing, bounds[split + got:], stack, dtype_is_error):
+                f.buffer.write(data)
                 if advance is not None:
                     advance(rows)
 
@@ -203,43 +235,52 @@ def write_column_csv(path: str | os.PathLike, pairing: ColumnPairing, stack: dic
 
 
 class _Helper:
-    """A forked child formatting slices of the CSV and sending their UTF-8 lines, one
-    length-prefixed message per slice (rows count first), then an empty one."""
+    """A forked child formatting slices of the CSV into an unnamed temporary file beside the CSV
+    (``spill``: its half of the lines, ~70 MB at 100k entries, in the page cache rather than in
+    either process's memory while this process formats its own half), and announcing each slice
+    through the pipe as (bytes, rows), then (0, 0). :meth:`copy_results` copies the slices into
+    the CSV in the kernel (``os.sendfile``)."""
     _HEAD = struct.Struct("<QQ")
 
-    def __init__(self, pid: int, fd: int):
-        self.pid, self.pipe, self.complete = pid, os.fdopen(fd, "rb"), False
+    def __init__(self, pid: int, fd: int, spill):
+        self.pid, self.pipe, self.spill, self.complete = pid, os.fdopen(fd, "rb"), spill, False
 
     @classmethod
-    def start(cls, pairing: ColumnPairing, bounds, stack, dtype_is_error) -> "_Helper | None":
+    def start(cls, pairing: ColumnPairing, bounds, stack, dtype_is_error, folder: str) -> "_Helper | None":
         if not hasattr(os, "fork"):
+            return None
+        try:
+            spill = tempfile.TemporaryFile(dir=folder)
+        except OSError:
             return None
         read_fd, write_fd = os.pipe()
         try:
             pid = os.fork()
         except OSError:
-            os.close(read_fd)
-            os.close(write_fd)
+            for fd in (read_fd, write_fd):
+                os.close(fd)
+            spill.close()
             return None
         if pid == 0:
             code = 1
             try:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent stops it (stop())
                 os.close(read_fd)
-                texts = [(text.encode("utf-8"), rows) for text, rows in
-                         _texts_of(pairing, bounds, stack, dtype_is_error)]
-                with os.fdopen(write_fd, "wb") as pipe:
-                    for data, rows in texts:
+                with os.fdopen(write_fd, "wb", buffering=0) as pipe:
+                    for data, rows in _texts_of(pairing, bounds, stack, dtype_is_error):
+                        spill.write(data)
+                        spill.flush()
                         pipe.write(cls._HEAD.pack(len(data), rows))
-                        pipe.write(data)
                     pipe.write(cls._HEAD.pack(0, 0))
                 code = 0
             finally:
                 os._exit(code)
         os.close(write_fd)
-        return cls(pid, read_fd)
+        return cls(pid, read_fd, spill)
 
-    def results(self) -> Iterator[tuple[bytes, int]]:
+    def copy_results(self, out_fd: int) -> Iterator[int]:
+        """Each slice the child wrote, copied to ``out_fd`` at its position; yields its rows."""
+        offset, spill_fd = 0, self.spill.fileno()
         while True:
             head = self.pipe.read(self._HEAD.size)
             if len(head) != self._HEAD.size:
@@ -248,14 +289,21 @@ class _Helper:
             if size == 0 and rows == 0:
                 self.complete = True
                 return
-            data = self.pipe.read(size)
-            if len(data) != size:
-                return
-            yield data, rows
+            end = offset + size
+            while offset < end:
+                try:
+                    sent = os.sendfile(out_fd, spill_fd, offset, end - offset)
+                except OSError:      # no file-to-file sendfile here: through a buffer
+                    sent = os.write(out_fd, os.pread(spill_fd, min(end - offset, 1 << 24), offset))
+                if sent <= 0:
+                    return
+                offset += sent
+            yield rows
 
     def stop(self) -> None:
         """End the child (done, or interrupted here) and reap it."""
         self.pipe.close()
+        self.spill.close()
         if self.pid is not None:
             try:
                 os.kill(self.pid, signal.SIGKILL)

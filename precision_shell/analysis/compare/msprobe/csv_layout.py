@@ -29,6 +29,8 @@ from precision_shell.formats.msprobe.columns import shape_text
 
 from precision_shell.analysis.compare.msprobe.engine import METRIC_COLUMNS, N_A, RowResult, md5_cell
 from precision_shell.analysis.compare.msprobe.pairing import Row
+from precision_shell.analysis.compare.msprobe.stats_verdicts import (_ALL_IGNORE, _INPUT_IGNORE, _inf_or_nan, _percent,
+                                                                    extreme_percent, judge)
 
 BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
          "Bench Tensor Shape", "NPU Requires_grad", "Bench Requires_grad"]
@@ -148,26 +150,12 @@ def write_compare_csv(path: str | os.PathLike, rows: Iterable[dict[str, str]], m
 # --- msprobe's per-API verdicts -------------------------------------------------------------------
 
 _ORDER = {"pass": 0, "warning": 1, "error": 2}
-_ALL_IGNORE = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format",
-               "new_empty_strided", "new_empty", "empty_strided"}
-_INPUT_IGNORE = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
 
 
 def _flag(cells: dict, level: str, message: str) -> None:
     if _ORDER[level] > _ORDER[cells["Result"]]:
         cells["Result"] = level
     cells["_msgs"].append(f"{level}: {message}")
-
-
-def _inf_or_nan(text: str) -> bool:
-    return text.strip().lower() in ("inf", "-inf", "nan")
-
-
-def _percent(text: str) -> float:
-    try:
-        return float(text.strip("%")) / 100
-    except ValueError:
-        return 0.0
 
 
 def _extreme(rows: list[dict], column: str, is_min: bool) -> float:
@@ -186,7 +174,24 @@ def _extreme(rows: list[dict], column: str, is_min: bool) -> float:
     return value
 
 
+_STATISTICS_JUDGED = BASIC + STAT_DIFFS + STAT_RELATIVE + SUMMARY     # the columns stats_verdicts.judge reads
+
+
+def _statistics_verdicts(group: list[dict], dtype_is_error: bool) -> None:
+    """The statistics verdicts of one entry's rows: :func:`.stats_verdicts.judge`, the rules
+    the column-wise CSV uses, on this group's cells."""
+    cols = [[cells[column] for cells in group] for column in _STATISTICS_JUDGED]
+    percent = [extreme_percent(cells["NormRelativeErr"]) for cells in group]
+    results, messages = judge(cols, [False] * len(group), percent, [(0, len(group), group[0]["_entry"])],
+                              dtype_is_error)
+    for cells, result, message in zip(group, results, messages):
+        cells["Result"], cells["Err_message"] = result, message
+
+
 def _verdicts(group: list[dict], mode: str, dtype_is_error: bool) -> None:
+    if mode == "statistics":
+        _statistics_verdicts(group, dtype_is_error)
+        return
     for cells in group:
         cells["Result"], cells["_msgs"] = "pass", []
     outputs = [c for c in group if ".output." in c["NPU Name"]]
@@ -214,10 +219,6 @@ def _verdicts(group: list[dict], mode: str, dtype_is_error: bool) -> None:
                     _extreme(outputs, "One Thousandth Err Ratio", True) < 0.1:
                 _flag(outputs[0], "error", "The input/parameters of One Thousandth Err Ratio > 0.9 "
                                            "while the output < 0.6.")
-        if mode == "statistics" and abs(_extreme(inputs, "NormRelativeErr", False)) < 0.1:
-            for c in outputs:    # RelativeErrChecker
-                if abs(_percent(c["NormRelativeErr"])) > 0.5:
-                    _flag(c, "error", "The NormRelativeErr of output is greater than 0.5.")
     for c in checked:     # RequiresGradErrChecker
         # a missing requires_grad reads N/A and counts (a None golden leaf against a tensor)
         if c["Bench Name"] != N_A and c["NPU Requires_grad"] != c["Bench Requires_grad"]:
@@ -235,17 +236,11 @@ def _verdicts(group: list[dict], mode: str, dtype_is_error: bool) -> None:
             _flag(c, "error", "The dtype of NPU and Bench are inconsistent.")
         if c["NPU Tensor Shape"] != c["Bench Tensor Shape"]:    # ShapeErrChecker
             _flag(c, "error", "The shape of NPU and Bench are inconsistent.")
-    if not ignore and outputs:
-        if mode == "tensor":      # CosineWarnChecker
-            low_in, low_out = _extreme(inputs, "Cosine", True), _extreme(outputs, "Cosine", True)
-            if low_in > 0.9 and low_in - low_out > 0.1:
-                _flag(outputs[0], "warning", "The input/parameters of Cosine > 0.9, and "
-                                             "input/parameters - output > 0.1")
-        else:                     # RelativeWarnChecker
-            max_in = abs(_extreme(inputs, "NormRelativeErr", False))
-            max_out = abs(_extreme(outputs, "NormRelativeErr", False))
-            if (max_out > 0.1) if max_in == 0 else (max_out / max_in > 10):
-                _flag(outputs[0], "warning", "The norm relative error of output is 10 times that of input.")
+    if not ignore and outputs:      # CosineWarnChecker (statistics: _statistics_verdicts)
+        low_in, low_out = _extreme(inputs, "Cosine", True), _extreme(outputs, "Cosine", True)
+        if low_in > 0.9 and low_in - low_out > 0.1:
+            _flag(outputs[0], "warning", "The input/parameters of Cosine > 0.9, and "
+                                         "input/parameters - output > 0.1")
     _finish(group)
 
 

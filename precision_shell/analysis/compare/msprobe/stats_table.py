@@ -21,7 +21,6 @@ of :func:`.framework_compare.stats_compare`.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 from typing import Callable, Iterator, Sequence
@@ -30,24 +29,17 @@ import numpy as np
 
 from precision_shell.atomic_write import write_atomic
 from precision_shell.safe_text import csv_cell
+from .cells import repr_texts
 from .engine import N_A, RowResult, _stats_diff, stat_cells
-from .csv_layout import (_ALL_IGNORE, _INPUT_IGNORE, _SUMMARY_TEXT, _inf_or_nan, _percent, _shape_cell,
-                            header)
+from .csv_layout import _SUMMARY_TEXT, _percent, _shape_cell, header
+from .stats_verdicts import judge
 from .pairing import Pairing, RowPair
 
 CHUNK = 8192       # rows per chunk: a few MB of cells, few enough Python round trips
-_NO_MESSAGES = json.dumps([])
-_ORDER = {"pass": 0, "warning": 1, "error": 2}
 # safe_text.csv_row's prefilter (a cell starting with = + @ tab CR, or - not starting a number)
 # on cells joined with a separator in front of each: a literal first character searches ~9x faster
 _SEP = "\x00"
 _FORMULA_AFTER_SEP = re.compile(r"\x00(?:[=+@\t\r]|-(?![0-9.]))")
-
-# column positions in a statistics row (framework_csv.header("statistics"))
-(_NAME, _BENCH, _NDTYPE, _BDTYPE, _NSHAPE, _BSHAPE, _NGRAD, _BGRAD) = range(8)
-_REL, _SUMMARY = 12, 16       # diffs at 8-11
-_NMAX, _NMIN, _BMAX, _BMIN = _SUMMARY, _SUMMARY + 1, _SUMMARY + 4, _SUMMARY + 5
-_NORM_REL = _REL + 3
 
 
 def _plain_float_tensor(leaf) -> bool:
@@ -103,7 +95,7 @@ def _chunks(pairs: Sequence[RowPair], size: int) -> Iterator[Sequence[RowPair]]:
 
 def _texts(values: np.ndarray) -> list[list[str]]:
     """``repr`` of every value, one list per column of ``values``."""
-    return [list(map(repr, column)) for column in values.T.tolist()]
+    return repr_texts(values)
 
 
 def diff_texts(t_vals: np.ndarray, g_vals: np.ndarray) -> tuple[list[list[str]], list[list[str]],
@@ -115,7 +107,7 @@ def diff_texts(t_vals: np.ndarray, g_vals: np.ndarray) -> tuple[list[list[str]],
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         diff = t_vals - g_vals
         rel = np.abs(diff / g_vals * 100)
-    diffs, rels = _texts(diff), [[t + "%" for t in column] for column in _texts(rel)]
+    diffs, rels = repr_texts(diff), repr_texts(rel, "%")
     same = (t_vals == g_vals) & (np.signbit(t_vals) == np.signbit(g_vals))
     for i, k in zip(*np.nonzero(same)):
         diffs[k][i] = rels[k][i] = "0"
@@ -173,64 +165,6 @@ def _chunk_columns(pairs: Sequence[RowPair]) -> tuple[list[list[str]], list[bool
             ["True" if a == b else "False" for a, b in zip(n_grads, b_grads)]], simple.tolist(), percent
 
 
-def _verdicts(cols: list[list[str]], simple: list[bool], percent: list[float], start: int, end: int,
-              dtype_is_error: bool, results: list[str], messages: list[str]) -> None:
-    """framework_csv._verdicts in statistics mode for the rows ``start:end`` of one entry, on
-    columns: sets their Result and Err_message."""
-    found: dict[int, list[str]] = {}
-
-    def flag(i: int, level: str, message: str) -> None:
-        if _ORDER[level] > _ORDER[results[i]]:
-            results[i] = level
-        found.setdefault(i, []).append(f"{level}: {message}")
-
-    names, bench = cols[_NAME], cols[_BENCH]
-    n_max, n_min, b_max, b_min = cols[_NMAX], cols[_NMIN], cols[_BMAX], cols[_BMIN]
-    norm_rel = cols[_NORM_REL]
-    outputs = [i for i in range(start, end) if ".output." in names[i]]
-    inputs = [i for i in range(start, end) if ".output." not in names[i]]
-    parts = names[inputs[0]].split(".") if inputs else []
-    api = parts[1] if len(parts) >= 2 else ""
-    ignore = "all" if api in _ALL_IGNORE else "input" if api in _INPUT_IGNORE else ""
-    checked = [] if ignore == "all" else outputs if ignore == "input" else inputs + outputs
-    for i in checked:     # InfNanErrChecker (a simple row has finite statistics on both sides)
-        if not simple[i] and not (_inf_or_nan(b_max[i]) or _inf_or_nan(b_min[i])) and (_inf_or_nan(n_max[i]) or _inf_or_nan(n_min[i])):
-            flag(i, "error", "There is nan/inf/-inf in the maximum or minimum value of NPU.")
-    if not ignore and abs(_max_percent(percent, inputs)) < 0.1:
-        for i in outputs:    # RelativeErrChecker
-            if abs(_percent(norm_rel[i])) > 0.5:
-                flag(i, "error", "The NormRelativeErr of output is greater than 0.5.")
-    n_grad, b_grad = cols[_NGRAD], cols[_BGRAD]
-    for i in checked:     # RequiresGradErrChecker
-        if bench[i] != N_A and n_grad[i] != b_grad[i]:
-            flag(i, "error", "The Required_Grad of NPU and Bench are inconsistent")
-    n_dtype, b_dtype, n_shape, b_shape = cols[_NDTYPE], cols[_BDTYPE], cols[_NSHAPE], cols[_BSHAPE]
-    if not ignore:
-        for i in inputs:      # ParametersErrChecker
-            if bench[i] != N_A and "class" in n_dtype[i] and "class" in b_dtype[i] \
-                    and n_shape[i] == "[]" and n_max[i] != b_max[i]:
-                flag(i, "error", "The scalar parameters of NPU and Bench are inconsistent.")
-    for i in checked:
-        if bench[i] == N_A:
-            continue
-        if dtype_is_error and "qkv" not in bench[i] and "gate_up" not in bench[i] \
-                and n_dtype[i] != b_dtype[i]:      # DTypeErrChecker
-            flag(i, "error", "The dtype of NPU and Bench are inconsistent.")
-        if n_shape[i] != b_shape[i]:    # ShapeErrChecker
-            flag(i, "error", "The shape of NPU and Bench are inconsistent.")
-    if not ignore and outputs:      # RelativeWarnChecker
-        max_in, max_out = abs(_max_percent(percent, inputs)), abs(_max_percent(percent, outputs))
-        if (max_out > 0.1) if max_in == 0 else (max_out / max_in > 10):
-            flag(outputs[0], "warning", "The norm relative error of output is 10 times that of input.")
-    for i, texts in found.items():
-        messages[i] = json.dumps(texts)
-
-
-def _max_percent(percent: list[float], rows: list[int]) -> float:
-    """framework_csv._extreme(rows, "NormRelativeErr", False): the largest percentage, 0.0 if none."""
-    return max(0.0, max([percent[i] for i in rows], default=0.0))
-
-
 def statistics_columns(pairing: Pairing, stack: dict[str, tuple[str, ...]] | None = None,
                        dtype_is_error: bool = False, chunk: int = CHUNK) -> Iterator[list[list[str]]]:
     """The statistics-mode CSV columns of ``pairing`` (:func:`.framework_csv.header`, the stack
@@ -255,9 +189,9 @@ def judged_columns(chunks, stack: dict[str, tuple[str, ...]] | None, dtype_is_er
     seen: set[str] = set()
     for cols, simple, percent, bounds in chunks:
         n = len(cols[0])
-        results, messages, frames_col = ["pass"] * n, [_NO_MESSAGES] * n, [N_A] * n
+        results, messages = judge(cols, simple, percent, bounds, dtype_is_error)
+        frames_col = [N_A] * n
         for start, end, name in bounds:
-            _verdicts(cols, simple, percent, start, end, dtype_is_error, results, messages)
             frames = stack.get(name) if name not in seen else None
             seen.add(name)
             if frames:
