@@ -167,3 +167,30 @@ def test_pow10_table_is_what_its_script_makes_and_each_g_is_ten_to_e_rounded_up(
         if not 2 ** 125 <= scaled < 2 ** 126:           # log2 rounded the wrong way: one step off
             scaled = scaled * 2 if scaled < 2 ** 125 else scaled / 2
         assert g - 1 < scaled <= g and 2 ** 125 <= g < 2 ** 126
+
+
+def test_window_search_against_walking_every_x():
+    from precision_shell.formats.msprobe.make_pow10_table import first_with_offset
+
+    rng = np.random.default_rng(3)
+    for _ in range(3000):
+        m = int(rng.integers(1, 400))
+        a, b, lo = (int(x) for x in rng.integers(0, m, 3))
+        hi = int(rng.integers(lo, m))
+        walked = next((x for x in range(m + 1) if lo <= (a * x + b) % m <= hi), None)
+        assert first_with_offset(a, b, m, lo, hi) == walked
+
+
+def test_rounding_bound_holds_for_every_double_and_the_search_finds_near_integers():
+    from precision_shell.formats.msprobe import make_pow10_table as table
+
+    assert table.check_rounding_bound() > 10_000      # exponents whose fractions needed the search
+    # the search sees real near-integers: the first c of q = 664 whose scaled v (C = 4c) has a
+    # fraction below 2^-64 above 3 mod 4 (harmless there: only 2 mod 4 matters for v)
+    q, k = 664, table.floor_log10_pow2(664)
+    ratio = Fraction(2) ** q / Fraction(10) ** k
+    n, d = ratio.numerator, ratio.denominator
+    x = table.first_with_offset((4 * n) % (4 * d), (4 * 2 ** 52 * n) % (4 * d), 4 * d, 3 * d + 1, 3 * d - (-d >> 64) - 1)
+    assert x is not None and x < 2 ** 52
+    scaled = 4 * (2 ** 52 + x) * ratio
+    assert math.floor(scaled) % 4 == 3 and 0 < scaled - math.floor(scaled) < Fraction(1, 2 ** 64)

@@ -21,9 +21,12 @@
  * To decide these with integers, everything is scaled by 4 * 10^-k: the bounds and v become
  * vl, vr, vb ~ 4 * (bound or v) * 10^-k, and a candidate d * 10^k becomes exactly 4d. The product
  * by 10^-k is c' * g >> 128 with g = 10^-k rounded up to 126 bits (the table) and the result
- * "rounded to odd" (the lowest bit set when any dropped bit is): the paper shows the comparisons
- * of such a result with the multiples of 4 (even numbers: an odd result is never equal to one,
- * so the rounding cannot tip a comparison) are the exact ones, for every double.
+ * "rounded to odd" (the lowest bit set when the true value is not an integer): compared with a
+ * multiple of 4, or with 4s + 2 (v against the midpoint of s and s + 1), both even, an odd
+ * result is never equal, so the rounding cannot tip a comparison. That the rounding to odd is
+ * exact for every double (g's excess and the dropped bits never move a floor or hide a
+ * fraction that matters) is checked over all of them by make_pow10_table.py
+ * (check_rounding_bound), not taken on trust.
  *
  * shortest_digits(mantissa_bits, exponent_bits) for a finite non-zero double's fields (its
  * sign dropped): {digits, exponent} with value = digits * 10^exponent, digits without trailing
@@ -46,8 +49,8 @@ typedef unsigned __int128 sd_u128;
 /* floor(x / 2^128) of x = g * scaled (g the 126-bit {high, low}, scaled < 2^63), its lowest bit
  * set when x / 2^128 is not an integer ("round to odd"), judged on the first 64 bits of the
  * fraction: g is 10^e rounded up, which adds less than scaled / 2^128 < 2^-65 to an exact
- * product, while the exact scaled values of a double are integers or at least ~2^-63 away
- * from one (the paper's bound that sizes g at 126 bits); so the bits below 2^-64 say nothing. */
+ * product, so bits below 2^-64 would mark exact products inexact; that no scaled value that
+ * matters has a fraction in (0, 2^-64), nor above 1 - 2^-65, is make_pow10_table.py's check. */
 static inline uint64_t sd_scale_round_odd(const uint64_t g[2], uint64_t scaled) {
     const sd_u128 low = (sd_u128)g[1] * scaled;
     const sd_u128 high = (sd_u128)g[0] * scaled + (uint64_t)(low >> 64);    /* floor(x / 2^64) */
