@@ -1,5 +1,6 @@
-"""repr() of floats in C (analysis/compare/msprobe/cells.py over formats/msprobe/float_repr.h):
-the statistics CSV's diff, relative-error and summary texts must be exactly Python's repr."""
+"""repr() of floats in C (analysis/compare/msprobe/cells.py over formats/msprobe/float_repr.h and
+our shortest digits, shortest_digits.h): the statistics CSV's diff, relative-error and summary
+texts must be exactly Python's repr; and the digits' table and the bound they rely on."""
 
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ G_BITS = 126                               # g in [2^125, 2^126]: fits two 64-bi
 def floor_log10_pow2(q: int) -> int:
     """Largest k with 10^k <= 2^q."""
     k = (q * 30103) // 100000 - 2          # an under-estimate, then stepped up exactly
+    assert _le_pow10_pow2(k, 1, 1, q)
     while _le_pow10_pow2(k + 1, 1, 1, q):
         k += 1
     return k
@@ -39,6 +40,7 @@ def floor_log10_pow2(q: int) -> int:
 def floor_log10_three_quarters_pow2(q: int) -> int:
     """Largest k with 10^k <= 3/4 * 2^q (the width of an irregular interval: below a power of 2)."""
     k = (q * 30103) // 100000 - 3
+    assert _le_pow10_pow2(k, 3, 4, q)
     while _le_pow10_pow2(k + 1, 3, 4, q):
         k += 1
     return k

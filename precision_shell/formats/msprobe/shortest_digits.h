@@ -44,6 +44,9 @@ typedef struct {
     int32_t exponent;
 } shortest_decimal;
 
+#ifndef __SIZEOF_INT128__     /* MSVC, 32-bit targets: the extension is optional, Python's repr runs */
+#error "shortest_digits.h needs unsigned __int128 (GCC or Clang on a 64-bit target)"
+#endif
 typedef unsigned __int128 sd_u128;
 
 /* floor(x / 2^128) of x = g * scaled (g the 126-bit {high, low}, scaled < 2^63), its lowest bit
