@@ -24,9 +24,9 @@ from setuptools.command.build_ext import build_ext
 PORTABLE_FLAGS = ["-O3", "-ftree-vectorize", "-ffp-contract=off", "-fno-math-errno",
                   "-fno-trapping-math", "-std=gnu11", "-Wno-psabi"]
 HOST_FLAGS = PORTABLE_FLAGS + ["-march=native"]
-# repr() of doubles in C (formats/msprobe/float_repr.h on the vendored Ryu digits; ryu/s2d.h: parsing)
-_FLOAT_REPR = ("float_repr", "ryu/d2d", "ryu/s2d", "ryu/common", "ryu/digit_table", "ryu/d2s_intrinsics",
-               "ryu/d2s_full_table")
+# repr() of doubles in C (formats/msprobe/float_repr.h on our shortest digits, shortest_digits.h;
+# pow10_table.h is made by make_pow10_table.py)
+_FLOAT_REPR = ("float_repr", "shortest_digits", "pow10_table")
 
 
 class OptionalBuildExt(build_ext):

@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "float_repr.h"
-#include "ryu/s2d.h"
+#include <stdint.h>
 
 #if defined(__x86_64__) || defined(__aarch64__)
 /* CPython's correctly rounded strtod (what float() and json use), without PyOS_string_to_double's
@@ -176,6 +176,51 @@ static int number_end(Cur *c, int *is_float_out) {
     return 0;
 }
 
+/* A quick parse of the usual statistic text, [-]DIGITS[.DIGITS][e[+-]DIGITS] with at most 19
+ * significant digits: the digits as one integer, scaled by a power of ten. Exact (Clinger's fast
+ * path) when the integer is below 2^53 and the power within 10^+-22; otherwise scaled in long
+ * double and rounded again to double, which can be one ulp off. So the caller keeps the result
+ * only when printing it back gives the very text: repr() round-trips, so a text equal to repr(x)
+ * reads as x, and any other case goes to the correctly rounded strtod. 1 when it parsed. */
+static int quick_decimal(const char *s, size_t n, double *out) {
+    static const double exact[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    const char *p = s, *end = s + n;
+    int negative = 0, significant = 0, digits = 0, exp10 = 0;
+    uint64_t m = 0;
+    if (p < end && *p == '-') { negative = 1; p++; }
+    for (; p < end && *p >= '0' && *p <= '9'; p++, digits++) {
+        if (m || *p != '0') { if (++significant > 19) return 0; m = m * 10 + (uint64_t)(*p - '0'); }
+    }
+    if (p < end && *p == '.') {
+        for (p++; p < end && *p >= '0' && *p <= '9'; p++, digits++, exp10--) {
+            if (m || *p != '0') { if (++significant > 19) return 0; m = m * 10 + (uint64_t)(*p - '0'); }
+        }
+    }
+    if (!digits) return 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        int sign = 1, e = 0, e_digits = 0;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) { sign = *p == '-' ? -1 : 1; p++; }
+        for (; p < end && *p >= '0' && *p <= '9'; p++, e_digits++) if (e < 10000) e = e * 10 + (*p - '0');
+        if (!e_digits) return 0;
+        exp10 += sign * e;
+    }
+    if (p != end) return 0;
+    double x;
+    if (!m) x = 0.0;
+    else if (m < (1ull << 53) && exp10 >= -22 && exp10 <= 22)
+        x = exp10 < 0 ? (double)m / exact[-exp10] : (double)m * exact[exp10];
+    else if (exp10 < -400 || exp10 > 400) return 0;
+    else {
+        long double scale = exp10 >= -22 && exp10 <= 22 ? (long double)exact[exp10 < 0 ? -exp10 : exp10]
+                                                       : powl(10.0L, (long double)(exp10 < 0 ? -exp10 : exp10));
+        x = (double)(exp10 < 0 ? (long double)m / scale : (long double)m * scale);
+    }
+    *out = negative ? -x : x;
+    return 1;
+}
+
 /* A JSON number that Python reads as a float (a fraction or an exponent), finite: 0, *v and
  * *canonical (whether the text is exactly repr(*v)). */
 static int float_number(Cur *c, double *v, char *canonical) {
@@ -185,11 +230,11 @@ static int float_number(Cur *c, double *v, char *canonical) {
     const char *p = c->s;
     c->s = start;
     if (!is_float || p - start > 63) return -1;
-    /* the common text is exactly repr() of its value: Ryu's parse, confirmed by printing it back
-     * (repr round-trips, so a text equal to repr(x) parses to x); any other text: CPython's */
+    /* the common text is exactly repr() of its value: the quick parse, confirmed by printing it
+     * back (repr round-trips, so a text equal to repr(x) parses to x); any other text: CPython's */
     double fast;
     char back[FLOAT_REPR_MAX];
-    if (ryu_s2d_n(start, (int)(p - start), &fast) == SUCCESS && isfinite(fast)
+    if (quick_decimal(start, (size_t)(p - start), &fast) && isfinite(fast)
             && float_repr(fast, back) == p - start && !memcmp(back, start, (size_t)(p - start))) {
         *v = fast;
         *canonical = 1;
@@ -350,7 +395,7 @@ static int pad_summary(Scan *s) {
 }
 
 /* A row's summary line: its texts when each is repr() of its value (float_repr.h: Python's
- * float repr, PyOS_double_to_string 'r' with ADD_DOT_0, from Ryu's digits), else empty. */
+ * float repr, PyOS_double_to_string 'r' with ADD_DOT_0, from our shortest digits), else empty. */
 static int summary_row(Scan *s, const Leaf *l) {
     Py_ssize_t at = s->summary.n;
     for (int k = 0; k < 4; k++) {

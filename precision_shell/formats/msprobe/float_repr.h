@@ -1,8 +1,8 @@
 /* Python's repr() of a double -- PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL) --
- * from Ryu's shortest round-trip digits (ryu/d2d.h, vendored) instead of CPython's dtoa.
+ * from our shortest round-trip digits (shortest_digits.h) instead of CPython's dtoa.
  *
  * Why: the statistics CSV prints ~2.4M floats a side with repr(); dtoa's arbitrary-precision
- * loop is ~0.4 us a float, Ryu's fixed 128-bit tables ~0.03 us. Both give the shortest digit
+ * loop is ~0.4 us a float, shortest_digits.h's fixed 128-bit products ~0.03 us. Both give the shortest digit
  * string that reads back as the same double, the one nearest the exact value (ties to even), so
  * the digits are equal; the layout below is format_float_short's for 'r': exponent form when the
  * decimal point is at <= -4 or > 16 ("1e-05", "1.5e+16", exponent of at least two digits), else
@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ryu/d2d.h"
+#include "shortest_digits.h"
 
 #define FLOAT_REPR_MAX 32
 
@@ -25,8 +25,8 @@ static inline int float_repr(double value, char *out) {
     uint64_t bits;
     memcpy(&bits, &value, sizeof bits);
     const int sign = (int)(bits >> 63);
-    const uint64_t mantissa = bits & ((1ull << DOUBLE_MANTISSA_BITS) - 1);
-    const uint32_t exponent = (uint32_t)((bits >> DOUBLE_MANTISSA_BITS) & 0x7ffu);
+    const uint64_t mantissa = bits & ((1ull << 52) - 1);
+    const uint32_t exponent = (uint32_t)((bits >> 52) & 0x7ffu);
     char *p = out;
     if (exponent == 0x7ffu) {
         if (mantissa) { memcpy(out, "nan", 3); return 3; }
@@ -36,12 +36,10 @@ static inline int float_repr(double value, char *out) {
     }
     if (sign) *p++ = '-';
     if (exponent == 0 && mantissa == 0) { memcpy(p, "0.0", 3); return (int)(p - out) + 3; }
-    floating_decimal_64 v;
-    if (!d2d_small_int(mantissa, exponent, &v)) v = d2d(mantissa, exponent);
-    while (v.mantissa % 10 == 0) { v.mantissa /= 10; v.exponent++; }     /* shortest: no trailing 0 */
+    const shortest_decimal v = shortest_digits(mantissa, exponent);      /* no trailing 0 */
     char digits[20];
     int n = 0;
-    for (uint64_t m = v.mantissa; m; m /= 10) digits[n++] = (char)('0' + m % 10);    /* reversed */
+    for (uint64_t m = v.digits; m; m /= 10) digits[n++] = (char)('0' + m % 10);    /* reversed */
     const int decpt = n + v.exponent;      /* value = 0.DIGITS x 10^decpt */
     if (decpt <= -4 || decpt > 16) {
         *p++ = digits[n - 1];

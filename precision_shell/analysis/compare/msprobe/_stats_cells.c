@@ -1,5 +1,5 @@
 /* The statistics CSV's float cells (analysis/compare/msprobe/cells.py): repr() of every value of
- * a float64 array, in one C loop (formats/msprobe/float_repr.h: Ryu's digits in repr's layout).
+ * a float64 array, in one C loop (formats/msprobe/float_repr.h: our shortest digits in repr's layout).
  *
  * Why C: the statistics CSV of a 100k-entry pair prints ~4.8M floats; map(repr) over them was
  * ~1 s of each CSV half's ~1.5 s. The digits are made with the GIL released, then the strings.

@@ -1,5 +1,5 @@
 """``repr`` of the statistics CSV's floats, a column at a time: the compiled ``_stats_cells``
-(Ryu's shortest digits in repr's layout, ~5x ``map(repr)``: the CSV of a 100k-entry pair prints
+(our shortest digits, formats/msprobe/shortest_digits.h, in repr's layout, ~5x ``map(repr)``: the CSV of a 100k-entry pair prints
 ~4.8M floats) when built, else ``map(repr)`` -- the same texts (tests compare them on random bit
 patterns and the edge values). ``PSHELL_NO_EXT=1`` takes the Python path."""
 
