@@ -220,7 +220,9 @@ def test_window_search_against_walking_every_x():
 def test_rounding_bound_holds_for_every_double_and_the_search_finds_near_integers():
     from precision_shell.formats.msprobe import make_pow10_table as table
 
+    limit = sys.getrecursionlimit()
     assert table.check_rounding_bound() > 10_000      # exponents whose fractions needed the search
+    assert sys.getrecursionlimit() == limit           # the process's limit is given back
     # the search sees real near-integers: the first c of q = 664 whose scaled v (C = 4c) has a
     # fraction below 2^-64 above 3 mod 4 (harmless there: only 2 mod 4 matters for v)
     q, k = 664, table.floor_log10_pow2(664)

@@ -131,7 +131,18 @@ def check_rounding_bound() -> int:
     residues C N mod 4D over every c of an exponent must avoid those windows, which
     first_with_offset decides without walking the c. Returns how many (exponent, C) families
     needed that search; raises AssertionError naming the double when one fails."""
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    # the Euclid-style search recurses ~2 log2(m) deep (m up to ~2^1100); the limit is put back
+    # after, since it is the process's (json and the readers rely on the default to refuse
+    # hostile nesting)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20000))
+    try:
+        return _check_rounding_bound()
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _check_rounding_bound() -> int:
     searched = 0
     for q in range(Q_MIN, Q_MAX + 1):
         # c's of this q: subnormals and the first binade share q = Q_MIN; c = 2^52 above Q_MIN is
