@@ -13,9 +13,11 @@
  * result row of a pair is FirstPass's fields, SecondPass's fields, then kl_scale, so the
  * Python side builds the same FirstPass/SecondPass and the same Metrics, bit for bit.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "_fused_metrics.h"
 
@@ -289,5 +291,52 @@ PyObject *fused_same_bytes(PyObject *self, PyObject *args)
     }
     PyBuffer_Release(&ba);
     PyBuffer_Release(&bb);
+    return PyBool_FromLong(same);
+}
+
+/* file_same_bytes(fd, offset, buf): whether the file holds buf's bytes at offset (an input that
+   repeats its producer's output, checked while the producer's bytes are still in memory:
+   tasks._TaskFiles.check_aliases). The file is read with pread in chunks into a scratch buffer
+   that stays in cache, compared as it comes, all with the GIL released; a short read or a read
+   error is "not the same" (the caller then reads the input itself and reports the problem). */
+#define SAME_CHUNK (64 * 1024)
+
+static int file_holds(int fd, Py_ssize_t offset, const char *want, Py_ssize_t len)
+{
+    char scratch[SAME_CHUNK];
+    Py_ssize_t done = 0;
+    while (done < len) {
+        size_t ask = (size_t)(len - done < SAME_CHUNK ? len - done : SAME_CHUNK);
+        ssize_t got = pread(fd, scratch, ask, (off_t)(offset + done));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return 0;
+        if (memcmp(scratch, want + done, (size_t)got) != 0)
+            return 0;
+        done += got;
+    }
+    return 1;
+}
+
+PyObject *fused_file_same_bytes(PyObject *self, PyObject *args)
+{
+    int fd;
+    Py_ssize_t offset;
+    PyObject *obj;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "inO", &fd, &offset, &obj))
+        return NULL;
+    if (offset < 0) {
+        PyErr_SetString(PyExc_ValueError, "offset must not be negative");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    int same;
+    Py_BEGIN_ALLOW_THREADS
+    same = file_holds(fd, offset, buf.buf, buf.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
     return PyBool_FromLong(same);
 }
