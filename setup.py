@@ -78,6 +78,9 @@ setup(
                   depends=["precision_shell/formats/_graph_scan.h"], optional=True),
         # statistics columns straight from dump.json's bytes (formats/msprobe/columns.py, rank_columns;
         # without it: the columns from the parsed entries in Python, same columns, slower)
-        Extension("precision_shell.formats.msprobe._stats_scan", ["precision_shell/formats/msprobe/_stats_scan.c"], optional=True)],
+        Extension("precision_shell.formats.msprobe._stats_scan", ["precision_shell/formats/msprobe/_stats_scan.c"], optional=True),
+        # many dump headers' bytes in one call for vc's planning (formats/dump_header.read_dump_headers;
+        # without it: each file read alone, same headers, slower beside the compare's threads)
+        Extension("precision_shell.formats._file_heads", ["precision_shell/formats/_file_heads.c"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )
