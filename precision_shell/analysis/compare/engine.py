@@ -48,6 +48,7 @@ from precision_shell.analysis.compare.vendor_csv import (  # noqa: F401  (re-exp
     csv_rows, result_from_csv, write_vendor_csv,
 )
 from precision_shell.formats.dump_file import release_thread_buffers
+from precision_shell.gc_pause import gc_paused
 
 _MIN_BATCH_BYTES = 4 << 20
 _MAX_BATCH_BYTES = 64 << 20
@@ -120,6 +121,12 @@ def run_compare(plan: ComparePlan, *, progress: Callable | None = None, workers:
     ``workers``, default the CPU count). ``planning``: the generator still filling ``plan``
     (``mapping.golden_plan_steps``; ``estimated_bytes`` its likely total): tasks start as their
     ops are planned."""
+    with gc_paused():   # ~10 result tuples a row and no cycles: the collector's passes find nothing
+        return _run_compare(plan, progress, workers, executor, planning, estimated_bytes)
+
+
+def _run_compare(plan: ComparePlan, progress: Callable | None, workers: int | None, executor: Executor | None,
+                 planning: Iterator[OpPlan] | None, estimated_bytes: int) -> CompareResult:
     from precision_shell.model.progress import silent_progress
 
     progress = progress or silent_progress
