@@ -240,3 +240,30 @@ def test_an_input_one_element_off_its_producer_is_caught_by_the_early_check(samp
     for other in aliases:
         if other != row:
             assert rows[other].metrics.vendor_cells() == rows[int(t.alias[other])].metrics.vendor_cells()
+
+
+def test_tasks_start_small_and_shrink_at_the_end_even_on_an_estimate(tmp_path, monkeypatch):
+    """The first task is a few ops (a worker starts early), the sizes double up to the steady
+    size, and the last tasks shrink with what is left, also while planning on a size estimate
+    that is far off (what is left is judged by the ops still expected)."""
+    from precision_shell.analysis.compare import engine
+    from precision_shell.analysis.compare.mapping import golden_plan_steps
+
+    write_workspace(tmp_path, SampleOptions(seed=3, scale_mb=24, small_tensors=True))
+    s = Session.open(tmp_path)
+    plan = plan_golden_compare(s.graph, s.dumps, s.golden)
+    total = plan.total_bytes
+    op_bytes = total // len(plan.ops)
+    assert len(plan.ops) >= 30
+    monkeypatch.setattr(engine, "_MIN_BATCH_BYTES", op_bytes // 4)
+    monkeypatch.setattr(engine, "_MAX_BATCH_BYTES", 8 * op_bytes)
+    runs = {"planned": (plan, None, None)}
+    growing, steps = golden_plan_steps(s.graph, s.dumps, s.golden)
+    runs["planning"] = (growing, steps, 3 * total)
+    for label, (p, ops, estimate) in runs.items():
+        tasks = list(make_tasks(p, 2, ops, estimate))
+        sizes = [sum(p.table.nbytes[r] for r in rows) for rows, _ in tasks]
+        peak = max(sizes)
+        assert peak > 3 * op_bytes, (label, sizes)
+        assert sizes[0] <= 2 * op_bytes and max(sizes[-3:]) <= 3 * op_bytes, (label, sizes)
+        assert [r for rows, _ in tasks for r in rows] == [r for r in range(len(p)) if p.table.runnable(r)]

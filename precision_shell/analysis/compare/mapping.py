@@ -259,7 +259,7 @@ def golden_plan_steps(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *, npu_
     of the rest. The plan's problems are complete when the generator is exhausted (they go before
     any a caller appended meanwhile, as when planning came first)."""
     p = _Planner(graph, dumps, golden)
-    plan = ComparePlan("golden", p.ops, p.table, npu_label, golden_label, [])
+    plan = ComparePlan("golden", p.ops, p.table, npu_label, golden_label, [], expected_ops=len(dumps.by_key))
 
     def steps() -> Iterator[OpPlan]:
         yield from _golden_ops(p, graph, dumps)
