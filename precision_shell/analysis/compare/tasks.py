@@ -8,9 +8,12 @@ groups the rows of whole ops by dump file, and a worker
   thread (no mapping, no fresh allocation: a per-tensor mmap + populate + munmap cost more than
   the copy), restores a device layout with one copy into another such buffer, and parses the
   .npy header with the fast path of ``golden_npy`` from the same open file;
-* takes an input that repeats its producer's bytes from that row (``alias``): the producer's
-  bytes are kept from when its output was read (the task knows which outputs later inputs
-  repeat), so the check is a memcmp of bytes in memory, not a second read; and an
+* takes an input that repeats its producer's bytes from that row (``alias``): when the
+  producer's output is read, the inputs of the task that repeat it are checked at once, each
+  by one kernel call that reads the input's bytes in cache-sized pieces and compares them with
+  the producer's, the GIL released (``check_aliases``; without the kernel, or for a producer in
+  an earlier task, the producer's bytes are kept or read again and compared when the input's
+  row comes); and an
   NPU tensor whose bytes, description and golden file equal a row already computed in this task
   from that row too (``memo``: a constant or weight fed to many ops is compared once per task);
 * returns one tuple per row; the parent keeps them in arrays (``compare_results``).
