@@ -133,7 +133,12 @@ def read_dump_headers(paths: list[str]) -> list[DumpHeader | FormatError]:
     the GIL released once, and each header parsed from them; a header that needs more bytes,
     or a file the helper could not open or read, is read alone by :func:`read_dump_header`
     (so the same files are accepted, with the same errors)."""
-    heads = _file_heads.read_heads(paths, HEAD_BYTES) if _file_heads is not None and paths else paths
+    heads = paths
+    if _file_heads is not None and paths:
+        try:
+            heads = _file_heads.read_heads(paths, HEAD_BYTES)
+        except (ValueError, TypeError, MemoryError):   # a name the OS cannot take (NUL): each alone
+            heads = paths
     out: list[DumpHeader | FormatError] = []
     for path, head in zip(paths, heads):
         try:
