@@ -86,6 +86,9 @@ setup(
         # repr() of the statistics CSV's floats in C (analysis/compare/msprobe/cells.py; without it: map(repr))
         Extension("precision_shell.analysis.compare.msprobe._stats_cells",
                   ["precision_shell/analysis/compare/msprobe/_stats_cells.c"],
-                  depends=[f"precision_shell/formats/msprobe/{name}.h" for name in _FLOAT_REPR], optional=True)],
+                  depends=[f"precision_shell/formats/msprobe/{name}.h" for name in _FLOAT_REPR], optional=True),
+        # many dump headers' bytes in one call for vc's planning (formats/dump_header.read_dump_headers;
+        # without it: each file read alone, same headers, slower beside the compare's threads)
+        Extension("precision_shell.formats._file_heads", ["precision_shell/formats/_file_heads.c"], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -356,3 +356,65 @@ def test_empty_missing_and_directory(tmp_path):
     expect_format_error(str(empty), match="empty file")
     expect_format_error(str(tmp_path / "missing"), match="no such file")
     expect_format_error(str(tmp_path), match="directory")
+
+
+# ---------------------------------------------------------------------------------------------- many headers at once
+
+def _header_or_error(path):
+    try:
+        return read_dump_header(path)
+    except FormatError as exc:
+        return exc
+
+
+def test_headers_read_together_equal_headers_read_alone(tmp_path, monkeypatch):
+    """``read_dump_headers`` (the first bytes of many files in one C call, each header parsed
+    from them) gives what ``read_dump_header`` gives file by file: the same headers, the same
+    error lines; files whose header does not fit in those bytes, and files the C helper cannot
+    read, are read alone."""
+    from precision_shell.formats import dump_header
+
+    paths = []
+
+    def add(name):
+        paths.append(str(tmp_path / name))
+        return paths[-1]
+    raw_v2(add("Add.small.1.2.1700000000000000"), [(FP32, ND, np.arange(8, dtype=np.float32))],
+           [(FP16, NC1HWC0, np.ones((1, 1, 2, 2, 16), np.float16), (1, 3, 2, 2))])
+    big_name = "x" * (2 * dump_header.HEAD_BYTES)     # a header longer than the bytes read ahead
+    raw_v2(add("Add.big.1.2.1700000000000001"), [(FP32, ND, np.arange(8, dtype=np.float32))], op_name=big_name)
+    path, blob = good_file(tmp_path)
+    for cut, name in ((-1, "overrun"), (20, "len"), (5, "short")):
+        open(add(f"Add.{name}.1.2.17"), "wb").write(blob[:cut])
+    (hl,) = struct.unpack_from("<Q", blob)
+    open(add("Add.corrupt.1.2.17"), "wb").write(blob[:8] + b"\xff" * hl + blob[8 + hl:])
+    for size in (16, 4096):         # v1: the whole file is the header, inside and past the bytes read
+        x = np.arange(size, dtype=np.float32)
+        msg = PB.DumpData(version="1.0", op_name="mul", dump_time=7)
+        t = msg.input.add(data_type=FP32, format=ND, data=x.tobytes(), size=x.nbytes)
+        t.shape.dim.extend(x.shape)
+        open(add(f"Mul.v1_{size}.1.2.17"), "wb").write(msg.SerializeToString())
+    write_nano_dump(add("Relu.nano.1.1.1700000000000000"), [DumpTensor(np.ones(4, np.float32), FP32, ND, None)], [])
+    open(add("empty"), "wb").close()
+    add("missing")
+    os.mkdir(add("folder"))
+    os.mkfifo(add("fifo"))          # refused, never waited on
+
+    alone = [_header_or_error(p) for p in paths]
+    fallbacks = []
+    real = dump_header.read_dump_header
+    monkeypatch.setattr(dump_header, "read_dump_header", lambda p: fallbacks.append(p) or real(p))
+    together = dump_header.read_dump_headers(paths)
+    assert len(together) == len(paths)
+    for path, a, b in zip(paths, alone, together):
+        assert type(a) is type(b), path
+        assert (str(a) if isinstance(a, FormatError) else a) == (str(b) if isinstance(b, FormatError) else b), path
+    assert isinstance(together[0], dump_header.DumpHeader) and together[0].outputs[0].original_shape == (1, 3, 2, 2)
+    assert "no such file" in str(together[paths.index(str(tmp_path / "missing"))])
+    if dump_header._file_heads is not None:   # only what does not fit, or cannot be opened, is read alone
+        unreadable = {str(tmp_path / n) for n in ("missing", "folder", "fifo")}
+        assert set(fallbacks) == unreadable | {paths[1], str(tmp_path / "Mul.v1_4096.1.2.17")}
+    monkeypatch.setattr(dump_header, "_file_heads", None)
+    fallbacks.clear()
+    plain = dump_header.read_dump_headers(paths)
+    assert [str(h) for h in plain] == [str(h) for h in together] and fallbacks == paths

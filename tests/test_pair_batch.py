@@ -83,7 +83,9 @@ LAYOUTS = [
     (FORMAT_NC1HWC0, (2, 2, 5, 6, 16), (2, 20, 5, 6), None, (2, 5, 6, 20)),     # NHWC golden
     (FORMAT_NC1HWC0, (1, 1, 3, 4, 16), (1, 3, 4, 16), "NHWC", (1, 3, 4, 16)),
     (FORMAT_FRACTAL_Z, (18, 2, 16, 16), (20, 18, 3, 3), None, (20, 18, 3, 3)),
-    (FORMAT_FRACTAL_NZ, (3, 2, 2, 16, 16), (3, 30, 20), None, (3, 30, 20)),
+    (FORMAT_FRACTAL_NZ, (3, 2, 2, 16, 16), (3, 30, 20), None, (3, 30, 20)),    # pieces of 16 and 4
+    (FORMAT_FRACTAL_NZ, (2, 2, 2, 16, 16), (2, 26, 26), None, (2, 26, 26)),    # 16 and 10: runs of 2
+    (FORMAT_FRACTAL_NZ, (2, 2, 1, 16, 16), (2, 16, 32), None, (2, 16, 32)),    # runs of 16
     (FORMAT_ND, (7, 9), (7, 9), None, (63,)),
 ]
 
@@ -109,9 +111,13 @@ def test_layout_runs_give_the_restored_order(tmp_path, fmt, device_shape, shape,
     want = _logical_order(header, entry, target, golden_shape)
     if spec.index is None:
         got = np.arange(spec.n)
+    elif spec.lengths is not None:   # contiguous pieces, far longer than even runs would be
+        assert spec.run == 0 and spec.step == 1 and spec.lengths.dtype == np.int32
+        assert spec.lengths.mean() >= 8
+        got = np.concatenate([np.arange(a, a + n) for a, n in zip(spec.index.tolist(), spec.lengths.tolist())])
     else:
         got = (spec.index[:, None].astype(np.int64) + spec.step * np.arange(spec.run)).reshape(-1)
-        assert spec.run > 1          # a layout is runs along its innermost logical axis
+        assert spec.run >= 8          # a layout is runs along its innermost logical axis
     np.testing.assert_array_equal(got, want)
 
 

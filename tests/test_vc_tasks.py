@@ -12,15 +12,17 @@ import struct
 import numpy as np
 import pytest
 
+from precision_shell.analysis.compare import fused_metrics
 from precision_shell.analysis.compare.engine import make_tasks, run_compare
 from precision_shell.analysis.compare.mapping import plan_golden_compare
+from precision_shell.analysis.compare.metrics import compute_metrics
 from precision_shell.analysis.compare.results import CompareResult, RowView
 from precision_shell.analysis.compare.tasks import pack_header, run_task
 from precision_shell.analysis.compare.worker import compare_job
 from precision_shell.analysis.root_cause.graph import Criteria, find_suspects
 from precision_shell.errors import FormatError
 from precision_shell.formats.dtypes import DT_FLOAT, DT_FLOAT16, FORMAT_ND
-from precision_shell.formats.dump_file import DumpTensor, read_dump_header, write_dump
+from precision_shell.formats.dump_file import DumpTensor, read_dump_header, read_logical_array, write_dump
 from precision_shell.formats.golden_npy import _standard_header, array_from_bytes, read_npy, read_npy_header
 from precision_shell.model.session import Session
 from precision_shell.samples.writer import SampleOptions, write_workspace
@@ -193,3 +195,75 @@ def test_read_buffers_are_reused_aligned_and_not_kept_by_the_main_thread(sample,
     assert sum(plan.table.alias[r] >= 0 for r in range(len(plan))) > 0
     assert closed and all(wanted == {} and kept == 0 for wanted, kept in closed)
     assert result.rows and not hasattr(dump_file._local, "buffers")
+
+
+def test_an_input_one_element_off_its_producer_is_caught_by_the_early_check(sample, tmp_path, monkeypatch):
+    """Inputs repeating their producer's output are checked in C when the producer is read
+    (``_TaskFiles.check_aliases``); one element changed in the consumer's dump makes that row a
+    real compare of its own bytes, while every other alias still takes its producer's result.
+    Without the kernel the rows check themselves, with the same outcome."""
+    root = tmp_path / "ws"
+    shutil.copytree(sample / "precision_data", root / "precision_data")
+    s = Session.open(root)
+    plan = plan_golden_compare(s.graph, s.dumps, s.golden)
+    t = plan.table
+    aliases = [r for r in range(len(plan)) if t.alias[r] >= 0]
+    row = aliases[len(aliases) // 2]
+    job = plan.job(row)
+    header = read_dump_header(job.npu.path)
+    entry = header.inputs[job.index]
+    data = bytearray(open(job.npu.path, "rb").read())
+    values = np.frombuffer(bytes(data[entry.offset:entry.offset + entry.size]), np.float16).copy()
+    where = values.size // 2
+    values[where] = np.float16(values[where] + 64)   # this op read one value its producer never wrote
+    data[entry.offset:entry.offset + entry.size] = values.tobytes()
+    open(job.npu.path, "wb").write(bytes(data))
+
+    checks = []
+    real = fused_metrics.file_same_bytes
+
+    def counted(fd, offset, buf):
+        checks.append(real(fd, offset, buf))
+        return checks[-1]
+    monkeypatch.setattr(fused_metrics, "file_same_bytes", counted)
+    result = run_compare(plan, workers=1)
+    if fused_metrics.batch_enabled():    # nearly all checked in C (not: a producer in an earlier task)
+        assert checks.count(False) == 1 and checks.count(True) >= len(aliases) - 2
+    else:
+        assert checks == []
+    rows = result.rows
+    mine, producer = rows[row], rows[int(t.alias[row])]
+    assert mine.compared and mine.metrics.vendor_cells() != producer.metrics.vendor_cells()
+    golden = np.load(job.golden.path)
+    npu = read_logical_array(header, header.inputs[job.index])
+    assert mine.metrics.vendor_cells() == compute_metrics(npu, golden).vendor_cells()
+    for other in aliases:
+        if other != row:
+            assert rows[other].metrics.vendor_cells() == rows[int(t.alias[other])].metrics.vendor_cells()
+
+
+def test_tasks_start_small_and_shrink_at_the_end_even_on_an_estimate(tmp_path, monkeypatch):
+    """The first task is a few ops (a worker starts early), the sizes double up to the steady
+    size, and the last tasks shrink with what is left, also while planning on a size estimate
+    that is far off (what is left is judged by the ops still expected)."""
+    from precision_shell.analysis.compare import engine
+    from precision_shell.analysis.compare.mapping import golden_plan_steps
+
+    write_workspace(tmp_path, SampleOptions(seed=3, scale_mb=24, small_tensors=True))
+    s = Session.open(tmp_path)
+    plan = plan_golden_compare(s.graph, s.dumps, s.golden)
+    total = plan.total_bytes
+    op_bytes = total // len(plan.ops)
+    assert len(plan.ops) >= 30
+    monkeypatch.setattr(engine, "_MIN_BATCH_BYTES", op_bytes // 4)
+    monkeypatch.setattr(engine, "_MAX_BATCH_BYTES", 8 * op_bytes)
+    runs = {"planned": (plan, None, None)}
+    growing, steps = golden_plan_steps(s.graph, s.dumps, s.golden)
+    runs["planning"] = (growing, steps, 3 * total)
+    for label, (p, ops, estimate) in runs.items():
+        tasks = list(make_tasks(p, 2, ops, estimate))
+        sizes = [sum(p.table.nbytes[r] for r in rows) for rows, _ in tasks]
+        peak = max(sizes)
+        assert peak > 3 * op_bytes, (label, sizes)
+        assert sizes[0] <= 2 * op_bytes and max(sizes[-3:]) <= 3 * op_bytes, (label, sizes)
+        assert [r for rows, _ in tasks for r in rows] == [r for r in range(len(p)) if p.table.runnable(r)]

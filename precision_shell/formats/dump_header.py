@@ -31,7 +31,14 @@ from .input_files import open_regular
 from .protoload import dump_data_pb
 from .quoting import clipped
 
+try:   # the C helper of read_dump_headers (optional: without it each file is read alone)
+    from . import _file_heads
+except ImportError:
+    _file_heads = None
+
 _LEN = struct.Struct("<Q")
+# read_dump_headers reads this much of each file: a dump header of a few tensors is ~100-400 bytes
+HEAD_BYTES = 4096
 # protobuf refuses messages over 2 GiB, so a v1 (inline) file cannot be larger.
 _V1_MAX_BYTES = 2**31 - 1
 
@@ -118,6 +125,33 @@ def _read_exact(fd: int, n: int) -> bytes:
 def read_dump_header(path: str | os.PathLike) -> DumpHeader:
     """Parse a dump file's header (v2, nano or v1) and validate it against the file size."""
     return read_dump(path, whole_below=0)[0]
+
+
+def read_dump_headers(paths: list[str]) -> list[DumpHeader | FormatError]:
+    """:func:`read_dump_header` of each path, in order: the header, or the FormatError it raises.
+    The first HEAD_BYTES of every file are read in one call of the C helper (``_file_heads``),
+    the GIL released once, and each header parsed from them; a header that needs more bytes,
+    or a file the helper could not open or read, is read alone by :func:`read_dump_header`
+    (so the same files are accepted, with the same errors)."""
+    heads = paths
+    if _file_heads is not None and paths:
+        try:
+            heads = _file_heads.read_heads(paths, HEAD_BYTES)
+        except (ValueError, TypeError, MemoryError):   # a name the OS cannot take (NUL): each alone
+            heads = paths
+    out: list[DumpHeader | FormatError] = []
+    for path, head in zip(paths, heads):
+        try:
+            if isinstance(head, tuple):
+                try:
+                    out.append(_parse(path, head[0], _PrefixSource(head[1], head[0])))
+                    continue
+                except _PastPrefix:
+                    pass
+            out.append(read_dump_header(path))
+        except FormatError as exc:
+            out.append(exc)
+    return out
 
 
 def read_dump(path: str | os.PathLike, whole_below: int = 1 << 20) -> tuple[DumpHeader, bytes | None]:
@@ -220,6 +254,28 @@ class _BufferSource:
 
     def whole(self, size: int) -> bytes:
         return self.data
+
+
+class _PastPrefix(Exception):
+    """A read beyond the bytes read_dump_headers has of a file (it then reads the file itself)."""
+
+
+class _PrefixSource:
+    """The first bytes of a file of ``file_size`` bytes; reading past them raises _PastPrefix
+    (unless they are the whole file: then a short read, as from the file)."""
+
+    def __init__(self, data: bytes, file_size: int):
+        self.data, self.complete = data, len(data) >= file_size
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        if offset + n > len(self.data) and not self.complete:
+            raise _PastPrefix
+        return self.data[offset:offset + n]
+
+    def whole(self, size: int) -> bytes:
+        if size > len(self.data):
+            raise _PastPrefix
+        return self.data[:size]
 
 
 class _ArraySource:

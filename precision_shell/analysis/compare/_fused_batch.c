@@ -13,9 +13,11 @@
  * result row of a pair is FirstPass's fields, SecondPass's fields, then kl_scale, so the
  * Python side builds the same FirstPass/SecondPass and the same Metrics, bit for bit.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "_fused_metrics.h"
 
@@ -23,10 +25,13 @@ static const float F32_EPS = 1.1920928955078125e-07f;
 
 /* The logical order of x: element run * j + t is x[idx[j] + t * step] (idx.obj NULL: x is
    already in that order). A layout restore is a permutation whose innermost logical axes walk x
-   at a constant step, so a few thousand run starts describe a tensor of 10^5 elements. */
+   at a constant step, so a few thousand run starts describe a tensor of 10^5 elements. With
+   lens (have_lens), the runs are pieces of x of their own lengths instead, one after the
+   other: a FRACTAL_NZ tensor whose last axis is not a multiple of 16 is pieces of 16 and of the
+   rest, where even runs would be 2 elements long. */
 typedef struct {
-    Py_buffer x, y, idx;
-    int x_kind, y_kind, have_idx;
+    Py_buffer x, y, idx, lens;
+    int x_kind, y_kind, have_idx, have_lens;
     Py_ssize_t n, run, step;
 } Item;
 
@@ -38,16 +43,33 @@ static void release_items(Item *items, Py_ssize_t count)
         if (items[i].x.obj) PyBuffer_Release(&items[i].x);
         if (items[i].y.obj) PyBuffer_Release(&items[i].y);
         if (items[i].idx.obj) PyBuffer_Release(&items[i].idx);
+        if (items[i].lens.obj) PyBuffer_Release(&items[i].lens);
     }
     free(items);
 }
 
-/* one (x, x_kind, index or None, y, y_kind) tuple; 0 or -1 with an exception set */
+/* the pieces of x (idx starts, lens lengths) fill the n logical elements exactly */
+static const char *check_pieces(const Item *it, Py_ssize_t x_count)
+{
+    Py_ssize_t count = it->idx.len / (Py_ssize_t)sizeof(int32_t), total = 0;
+    if (it->idx.len % (Py_ssize_t)sizeof(int32_t) || it->lens.len != it->idx.len)
+        return "pieces: one int32 start and one int32 length each";
+    const int32_t *start = it->idx.buf, *len = it->lens.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (len[i] < 1 || start[i] < 0 || (Py_ssize_t)start[i] + len[i] > x_count)
+            return "piece out of range of x";
+        total += len[i];
+    }
+    return total == it->n ? NULL : "pieces: their lengths must add up to the golden's elements";
+}
+
+/* one (x, x_kind, index or None, run, step, y, y_kind[, lens]) tuple; 0 or -1 with an
+   exception set */
 static int open_item(PyObject *tuple, Item *it)
 {
-    PyObject *x, *idx, *y;
-    if (!PyArg_ParseTuple(tuple, "OiOnnOi", &x, &it->x_kind, &idx, &it->run, &it->step, &y,
-                          &it->y_kind))
+    PyObject *x, *idx, *y, *lens = Py_None;
+    if (!PyArg_ParseTuple(tuple, "OiOnnOi|O", &x, &it->x_kind, &idx, &it->run, &it->step, &y,
+                          &it->y_kind, &lens))
         return -1;
     if (it->x_kind < KIND_F32 || it->x_kind > KIND_BF16 || it->y_kind < KIND_F32 ||
         it->y_kind > KIND_BF16) {
@@ -58,19 +80,24 @@ static int open_item(PyObject *tuple, Item *it)
         PyObject_GetBuffer(y, &it->y, PyBUF_C_CONTIGUOUS) < 0)
         return -1;
     it->have_idx = idx != Py_None;
+    it->have_lens = it->have_idx && lens != Py_None;
     if (it->have_idx && PyObject_GetBuffer(idx, &it->idx, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (it->have_lens && PyObject_GetBuffer(lens, &it->lens, PyBUF_C_CONTIGUOUS) < 0)
         return -1;
     it->n = it->y.len / width_of(it->y_kind);
     Py_ssize_t x_count = it->x.len / width_of(it->x_kind);
     const char *why = NULL;
     if (it->y.len % width_of(it->y_kind) || it->n == 0)
         why = "golden buffer: not a whole, non-empty number of elements";
+    else if (it->have_lens)
+        why = check_pieces(it, x_count);
     else if (it->have_idx && (it->run < 1 || it->n % it->run ||
                               it->idx.len != it->n / it->run * (Py_ssize_t)sizeof(int32_t)))
         why = "index: one int32 per run of golden elements needed";
     else if (!it->have_idx && it->x.len != it->n * width_of(it->x_kind))
         why = "x and y must hold the same number of elements";
-    if (why == NULL && it->have_idx) {
+    if (why == NULL && it->have_idx && !it->have_lens) {
         const int32_t *index = it->idx.buf;
         Py_ssize_t last = (it->run - 1) * it->step;
         for (Py_ssize_t i = 0; i < it->n / it->run && why == NULL; i++)
@@ -157,16 +184,33 @@ typedef struct {
 } Scratch;
 
 
+/* Runs whose starts follow each other (start, start + 1, ...: the C0 lanes of an NC1HWC0 or
+   FRACTAL_Z block) are gathered together, as a block transpose: each step reads their elements
+   side by side from one place of x, instead of each run striding through x on its own. */
+#define MAX_GROUP 64
+
 #define GATHER(T, it, out)                                                                \
     do {                                                                                  \
         const int32_t *starts = (it)->idx.buf;                                            \
         const T *src = (it)->x.buf;                                                       \
         T *dst = (out);                                                                   \
         Py_ssize_t run = (it)->run, step = (it)->step, rows = (it)->n / run;              \
-        for (Py_ssize_t j = 0; j < rows; j++, dst += run) {                               \
+        for (Py_ssize_t j = 0; j < rows;) {                                               \
+            Py_ssize_t g = 1;                                                             \
+            while (step > 1 && j + g < rows && g < step && g < MAX_GROUP &&               \
+                   starts[j + g] == starts[j] + g)                                        \
+                g++;                                                                      \
             const T *from = src + starts[j];                                              \
-            for (Py_ssize_t t = 0; t < run; t++)                                          \
-                dst[t] = from[t * step];                                                  \
+            if (g == 1) {                                                                 \
+                for (Py_ssize_t t = 0; t < run; t++)                                      \
+                    dst[t] = from[t * step];                                              \
+            } else {                                                                      \
+                for (Py_ssize_t t = 0; t < run; t++, from += step)                        \
+                    for (Py_ssize_t i = 0; i < g; i++)                                    \
+                        dst[i * run + t] = from[i];                                       \
+            }                                                                             \
+            dst += g * run;                                                               \
+            j += g;                                                                       \
         }                                                                                 \
     } while (0)
 
@@ -178,7 +222,15 @@ static int item_metrics(const Item *it, Py_ssize_t chunk, Scratch *s, double *ou
     if (it->have_idx) {   /* the layout restore: one gather in the NPU tensor's own width */
         if (grow(&s->gathered, &s->gathered_cap, (size_t)(n * width_of(it->x_kind))) < 0)
             return -1;
-        if (it->x_kind == KIND_F32)
+        Py_ssize_t w = width_of(it->x_kind);
+        if (it->have_lens) {
+            const int32_t *start = it->idx.buf, *len = it->lens.buf;
+            char *dst = s->gathered;
+            for (Py_ssize_t j = 0; j < it->idx.len / (Py_ssize_t)sizeof(int32_t); j++) {
+                memcpy(dst, (const char *)it->x.buf + (Py_ssize_t)start[j] * w, (size_t)len[j] * (size_t)w);
+                dst += (Py_ssize_t)len[j] * w;
+            }
+        } else if (it->x_kind == KIND_F32)
             GATHER(uint32_t, it, s->gathered);
         else
             GATHER(uint16_t, it, s->gathered);
@@ -289,5 +341,52 @@ PyObject *fused_same_bytes(PyObject *self, PyObject *args)
     }
     PyBuffer_Release(&ba);
     PyBuffer_Release(&bb);
+    return PyBool_FromLong(same);
+}
+
+/* file_same_bytes(fd, offset, buf): whether the file holds buf's bytes at offset (an input that
+   repeats its producer's output, checked while the producer's bytes are still in memory:
+   tasks._TaskFiles.check_aliases). The file is read with pread in chunks into a scratch buffer
+   that stays in cache, compared as it comes, all with the GIL released; a short read or a read
+   error is "not the same" (the caller then reads the input itself and reports the problem). */
+#define SAME_CHUNK (64 * 1024)
+
+static int file_holds(int fd, Py_ssize_t offset, const char *want, Py_ssize_t len)
+{
+    char scratch[SAME_CHUNK];
+    Py_ssize_t done = 0;
+    while (done < len) {
+        size_t ask = (size_t)(len - done < SAME_CHUNK ? len - done : SAME_CHUNK);
+        ssize_t got = pread(fd, scratch, ask, (off_t)(offset + done));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return 0;
+        if (memcmp(scratch, want + done, (size_t)got) != 0)
+            return 0;
+        done += got;
+    }
+    return 1;
+}
+
+PyObject *fused_file_same_bytes(PyObject *self, PyObject *args)
+{
+    int fd;
+    Py_ssize_t offset;
+    PyObject *obj;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "inO", &fd, &offset, &obj))
+        return NULL;
+    if (offset < 0) {
+        PyErr_SetString(PyExc_ValueError, "offset must not be negative");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    int same;
+    Py_BEGIN_ALLOW_THREADS
+    same = file_holds(fd, offset, buf.buf, buf.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
     return PyBool_FromLong(same);
 }

@@ -204,10 +204,13 @@ static PyMethodDef methods[] = {
      "want_kl, x_low, x_span, y_low, y_span, kl_scale): one float64 row per chunk"},
     {"batch_metrics", fused_batch_metrics, METH_VARARGS,
      "batch_metrics(items, chunk, out): items of (x, x_kind, int32 run starts or None, run, step, "
-     "y, y_kind); "
+     "y, y_kind[, int32 piece lengths]); "
      "out[i] = FirstPass fields, SecondPass fields, kl_scale of pair i (B_WIDTH doubles)"},
     {"same_bytes", fused_same_bytes, METH_VARARGS,
      "same_bytes(a, b) -> whether the two buffers hold the same bytes (GIL released)"},
+    {"file_same_bytes", fused_file_same_bytes, METH_VARARGS,
+     "file_same_bytes(fd, offset, buf) -> whether the file holds buf's bytes at offset (pread in "
+     "chunks, GIL released; a short read is False)"},
     {"bool_counts", py_bool_counts, METH_VARARGS,
      "bool_counts(x, y) -> (x_true, y_true, both_true, equal)"},
     {"value_counts", py_value_counts, METH_VARARGS,

@@ -39,6 +39,7 @@ extern void *fused_log_data;
 #define B_WIDTH (F_WIDTH + S_WIDTH + 1)
 PyObject *fused_batch_metrics(PyObject *self, PyObject *args);
 PyObject *fused_same_bytes(PyObject *self, PyObject *args);
+PyObject *fused_file_same_bytes(PyObject *self, PyObject *args);
 
 /* One row per chunk of ``chunk`` elements into ``rows``; -1 when out of memory. No GIL needed. */
 int fused_first_pass(Source x, Source y, Py_ssize_t n, Py_ssize_t chunk, double *rows);

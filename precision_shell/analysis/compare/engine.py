@@ -48,6 +48,7 @@ from precision_shell.analysis.compare.vendor_csv import (  # noqa: F401  (re-exp
     csv_rows, result_from_csv, write_vendor_csv,
 )
 from precision_shell.formats.dump_file import release_thread_buffers
+from precision_shell.gc_pause import gc_paused
 
 _MIN_BATCH_BYTES = 4 << 20
 _MAX_BATCH_BYTES = 64 << 20
@@ -75,26 +76,50 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pshell-vc")
 
 
+def task_target(total: int, workers: int, left: int, count: int) -> int:
+    """Target bytes of task number ``count`` when about ``left`` bytes are still to be handed
+    out. Steady: ~``_BATCHES_PER_WORKER`` tasks a worker, within [_MIN_BATCH_BYTES,
+    _MAX_BATCH_BYTES]. The first tasks are small and double up to that (the first worker starts
+    after a few ops are planned, not a whole task's ~50), and the last ones shrink with what is
+    left (the workers end together, not one of them alone on a big task)."""
+    steady = min(max(total // max(1, workers * _BATCHES_PER_WORKER), _MIN_BATCH_BYTES), _MAX_BATCH_BYTES)
+    tail = max(left // (2 * workers), _MIN_BATCH_BYTES)
+    return min(_MIN_BATCH_BYTES << min(count, 30), steady, tail)
+
+
 def make_tasks(plan: ComparePlan, workers: int, ops: Iterable[OpPlan] | None = None,
                total_bytes: int | None = None) -> Iterator[tuple[list[int], tuple]]:
-    """(rows, task) for ``compare_tasks.run_task``: consecutive whole ops, roughly equal bytes,
-    built as they are handed out. ``ops``: the plan's ops as they are planned (default: all),
-    ``total_bytes`` then an estimate of the plan's (sizes the tasks)."""
+    """(rows, task) for ``compare_tasks.run_task``: consecutive whole ops of about the bytes
+    ``task_target`` gives, built as they are handed out. ``ops``: the plan's ops as they are
+    planned (default: all), ``total_bytes`` then an estimate of the plan's (sizes the tasks)."""
     t = plan.table
     total = plan.total_bytes if total_bytes is None else total_bytes
-    target = min(max(total // max(1, workers * _BATCHES_PER_WORKER), _MIN_BATCH_BYTES), _MAX_BATCH_BYTES)
+    planned = plan.ops if ops is None else ops
+    # what is left: exact for a planned plan; while planning, the mean bytes of the ops so far
+    # times the ops still expected (the size estimate counts files, not the rows' bytes)
+    expected = plan.expected_ops if ops is not None else 0
+    handed = count = seen = 0
+
+    def left() -> int:
+        if expected and seen:
+            return (handed + size) * max(expected - seen, 0) // seen
+        return total - handed
+
+    size = 0
+    target = task_target(total, workers, left(), count)
     npu_mode = plan.device_shape_mode
     groups: list[tuple] = []
     rows_in: list[int] = []
-    size = 0
-    for op in plan.ops if ops is None else ops:
+    for op in planned:
         rows = [r for r in op.rows if t.runnable(r)]
         if not rows:
             continue
         # keep an op's tensors together: they share one dump file
         if groups and (size >= target or len(rows_in) >= _MAX_BATCH_JOBS):
             yield rows_in, (npu_mode, groups)
+            handed, count = handed + size, count + 1
             groups, rows_in, size = [], [], 0
+            target = task_target(total, workers, left(), count)
         specs = []
         for r in rows:
             a = t.alias[r]
@@ -108,6 +133,7 @@ def make_tasks(plan: ComparePlan, workers: int, ops: Iterable[OpPlan] | None = N
             size += t.nbytes[r]
         groups.append((op.op, op.dump_path, op.packed, specs))
         rows_in += rows
+        seen += 1
     if groups:
         yield rows_in, (npu_mode, groups)
 
@@ -120,6 +146,12 @@ def run_compare(plan: ComparePlan, *, progress: Callable | None = None, workers:
     ``workers``, default the CPU count). ``planning``: the generator still filling ``plan``
     (``mapping.golden_plan_steps``; ``estimated_bytes`` its likely total): tasks start as their
     ops are planned."""
+    with gc_paused():   # ~10 result tuples a row and no cycles: the collector's passes find nothing
+        return _run_compare(plan, progress, workers, executor, planning, estimated_bytes)
+
+
+def _run_compare(plan: ComparePlan, progress: Callable | None, workers: int | None, executor: Executor | None,
+                 planning: Iterator[OpPlan] | None, estimated_bytes: int) -> CompareResult:
     from precision_shell.model.progress import silent_progress
 
     progress = progress or silent_progress

@@ -136,12 +136,19 @@ def same_bytes(a: np.ndarray, b: np.ndarray) -> bool | None:
     return _ext.same_bytes(a, b) if _enabled() else None
 
 
+def file_same_bytes(fd: int, offset: int, data: np.ndarray) -> bool | None:
+    """Whether the open file ``fd`` holds ``data``'s bytes at ``offset`` (read in chunks and
+    compared as they come, the GIL released; a short read is False), or None without the kernel."""
+    return _ext.file_same_bytes(fd, offset, data) if _enabled() else None
+
+
 def batch_passes(items: list[tuple], chunk: int) -> list[tuple[k.FirstPass, k.SecondPass]]:
     """:func:`passes` of many pairs in one kernel call with the GIL released once. An item is
-    ``(x, x_kind, index, run, step, y, y_kind)``: ``x`` the NPU tensor's bytes in device
-    order, ``index`` None when ``x`` is already in logical order, else int32 starts of runs:
-    logical element ``run * j + t`` is element ``index[j] + t * step`` of ``x``; ``y`` the
-    golden's bytes; kinds from :func:`kind_of`. Same FirstPass and SecondPass
+    ``(x, x_kind, index, run, step, y, y_kind[, lengths])``: ``x`` the NPU tensor's bytes in
+    device order, ``index`` None when ``x`` is already in logical order, else int32 starts of
+    runs: logical element ``run * j + t`` is element ``index[j] + t * step`` of ``x`` (with
+    int32 ``lengths``: the logical order is the pieces ``x[index[j]:index[j] + lengths[j]]``
+    one after the other); ``y`` the golden's bytes; kinds from :func:`kind_of`. Same FirstPass and SecondPass
     as :func:`passes` of ``x`` in logical order and ``y``, bit for bit (the chunk rows are combined in C
     exactly as here)."""
     out = np.empty((len(items), _ext.BATCH_WIDTH), np.float64)

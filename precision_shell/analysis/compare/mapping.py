@@ -19,7 +19,9 @@ executed by :mod:`compare_worker`. Rules, as the vendor engine applies them with
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections import deque
+from itertools import islice
+from typing import Any, Iterable, Iterator
 
 from precision_shell.analysis.compare.plan import INPUT, OUTPUT, ComparePlan, OpPlan, PlanTable, file_path
 from precision_shell.analysis.compare.tasks import pack_header
@@ -27,6 +29,7 @@ from precision_shell.analysis.compare import coverage
 from precision_shell.analysis.compare.worker import NO_DUMP, NO_GOLDEN
 from precision_shell.errors import FormatError
 from precision_shell.formats.dump_file import DumpHeader, TensorEntry, read_dump_header
+from precision_shell.formats.dump_header import read_dump_headers
 from precision_shell.model.dump_index import DumpFile, DumpIndex
 from precision_shell.model.execution_order import execution_entries
 from precision_shell.model.golden_index import GoldenIndex
@@ -42,6 +45,10 @@ _MAX_WALK = 64  # a Cast/TransData chain longer than this is a cycle in a corrup
 # Parsed headers kept while planning: a producer is usually one of the ops just planned. The
 # session's DumpIndex cache is not used: 50k headers kept for the session cost ~100 MB.
 _HEADER_CACHE = 64
+# Headers read ahead at a time (read_dump_headers: one GIL wait per block, not six per file,
+# which matters when vc's workers hold the GIL); the first block is small so the first task
+# starts soon.
+_AHEAD_FIRST, _AHEAD = 16, 256
 
 
 def dump_path(f: DumpFile) -> str:
@@ -73,6 +80,7 @@ class _Planner:
         self.table = PlanTable()
         self.ops: list[OpPlan] = []
         self._headers: dict[str, DumpHeader] = {}
+        self._ahead: dict[str, DumpHeader | FormatError] = {}   # read ahead, not asked for yet
         # unreadable dumps: each becomes a row naming the file and why (not a warning per file)
         self.errors: dict[str, FormatError] = {}
         self._golden: dict[str, tuple[Any, int]] = {}
@@ -81,6 +89,21 @@ class _Planner:
         self.packed: dict[tuple, tuple] = {}   # shared entry groups of packed headers
 
     # -- dumps --------------------------------------------------------------------------------
+    def read_ahead(self, entries: Iterable[tuple]) -> Iterator[tuple]:
+        """``entries`` (execution_entries' tuples) as they come, the headers of their dumps read
+        a block ahead of them in one call (``read_dump_headers``)."""
+        it, block, size = iter(entries), deque(), _AHEAD_FIRST
+        while True:
+            if not block:
+                block.extend(islice(it, size))
+                if not block:
+                    return
+                size = _AHEAD
+                paths = [dump_path(e[3]) for e in block if e[3] is not None]
+                paths = [p for p in paths if p not in self._headers and p not in self.errors]
+                self._ahead = dict(zip(paths, read_dump_headers(paths)))
+            yield block.popleft()
+
     def header(self, index: DumpIndex, f: DumpFile | None) -> DumpHeader | None:
         if f is None:
             return None
@@ -89,8 +112,12 @@ class _Planner:
         if header is None:
             if path in self.errors:
                 return None
+            header = self._ahead.pop(path, None)
             try:
-                header = read_dump_header(path)
+                if header is None:
+                    header = read_dump_header(path)
+                elif isinstance(header, FormatError):
+                    raise header
             except FormatError as exc:
                 self.errors[path] = exc
                 return None
@@ -232,7 +259,7 @@ def golden_plan_steps(graph: Any, dumps: DumpIndex, golden: GoldenIndex, *, npu_
     of the rest. The plan's problems are complete when the generator is exhausted (they go before
     any a caller appended meanwhile, as when planning came first)."""
     p = _Planner(graph, dumps, golden)
-    plan = ComparePlan("golden", p.ops, p.table, npu_label, golden_label, [])
+    plan = ComparePlan("golden", p.ops, p.table, npu_label, golden_label, [], expected_ops=len(dumps.by_key))
 
     def steps() -> Iterator[OpPlan]:
         yield from _golden_ops(p, graph, dumps)
@@ -246,7 +273,7 @@ def _golden_ops(p: _Planner, graph: Any, dumps: DumpIndex) -> Iterator[OpPlan]:
         return header.op_name if header is not None and header.op_name else None
 
     outputs: dict[tuple[str, int], int] = {}   # (op, output index) -> its row, when it has a golden
-    for position, op, name, f in execution_entries(graph, dumps, header_name):
+    for position, op, name, f in p.read_ahead(execution_entries(graph, dumps, header_name)):
         plan = OpPlan(name, op.type if op is not None else (f.name.op_type if f else "?"), position,
                       op.golden_names() if op is not None else [name],
                       op.passes if op is not None else [],

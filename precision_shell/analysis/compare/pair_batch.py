@@ -62,6 +62,7 @@ class PairSpec(NamedTuple):
     golden_dtype: str
     x_bytes: int                        # the NPU bytes the gather reads (or the pair takes)
     nbytes: int                         # both sides' bytes, as the one-pair path counts them
+    lengths: np.ndarray | None = None   # int32: runs are pieces of these lengths from index (step 1)
 
 
 _specs: dict[tuple, PairSpec | None] = {}
@@ -85,7 +86,7 @@ def spec_for(header: DumpHeader, entry: TensorEntry, target_format: str | None,
     spec = _make_spec(header, entry, target_format, fallback_shape, golden)
     global _spec_bytes
     with _spec_lock:
-        size = spec.index.nbytes if spec is not None and spec.index is not None else 0
+        size = sum(a.nbytes for a in (spec.index, spec.lengths) if a is not None) if spec is not None else 0
         if _spec_bytes + size > _INDEX_BUDGET:
             _specs.clear()
             _spec_bytes = 0
@@ -117,7 +118,7 @@ def _make_spec(header: DumpHeader, entry: TensorEntry, target_format: str | None
     n = npu.size
     if n != golden.size or n == 0:
         return None
-    index, run, step = _runs(npu.reshape(-1), tuple(npu.shape))
+    index, run, step, lengths = _runs(npu.reshape(-1), tuple(npu.shape))
     shape = tuple(logical.shape)
     if entry.format_name == "ND":
         shape = (n,)    # the vendor compares an ND dump as read, flat (formats.md A.8.1)
@@ -125,16 +126,24 @@ def _make_spec(header: DumpHeader, entry: TensorEntry, target_format: str | None
     return PairSpec(index, run, step, x_kind, y_kind, n, scalar_shape, ratio_ok, shape,
                     _dtype_text(np.empty(0, dtype), True), _dtype_text(golden, True),
                     (n if index is None else count) * dtype.itemsize,
-                    n * (dtype.itemsize + golden.dtype.itemsize))
+                    n * (dtype.itemsize + golden.dtype.itemsize), lengths)
 
 
-def _runs(flat: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray | None, int, int]:
-    """``flat`` (the device element of each logical one) as (run starts, run, step): the longest
-    run along which it steps evenly, over whole trailing logical axes, else over equal parts of
-    the last axis (an NHWC golden's channels cross C0 blocks); (None, n, 1) when it is 0, 1, 2..."""
+# Even runs shorter than this are replaced by contiguous pieces when those are much longer.
+_SHORT_RUN = 8
+
+
+def _runs(flat: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray | None, int, int, np.ndarray | None]:
+    """``flat`` (the device element of each logical one) as (run starts, run, step, None): the
+    longest run along which it steps evenly, over whole trailing logical axes, else over equal
+    parts of the last axis (an NHWC golden's channels cross C0 blocks); (None, n, 1, None) when
+    it is 0, 1, 2...; when those runs are short, as (piece starts, 0, 1, piece lengths): the
+    contiguous pieces of ``flat``, if they are at least twice as long on average (FRACTAL_NZ
+    with a last axis that is not a multiple of 16: pieces of 16 and of the rest)."""
     last = shape[-1] if shape else 1
     runs = [math.prod(shape[axis:]) for axis in range(len(shape))]
     runs += [d for d in range(last // 2, 1, -1) if last % d == 0]
+    found = None
     for run in runs:
         if run <= 1:
             continue
@@ -142,9 +151,19 @@ def _runs(flat: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray | None, 
         step = int(rows[0, 1] - rows[0, 0])
         if np.array_equal(rows, rows[:, :1] + step * np.arange(run, dtype=np.int64)):
             if run == flat.size and step == 1 and flat[0] == 0:
-                return None, run, 1
-            return np.ascontiguousarray(rows[:, 0], dtype=np.int32), run, step
-    return np.ascontiguousarray(flat, dtype=np.int32), 1, 0
+                return None, run, 1, None
+            found = np.ascontiguousarray(rows[:, 0], dtype=np.int32), run, step, None
+            break
+    if found is not None and found[1] >= _SHORT_RUN:
+        return found
+    starts = np.flatnonzero(np.diff(flat.astype(np.int64)) != 1) + 1
+    starts = np.concatenate(([0], starts))
+    if flat.size >= 2 * (found[1] if found is not None else 1) * len(starts):
+        lengths = np.diff(np.append(starts, flat.size)).astype(np.int32)
+        return np.ascontiguousarray(flat[starts], dtype=np.int32), 0, 1, lengths
+    if found is not None:
+        return found
+    return np.ascontiguousarray(flat, dtype=np.int32), 1, 0, None
 
 
 class PairBatch:
@@ -164,7 +183,8 @@ class PairBatch:
     def add(self, row: int, raw: np.ndarray, golden: np.ndarray, spec: PairSpec, tensor: str) -> bool:
         """Queue a pair (``raw``: the NPU tensor's bytes as read); True when the batch should now
         be computed."""
-        self.items.append((raw[:spec.x_bytes], spec.x_kind, spec.index, spec.run, spec.step, golden.reshape(-1).view(np.uint8), spec.y_kind))
+        self.items.append((raw[:spec.x_bytes], spec.x_kind, spec.index, spec.run, spec.step,
+                           golden.reshape(-1).view(np.uint8), spec.y_kind, spec.lengths))
         self.rows.append((row, spec, tensor))
         self.bytes += spec.nbytes
         return len(self.items) >= BATCH_PAIRS or self.bytes >= BATCH_BYTES

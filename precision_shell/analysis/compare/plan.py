@@ -104,6 +104,7 @@ class ComparePlan:
     npu_label: str
     golden_label: str
     problems: list[str] = field(default_factory=list)
+    expected_ops: int = 0               # while planning: about how many ops will have dumps (0: unknown)
 
     @property
     def device_shape_mode(self) -> bool:

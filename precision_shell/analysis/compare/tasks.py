@@ -8,9 +8,12 @@ groups the rows of whole ops by dump file, and a worker
   thread (no mapping, no fresh allocation: a per-tensor mmap + populate + munmap cost more than
   the copy), restores a device layout with one copy into another such buffer, and parses the
   .npy header with the fast path of ``golden_npy`` from the same open file;
-* takes an input that repeats its producer's bytes from that row (``alias``): the producer's
-  bytes are kept from when its output was read (the task knows which outputs later inputs
-  repeat), so the check is a memcmp of bytes in memory, not a second read; and an
+* takes an input that repeats its producer's bytes from that row (``alias``): when the
+  producer's output is read, the inputs of the task that repeat it are checked at once, each
+  by one kernel call that reads the input's bytes in cache-sized pieces and compares them with
+  the producer's, the GIL released (``check_aliases``; without the kernel, or for a producer in
+  an earlier task, the producer's bytes are kept or read again and compared when the input's
+  row comes); and an
   NPU tensor whose bytes, description and golden file equal a row already computed in this task
   from that row too (``memo``: a constant or weight fed to many ops is compared once per task);
 * returns one tuple per row; the parent keeps them in arrays (``compare_results``).
@@ -92,7 +95,8 @@ class _TaskFiles:
     one pread into a reusable buffer, the raw bytes of outputs that later inputs of the task
     repeat (aliases) kept until those are checked."""
 
-    def __init__(self, wanted: dict[tuple[str, int], int]) -> None:
+    def __init__(self, wanted: dict[tuple[str, int], int],
+                 consumers: dict[tuple[str, int], list[tuple]] | None = None) -> None:
         self.headers: dict[str, DumpHeader] = {}
         self.fds: dict[str, int] = {}
         self.buffers = thread_buffers()
@@ -103,6 +107,9 @@ class _TaskFiles:
         self.held: list[np.ndarray] = []                   # buffers a queued pair batch reads
         self.busy: set[int] = set()                        # ids of kept buffers it reads too
         self.last_raw: tuple[np.ndarray, np.ndarray] | None = None   # raw()'s last (view, its buffer)
+        # (dump, output index) -> alias rows of this task that repeat it: (row, dump, packed, index)
+        self.consumers = consumers or {}
+        self.checked: dict[int, int] = {}                  # alias row -> its bytes if checked same, -1 not
 
     def header(self, path: str, packed: tuple | None) -> DumpHeader:
         header = self.headers.get(path)
@@ -192,6 +199,34 @@ class _TaskFiles:
         self.kept[key] = (base, raw)
         self.kept_bytes += raw.size
 
+    def check_aliases(self, path: str, index: int, entry: TensorEntry, raw: np.ndarray) -> None:
+        """Check the inputs of this task that repeat output ``index`` of ``path`` (bytes ``raw``,
+        just read) now, while those bytes are in memory: each input's bytes are read from its
+        file and compared in one kernel call with the GIL released (``checked``), so the check
+        costs no buffer, no kept copy and almost no Python when its row comes. Inputs whose
+        header cannot be read are left to the row (``_alias_same``), which reports it."""
+        rows = self.consumers.pop((path, index), None)
+        if not rows:
+            return
+        key, desc, size = (path, index), _desc(entry), entry.size
+        for row, c_path, c_packed, c_index in rows:
+            try:
+                c_entry = self.header(c_path, c_packed).entry("input", c_index)
+                if _desc(c_entry) != desc or c_entry.size != size:
+                    same = False
+                else:
+                    same = fused_metrics.file_same_bytes(self._fd(c_path), c_entry.offset, raw)
+            except (PshellError, OSError):
+                continue
+            if same is None:   # no kernel: the row checks
+                return
+            self.checked[row] = size if same else -1
+            left = self.wanted.get(key, 0) - 1
+            if left > 0:
+                self.wanted[key] = left
+            else:
+                self.wanted.pop(key, None)
+
     def producer_bytes(self, key: tuple[str, int], header: DumpHeader, entry: TensorEntry) -> np.ndarray | None:
         """An output's bytes for an alias check: kept when read earlier in this task, else read;
         the count of checks still to come is decreased, the kept copy released after the last."""
@@ -261,12 +296,14 @@ def iter_task(task: tuple) -> Iterator[tuple]:
     """One result tuple per row of ``task``, in row order, each as soon as it exists."""
     device_shape_mode, groups = task
     wanted: dict[tuple[str, int], int] = {}
-    for _, _, _, rows in groups:
-        for *_, alias in rows:
+    consumers: dict[tuple[str, int], list[tuple]] = {}
+    for _, npu_path, packed, rows in groups:
+        for row, _, index, *_, alias in rows:
             if alias is not None:
                 key = (alias[1], alias[3])
                 wanted[key] = wanted.get(key, 0) + 1
-    files = _TaskFiles(wanted)
+                consumers.setdefault(key, []).append((row, npu_path, packed, index))
+    files = _TaskFiles(wanted, consumers if fused_metrics.batch_enabled() else None)
     memo: dict[tuple, tuple[int, int]] = {}
     batch = PairBatch() if pair_batch.enabled(device_shape_mode) else None
     waiting: list[tuple | int] = []     # results after a row in the batch, that row as a placeholder
@@ -326,6 +363,12 @@ def _run_row(files: _TaskFiles, memo: dict, batch: PairBatch | None, device_shap
              row: int, io: str, index: int, target_format: str | None,
              fallback_shape: tuple[int, ...] | None, golden: Any, alias: tuple | None) -> tuple | None:
     """The row's result, or None when it joined ``batch`` (its result comes with the batch's)."""
+    if alias is not None:
+        size = files.checked.pop(row, None)
+        if size is not None:    # checked when its producer was read
+            if size >= 0:
+                return row, alias[0], 2 * size
+            alias = None        # not the producer's bytes: compared as any input
     try:
         header = files.header(npu_path, packed)
         entry = header.entry(io, index)
@@ -335,6 +378,8 @@ def _run_row(files: _TaskFiles, memo: dict, batch: PairBatch | None, device_shap
     if alias is not None and _alias_same(files, entry, raw, alias):
         return row, alias[0], 2 * entry.size
     if io == "output" and raw is not None:
+        if files.consumers:
+            files.check_aliases(npu_path, index, entry, raw)
         files.keep(npu_path, index, raw)
     key = None
     if not device_shape_mode and raw is not None and entry.size <= MEMO_MAX_BYTES:

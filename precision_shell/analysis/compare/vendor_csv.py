@@ -18,6 +18,7 @@ from precision_shell.analysis.compare.results import CompareResult, ResultStore,
 from precision_shell.analysis.compare import worker as compare_worker
 from precision_shell.analysis.compare.coverage import NO_DUMP, NO_GOLDEN, SHAPE_DIFFERS, reason_kind
 from precision_shell.analysis.compare.metrics import JSON_KEYS, Metrics
+from precision_shell.gc_pause import gc_paused
 
 def _csv_row(row: TensorResult):
     from precision_shell.formats.compare_csv import DEFAULT_METRICS, STD_COLUMN, CompareRow
@@ -55,7 +56,8 @@ def write_vendor_csv(path: Path, result: CompareResult) -> int:
             yield row
 
     # NPU vs NPU: both sides are dumps, so both Address columns exist (msaccucmp's layout)
-    write_compare_csv(path, counted(), golden_address=result.mode == "npu")
+    with gc_paused():   # a few objects a row, none kept, no cycles
+        write_compare_csv(path, counted(), golden_address=result.mode == "npu")
     return count
 
 
