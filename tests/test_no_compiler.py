@@ -14,7 +14,8 @@ import precision_shell
 ROOT = Path(precision_shell.__file__).resolve().parent.parent
 EXTENSIONS = ("precision_shell.analysis.compare._fused_metrics", "precision_shell.analysis.compare._framework_metrics",
               "precision_shell.formats.logs._tfrecord", "precision_shell.formats.graph._graph_scan",
-              "precision_shell.formats.msprobe._stats_scan", "precision_shell.analysis.compare.msprobe._stats_cells")
+              "precision_shell.formats.msprobe._stats_scan", "precision_shell.analysis.compare.msprobe._stats_cells",
+              "precision_shell.formats._file_heads")
 
 
 def test_build_without_a_compiler_warns_and_succeeds(tmp_path):
