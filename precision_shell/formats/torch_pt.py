@@ -6,7 +6,7 @@ A ``.pt`` file is a zip archive ``<stem>/data.pkl`` (a pickle whose tensors are 
 and ``<stem>/version`` (framework-dumps.md A4). Unpickling calls whatever globals the pickle
 names, so :class:`_RestrictedUnpickler` maps an explicit allow-list of names to pshell's own
 constructors and refuses every other global: a ``.pt`` can carry ``os.system`` as easily as a
-tensor. Only ``pickle.Unpickler`` is used here (tests/test_no_code_from_data.py checks that).
+tensor. Only ``pickle.Unpickler`` is used here (tests/trust/test_no_code_from_data.py checks that).
 
 A pickle cannot steer what it builds: the opcodes that call constructors or extension registries
 (INST, OBJ, NEWOBJ, EXT) are refused by a pre-scan; BUILD (``__setstate__`` / ``__dict__``

@@ -137,7 +137,7 @@ class BlockText:
 
     Blocks differ only in their layer index, their producer and their id; everything else
     (descs, attrs, their sorted order) is identical, so the text of block k is the template with
-    those strings substituted. ``tests/test_samples.py`` checks it equals text_format's output.
+    those strings substituted. ``tests/samples/test_samples.py`` checks it equals text_format's output.
     """
     _ID = 987654321
 

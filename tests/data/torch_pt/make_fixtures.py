@@ -1,4 +1,4 @@
-"""Writes the .pt fixtures of tests/test_torch_pt.py with a real torch, and their expected values.
+"""Writes the .pt fixtures of tests/formats/test_torch_pt.py with a real torch, and their expected values.
 
 Run with torch 2.13.0 (CPU) and numpy in a throwaway venv, never in pshell's own environment:
 
