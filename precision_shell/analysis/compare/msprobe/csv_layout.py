@@ -29,8 +29,9 @@ from precision_shell.formats.msprobe.columns import shape_text
 
 from precision_shell.analysis.compare.msprobe.engine import METRIC_COLUMNS, N_A, RowResult, md5_cell
 from precision_shell.analysis.compare.msprobe.pairing import Row
-from precision_shell.analysis.compare.msprobe.stats_verdicts import (_ALL_IGNORE, _INPUT_IGNORE, _inf_or_nan, _percent,
-                                                                    extreme_percent, judge)
+from precision_shell.analysis.compare.msprobe.stats_verdicts import (_ALL_IGNORE, _DTYPE, _GRAD, _INF_NAN,
+                                                                    _INPUT_IGNORE, _PARAMETERS, _SHAPE, _inf_or_nan,
+                                                                    _percent, extreme_percent, judge)
 
 BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
          "Bench Tensor Shape", "NPU Requires_grad", "Bench Requires_grad"]
@@ -212,7 +213,7 @@ def _verdicts(group: list[dict], mode: str, dtype_is_error: bool) -> None:
     for c in checked:     # InfNanErrChecker
         if not (_inf_or_nan(c["Bench max"]) or _inf_or_nan(c["Bench min"])) and \
                 (_inf_or_nan(c["NPU max"]) or _inf_or_nan(c["NPU min"])):
-            _flag(c, "error", "There is nan/inf/-inf in the maximum or minimum value of NPU.")
+            _flag(c, "error", _INF_NAN)
     if not ignore:
         if mode == "tensor" and outputs:    # OneThousandthErrChecker
             if _extreme(inputs, "One Thousandth Err Ratio", True) > 0.9 and \
@@ -222,20 +223,20 @@ def _verdicts(group: list[dict], mode: str, dtype_is_error: bool) -> None:
     for c in checked:     # RequiresGradErrChecker
         # a missing requires_grad reads N/A and counts (a None golden leaf against a tensor)
         if c["Bench Name"] != N_A and c["NPU Requires_grad"] != c["Bench Requires_grad"]:
-            _flag(c, "error", "The Required_Grad of NPU and Bench are inconsistent")
+            _flag(c, "error", _GRAD)
     if not ignore:
         for c in inputs:      # ParametersErrChecker
             if c["Bench Name"] != N_A and "class" in c["NPU Dtype"] and "class" in c["Bench Dtype"] \
                     and c["NPU Tensor Shape"] == "[]" and c["NPU max"] != c["Bench max"]:
-                _flag(c, "error", "The scalar parameters of NPU and Bench are inconsistent.")
+                _flag(c, "error", _PARAMETERS)
     for c in checked:
         if c["Bench Name"] == N_A:
             continue
         if dtype_is_error and "qkv" not in c["Bench Name"] and "gate_up" not in c["Bench Name"] \
                 and c["NPU Dtype"] != c["Bench Dtype"]:      # DTypeErrChecker
-            _flag(c, "error", "The dtype of NPU and Bench are inconsistent.")
+            _flag(c, "error", _DTYPE)
         if c["NPU Tensor Shape"] != c["Bench Tensor Shape"]:    # ShapeErrChecker
-            _flag(c, "error", "The shape of NPU and Bench are inconsistent.")
+            _flag(c, "error", _SHAPE)
     if not ignore and outputs:      # CosineWarnChecker (statistics: _statistics_verdicts)
         low_in, low_out = _extreme(inputs, "Cosine", True), _extreme(outputs, "Cosine", True)
         if low_in > 0.9 and low_in - low_out > 0.1:
