@@ -25,30 +25,46 @@ def golden_side(session: Any) -> tuple[Any, Any]:
     return MsprobePairing.of(session.run, golden_run, found.pairing), golden_run
 
 
-def replay_entry(session: Any, name: str, profiles: list) -> tuple[Any, Any, Any]:
-    """(kernel, case, verdict) of one entry; CommandError in one line when it cannot be replayed."""
+def entry_case(session: Any, name: str) -> tuple[Any, Any] | None:
+    """(kernel, case) of one entry fed by its dumped tensors (goldens through msprobe's pairing);
+    None when its API has no kernel; CommandError in one line when it cannot be replayed."""
     from precision_shell.analysis.replay.calls import NoKernel, op_call
-    from precision_shell.analysis.replay.engine import ReplayError, replay
     from precision_shell.analysis.replay.run_case import case_of
 
     run = session.run
     op = run.op(name)
     try:
         call = op_call(run, op)
-    except NoKernel as exc:
-        raise CommandError(str(exc)) from None
+    except NoKernel:
+        return None
     missing = [run.tensor(t).printed() for t in call.tensor_inputs + call.outputs if not run.tensor(t).has_data]
     if missing:
         raise CommandError(f"replay {op.name}: no values dumped for {', '.join(missing[:4])} "
                            "(statistics-only dump: rerun msprobe with task 'tensor')")
     pairing, golden_run = golden_side(session)
     try:
-        case = case_of(run, call, pairing, golden_run)
-        return call.kernel, case, replay(call.kernel, case, profiles, session.settings.threshold)
+        return call.kernel, case_of(run, call, pairing, golden_run)
     except FormatError as exc:
         raise CommandError(f"replay {op.name}: {exc}") from None
+
+
+def replay_entry(session: Any, name: str, profiles: list) -> tuple[Any, Any, Any]:
+    """(kernel, case, verdict) of one entry; CommandError in one line when it cannot be replayed."""
+    from precision_shell.analysis.replay.calls import NoKernel, op_call
+    from precision_shell.analysis.replay.engine import ReplayError, replay
+
+    found = entry_case(session, name)
+    if found is None:       # the one line saying why there is no kernel
+        try:
+            op_call(session.run, session.run.op(name))
+        except NoKernel as exc:
+            raise CommandError(str(exc)) from None
+        raise CommandError(f"replay {name}: no reference kernel")
+    kernel, case = found
+    try:
+        return kernel, case, replay(kernel, case, profiles, session.settings.threshold)
     except ReplayError as exc:
-        raise CommandError(f"replay {op.name}: {exc}") from None
+        raise CommandError(f"replay {case.op}: {exc}") from None
 
 
 @variant(FRAMEWORK, "replay",

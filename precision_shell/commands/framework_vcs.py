@@ -120,7 +120,8 @@ class SuspectTable(Table):
                                    "--stat-tolerance) in execution order, each root or propagated over the "
                                    "dataflow graph; the first root is the first divergence.",
          example="vcs\nvcs -c 0.99 -l 0\nvcs --backward\nvcs --sort cosine --role root\nvcs --type linear\n"
-                 "vcs --stat-tolerance 0.05\nvcs --plot max_abs_error\nvcs --ranks all --steps all",
+                 "vcs --stat-tolerance 0.05\nvcs --plot max_abs_error\nvcs --ranks all --steps all\n"
+                 "vcs --rank excess\nvcs --replay",
          args=[arg("-c", "--cosine", type=float, default=None, metavar="COS",
                    help="cosine threshold (default: the `config` threshold, 0.98)"),
                arg("--stat-tolerance", type=float, default=None, metavar="REL",
@@ -129,11 +130,18 @@ class SuspectTable(Table):
                limit_arg(),
                arg("--backward", action="store_true",
                    help="backward and parameters_grad entries too (default: forward only)"),
+               arg("--rank", choices=("order", "excess"), default="order",
+                   help="excess: the same as --sort -excess (tensor dumps: the entry's error over that of "
+                        "an ideal kernel in its dtypes, see `replay`)"),
+               arg("--replay", action="store_true",
+                   help="replay every root entry (see `replay`; tensor dumps) and add its verdict column "
+                        "(JSON: verdict, replay_profile)"),
                arg("--plot", nargs="?", const="cosine", default=None, metavar="METRIC", complete="metric",
                    help="instead of the table, a chart of METRIC (default cosine) of each forward "
                         "entry along execution order, roots and the first divergence marked")] + SET_ARGS
-         + list_args("order, stat_error (statistics dumps), or a metric of the row's failing output: cosine, "
-                     "euc_dist, max_abs_err, max_relative_err, one_thousandth, five_thousandths"))
+         + list_args("order, stat_error (statistics dumps), excess (tensor dumps), or a metric of the row's "
+                     "failing output: cosine, euc_dist, max_abs_err, max_relative_err, one_thousandth, "
+                     "five_thousandths"))
 def vcs(session, args) -> Table:
     from precision_shell.commands.framework_suspects import judge_compare
 
@@ -158,8 +166,19 @@ def vcs(session, args) -> Table:
     unjudged: list[str] = []
     suspects, run = judge_compare(session, session.selected, found, threshold, args.backward, tolerance, unjudged)
     printed = _printer(run)
-    view = arrange(suspects, args, keys=_sort_keys(found, session), type_of=lambda s: _api_type(s.op),
-                   limit=limit)
+    keys, excess = _sort_keys(found, session), None
+    wants_excess = (args.sort or "").lstrip("-") == "excess" or args.rank == "excess"
+    if (wants_excess or args.replay) and found.mode != "tensor":
+        raise UsageError(f"vcs {'--replay' if args.replay else '--rank excess'} replays entries from their "
+                         "dumped tensors; this pair compares statistics (rerun msprobe with task 'tensor')")
+    if wants_excess:
+        from precision_shell.commands.framework_replay import entry_case
+        from precision_shell.commands.replay_run import excess_of
+
+        excess = excess_of(session, suspects, lambda name: entry_case(session, name))
+        keys["excess"] = lambda s: excess[s.op][2] if excess.get(s.op) else None
+        args.sort = args.sort or "-excess"      # --rank excess: highest first
+    view = arrange(suspects, args, keys=keys, type_of=lambda s: _api_type(s.op), limit=limit)
     session.results["vcs"] = suspects
     session.results["vcs_threshold"] = threshold     # the chart's line (plot_cmd)
     session.results["vcs_tolerance"] = tolerance
@@ -198,12 +217,24 @@ def vcs(session, args) -> Table:
         notes.append(replaced)
     hints = ["`next`/`goto #` step through the list with each entry's metric panel"] if view.items else []
     judged_headers = ["failed statistic", "rel. error"] if stats_mode else ["cosine"]
-    return SuspectTable(["#", "order", "entry", "kind", "role", *judged_headers, "failing outputs", "failing inputs"],
+    table = SuspectTable(["#", "order", "entry", "kind", "role", *judged_headers, "failing outputs", "failing inputs"],
                  rows, title=f"{_count(len(suspects), 'failing entry')} "
                              f"({_count(roots, 'root')}), {view.what}",
                  suspects=view.items, notes=notes, total=len(view.items),
                  more=view.more, highlight=highlight, findings=len(suspects), hints=hints,
                  warnings=found.problems, unjudged=None if found.compared else "no tensor pair compared")
+    if excess is not None:
+        from precision_shell.commands.replay_run import add_excess_column
+
+        add_excess_column(table, excess, column="entry")
+    if args.replay:
+        from precision_shell.commands.framework_replay import replay_entry
+        from precision_shell.commands.replay_run import add_root_verdicts, default_profiles
+
+        profiles = default_profiles()
+        add_root_verdicts(session, table, [s.op for s in view.items if s.role == "root"],
+                          lambda name: replay_entry(session, name, profiles)[2], column="entry")
+    return table
 
 
 def _golden_printed(session, compare_name: str) -> str:

@@ -4,7 +4,7 @@ export. Imported on first use by :mod:`.replay_cmd` so start-up does not pay for
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -205,20 +205,24 @@ def verdict_text(v: Verdict) -> str:
     return f"{v.verdict} ({v.profile})" if v.profile else v.verdict
 
 
-def add_root_verdicts(session: Session, table: Table, roots: list[str]) -> None:
+def add_root_verdicts(session: Session, table: Table, roots: list[str],
+                      replay_one: Callable[[str], Verdict] | None = None, column: str = "op") -> None:
     """``vcs --replay``: replay every root with the default profiles; a ``verdict`` column (and
-    JSON key: null for propagated ops) and one note per root that could not be replayed."""
+    JSON key: null for propagated ops) and one note per root that could not be replayed.
+    ``replay_one(name)``: the verdict of one root (default: a graph op's); ``column``: the table's
+    header of the names."""
     profiles = default_profiles()
+    replay_one = replay_one or (lambda name: replay_op(session, session.resolve_op(name), profiles)[2])
     done = session.results.setdefault(REPLAYED, {})
     texts: dict[str, str] = {}
     for name in roots:
         try:
-            done[name] = replay_op(session, session.resolve_op(name), profiles)[2]
+            done[name] = replay_one(name)
             texts[name] = verdict_text(done[name])
         except CommandError as exc:
             texts[name] = "-"
             table.notes.append(f"replay {name}: {exc}")
-    op = table.headers.index("op")
+    op = table.headers.index(column)
     table.headers.append("verdict")
     for row in table.rows:
         row.append(texts.get(row[op], ""))
@@ -228,30 +232,39 @@ def add_root_verdicts(session: Session, table: Table, roots: list[str]) -> None:
         row["replay_profile"] = v.profile if v is not None else None
 
 
-def excess_of(session: Session, suspects: list) -> dict[str, tuple[float, float, float] | None]:
+def _graph_case(session: Session, name: str) -> tuple[Kernel, OpCase] | None:
+    op = session.graph.ops.get(name) if session.graph is not None else None
+    kernel = kernel_for(op.type) if op is not None else None
+    return None if kernel is None else (kernel, load_case(session, op))
+
+
+def excess_of(session: Session, suspects: list,
+              case_of: Callable[[str], tuple[Kernel, OpCase] | None] | None = None
+              ) -> dict[str, tuple[float, float, float] | None]:
     """``vcs --sort excess``: per failing op (observed error, expected error, observed / expected),
     the expected one an ideal kernel in the NPU's dtypes would make. A root (its inputs match
     golden) is measured against the golden; any other op on its own dumped inputs, since its error
-    vs golden is upstream's (``own_input_error``). None for ops without a kernel or a reference."""
+    vs golden is upstream's (``own_input_error``). None for ops without a kernel or a reference.
+    ``case_of(name)``: (kernel, case) of one op, None without a kernel (default: a graph op's)."""
+    case_of = case_of or (lambda name: _graph_case(session, name))
     errors: dict[str, tuple[float, float] | None] = {}
     for s in suspects:
-        op = session.graph.ops.get(s.op) if session.graph is not None else None
-        kernel = kernel_for(op.type) if op is not None else None
         errors[s.op] = None
-        if kernel is not None:
-            try:
-                case = load_case(session, op)
-                errors[s.op] = ideal_error(kernel, case) if s.role == "root" else own_input_error(kernel, case)
-            except CommandError:
-                pass
+        try:
+            found = case_of(s.op)
+        except CommandError:
+            continue
+        if found is not None:
+            kernel, case = found
+            errors[s.op] = ideal_error(kernel, case) if s.role == "root" else own_input_error(kernel, case)
 
     ratios = {name: excess_ratio(*pair) if pair else None for name, pair in errors.items()}
     return {name: (errors[name][0], errors[name][1], ratio) if ratio is not None else None
             for name, ratio in ratios.items()}
 
 
-def add_excess_column(table: Table, excess: dict) -> None:
-    op = table.headers.index("op")
+def add_excess_column(table: Table, excess: dict, column: str = "op") -> None:
+    op = table.headers.index(column)
     table.headers.append("excess")
     for row in table.rows:
         found = excess.get(row[op])

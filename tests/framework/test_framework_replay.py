@@ -235,3 +235,64 @@ def test_statistics_only_dump_is_one_line(capsys, tmp_path):
                            "-o", tmp_path / "out", "-c", "impact Functional.softmax.0.forward")
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc != 0 and len(lines) == 1 and "statistics only" in lines[0]
+
+
+def _vcs(capsys, tmp_path, command, target="target_bf16", golden="golden_fp32"):
+    return run_cli(capsys, sample() / target, "--golden", sample() / golden, "-o", tmp_path / "out",
+                   "-c", command, "--format", "json")
+
+
+def test_vcs_rank_excess_on_a_framework_pair(capsys, tmp_path):
+    """Graph mode's `vcs --rank excess` on msprobe entries: the root softmax against the golden
+    (an ideal bf16 softmax of the golden inputs), propagated entries on their own dumped inputs."""
+    rc, out, err = _vcs(capsys, tmp_path, "vcs --rank excess -l 0")
+    assert rc == 0, err
+    rows = json_docs(out)[0]
+    ranked = [r["excess"] for r in rows if r["excess"] is not None]
+    assert ranked == sorted(ranked, reverse=True) and len(ranked) >= 4
+    assert all(r["excess"] is None for r in rows[len(ranked):])          # no kernel (module entries) last
+    by_op = {r["op"]: r for r in rows}
+    root = by_op[_truth()["root"]]
+    assert (root["role"], root["excess_reference"]) == ("root", "golden")
+    s = _session()
+    run, golden = s.run, s.golden_run()
+    x_g = golden.load(f"{root['op']}:input:0").astype(np.float64)
+    g_out = golden.load(f"{root['op']}:output:0").astype(np.float64)
+    xb = x_g.astype(ml_dtypes.bfloat16).astype(np.float64)               # golden input in the NPU dtype
+    e = np.exp(xb - xb.max(-1, keepdims=True))
+    ideal = (e / e.sum(-1, keepdims=True)).astype(ml_dtypes.bfloat16).astype(np.float64)
+    npu = run.load(f"{root['op']}:output:0").astype(np.float64)
+    rel = lambda y, ref: np.linalg.norm(y - ref) / np.linalg.norm(ref)     # noqa: E731
+    assert root["expected_error"] == pytest.approx(rel(ideal, g_out), rel=1e-6)
+    assert root["excess"] == pytest.approx(rel(npu, g_out) / rel(ideal, g_out), rel=1e-6)
+    # a transpose or reshape only moves values (the dumped output holds the input's values):
+    # exact on its own inputs, so 1 (no error, none expected), however far from golden it is
+    moved = [r for r in rows if r["op"].split(".")[1] in ("transpose", "reshape") and r["role"] != "root"]
+    assert moved
+    for r in moved:
+        x, y = (np.sort(run.load(f"{r['op']}:{side}:0").astype(np.float64).ravel()) for side in ("input", "output"))
+        assert np.array_equal(x, y) and r["excess_reference"] == "own inputs" and r["excess"] == 1.0
+        assert r["expected_error"] == 0.0
+
+
+def test_vcs_replay_on_a_framework_pair(capsys, tmp_path):
+    rc, out, err = run_cli(capsys, sample() / "target_bf16", "--golden", sample() / "golden_fp32",
+                           "-o", tmp_path / "out", "-c", "vcs --replay -l 0")
+    assert rc == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("#"))
+    assert header.split()[-1] == "verdict"
+    assert "replay Module.attn.SelfAttention.forward.0: " in out and "module entry" in out   # a note, not a failure
+    rc, out, err = _vcs(capsys, tmp_path, "vcs --replay -l 0")
+    rows = json_docs(out)[0]
+    roots = [r for r in rows if r["role"] == "root"]
+    softmax = next(r for r in roots if r["op"] == _truth()["root"])
+    rc, doc, err = _replay(capsys, tmp_path, softmax["op"])
+    assert softmax["verdict"] == doc["verdict"] == "inherent" and softmax["replay_profile"] == doc["profile"]
+    assert all(r["verdict"] is None for r in rows if r["role"] != "root")
+
+
+@pytest.mark.parametrize("command", ["vcs --replay", "vcs --rank excess", "vcs --sort -excess"])
+def test_vcs_replay_and_excess_need_tensors(capsys, tmp_path, command):
+    rc, out, err = _vcs(capsys, tmp_path, command, "stats_target_bf16", "stats_golden_fp32")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and len(lines) == 1 and "task 'tensor'" in lines[0], err
