@@ -1,4 +1,4 @@
-"""``vc``'s CSV written from the result arrays (``vendor_csv.store_csv_cells``: an op's and a
+"""``vc``'s CSV written from the result arrays (``vendor_csv.StoreCsvCells``: an op's and a
 distinct result's cells formatted once) against the row-object writer it replaced
 (``write_compare_csv`` of ``csv_rows``): the same bytes, formula-like names included."""
 

@@ -50,7 +50,7 @@ def write_vendor_csv(path: Path, result: CompareResult) -> int:
     golden_address = result.mode == "npu"
     store = result.store
     if store is not None:
-        cells = store_csv_cells(store, golden_address)
+        cells = StoreCsvCells(store, golden_address)
         with gc_paused():
             write_compare_cells(path, cells, golden_address=golden_address)
         return cells.count
@@ -102,7 +102,7 @@ def _store_csv_rows(store: ResultStore) -> Iterator:
         yield CompareRow(op.order, op.type, op.op, op.golden_ops, f"{op.op}:{io}:{index}", io, index, *cells)
 
 
-class store_csv_cells:
+class StoreCsvCells:
     """The cells of ``write_vendor_csv``'s rows straight from a store's arrays, as
     ``formats.compare_csv.write_compare_csv`` makes them from ``csv_rows`` (the same text,
     ``safe_text.csv_row`` included), without a ``CompareRow`` a row: an op's cells and a
