@@ -171,63 +171,14 @@ def _guarded_files(session, opts: argparse.Namespace) -> list[str]:
     return problems
 
 
-def _written_files_open() -> bool:
-    """Whether a regular file besides stdin/out/err is open for writing (Linux: /proc), or it
-    cannot be told: a buffered writer may still hold data that only the teardown flushes."""
-    import os
-    import stat
-
-    try:
-        fds = [int(fd) for fd in os.listdir("/proc/self/fd") if int(fd) > 2]
-    except (OSError, ValueError):
-        return True
-    for fd in fds:
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                continue
-            with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as info:
-                flags = _fdinfo_flags(info.read())
-        except (OSError, ValueError, IndexError):
-            continue   # closed meanwhile (the listing's own fd): nothing to flush
-        if flags & (os.O_WRONLY | os.O_RDWR):
-            return True
-    return False
-
-
-def _fdinfo_flags(text: str) -> int:
-    for line in text.splitlines():
-        if line.startswith("flags:"):
-            return int(line.split()[1], 8)
-    raise ValueError("no flags line")
-
-
-def _end_batch_process(rc: int) -> int:
-    """A one-shot run ends here without the interpreter's teardown (freeing ~400 modules' objects:
-    ~14 ms of a `pshell WS -c vc`, measured) when that changes nothing: no thread but this one,
-    no regular file open for writing; the exit handlers (logging's, the size count's, a Dask
-    client's, multiprocessing's) run first, and stdout/stderr are flushed. Otherwise (or when a
-    flush fails: the teardown reports it as always) it returns ``rc`` for the usual exit."""
-    import atexit
-    import os
-    import threading
-
-    if threading.active_count() > 1 or _written_files_open():
-        return rc
-    atexit._run_exitfuncs()
-    if threading.active_count() > 1 or _written_files_open():   # a handler started something
-        return rc
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        return rc
-    os._exit(rc)
-
-
 def main(argv: list[str] | None = None) -> int:
     if argv is None:   # the program itself (`pshell`), not a caller of main()
         rc = _main(sys.argv[1:])
-        return _end_batch_process(rc) if _BATCH_RUN else rc
+        if _BATCH_RUN:
+            from precision_shell.one_shot_exit import end_batch_process
+
+            return end_batch_process(rc)
+        return rc
     return _main(argv)
 
 

@@ -1,4 +1,4 @@
-"""A one-shot ``pshell`` ends without the interpreter's teardown (``cli._end_batch_process``)
+"""A one-shot ``pshell`` ends without the interpreter's teardown (``one_shot_exit.end_batch_process``)
 only when nothing is lost: exit handlers run, stdout/stderr flushed, the exit code kept; and not
 while a file is open for writing or another thread runs."""
 
@@ -59,7 +59,7 @@ def test_exit_handlers_run_before_the_fast_exit(sample_ws, tmp_path):
 
 def test_a_file_open_for_writing_or_a_thread_keeps_the_teardown(sample_ws, tmp_path):
     ws, _ = sample_ws
-    check = ("from precision_shell.cli import _written_files_open as w; import sys; "
+    check = ("from precision_shell.one_shot_exit import written_files_open as w; import sys; "
              f"a = w(); f = open({str(tmp_path / 'w.txt')!r}, 'w'); b = w(); f.close(); "
              f"r = open({str(tmp_path / 'w.txt')!r}); print(a, b, w())")
     run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
