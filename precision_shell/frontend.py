@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -225,6 +224,8 @@ class Frontend:
         if self.script_line is not None and not self.allow_shell:   # the last guard (see above)
             raise UsageError(f"{self.script_line}: refusing to start `{command}` from a script "
                              f"(--allow-shell)")
+        import subprocess   # (`!`/pipes only: not a one-shot command's start)
+
         try:
             done = subprocess.run(command, shell=True, input=text, capture_output=True,
                                   text=True, errors="replace")

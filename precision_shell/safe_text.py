@@ -89,6 +89,12 @@ def csv_row(row: list) -> list:
     return [csv_cell(c) for c in row]
 
 
+def may_hold_formula(cells: list[str]) -> bool:
+    """:func:`csv_row`'s test on string cells: True when some cell may need :func:`csv_cell`. It
+    looks at each cell's start only, so a row's answer is any of its parts' answers."""
+    return _MAYBE_FORMULA.search("\x00".join(cells)) is not None
+
+
 def csv_uncell(text: str) -> str:
     """The text :func:`csv_cell` neutralised, as it was (reading pshell's own CSV back)."""
     if text.startswith("'") and csv_cell(text[1:]) == text:

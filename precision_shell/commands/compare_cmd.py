@@ -25,7 +25,10 @@ def _wants_sets(args) -> bool:
 
 
 def _run():
-    from precision_shell.commands import compare_run
+    from precision_shell.gc_pause import gc_paused
+
+    with gc_paused():   # numpy and the compare engine: imports whose objects all stay (see cli)
+        from precision_shell.commands import compare_run
 
     return compare_run
 

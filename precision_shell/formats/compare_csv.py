@@ -21,7 +21,8 @@ from ..safe_text import csv_row, csv_uncell
 from ..errors import FormatError
 from .input_files import open_regular
 
-__all__ = ["DEFAULT_METRICS", "CompareRow", "read_compare_csv", "rows_equal", "write_compare_csv"]
+__all__ = ["DEFAULT_METRICS", "CompareRow", "read_compare_csv", "rows_equal", "write_compare_cells",
+           "write_compare_csv"]
 
 DEFAULT_METRICS = ("CosineSimilarity", "MaxAbsoluteError", "AccumulatedRelativeError",
                    "RelativeEuclideanDistance", "KullbackLeiblerDivergence", "StandardDeviation",
@@ -156,17 +157,8 @@ def _shape_cell(row: CompareRow) -> str:
     return "NaN" if row.shape is None else "[" + ",".join(map(str, row.shape)) + "]"
 
 
-def write_compare_csv(path: str | os.PathLike, rows: list[CompareRow], *,
-                      metrics: tuple[str, ...] | list[str] = DEFAULT_METRICS,
-                      npu_address: bool = True, golden_address: bool = False,
-                      op_sequence: bool = False, overflow: bool = False) -> None:
-    """Write rows in the vendor's layout, columns in msaccucmp's order.
-
-    The golden ``Address`` column is left out by default (goldens are ``.npy``, as msaccucmp
-    does); ``op_sequence``/``overflow`` add ``OpSequence``/``OverFlow``. Metric cells are
-    ``'%.6f'`` (nan/inf as numpy prints them) or ``NaN`` when a row has no value; descriptive
-    cells a row lacks (``extra``) are ``NaN``.
-    """
+def _columns(metrics, npu_address: bool, golden_address: bool, op_sequence: bool, overflow: bool) -> list:
+    """(header name, cell of a CompareRow) in msaccucmp's column order."""
     columns = [("Index", lambda row: str(row.index))]
     if op_sequence:
         columns.append(("OpSequence", _extra("OpSequence")))
@@ -187,10 +179,40 @@ def write_compare_csv(path: str | os.PathLike, rows: list[CompareRow], *,
         else:
             columns.append((name, lambda row, name=name: row.texts.get(name) or _metric_cell(row.metrics.get(name))))
     columns.append(("CompareFailReason", lambda row: row.fail_reason))
+    return columns
+
+
+def write_compare_csv(path: str | os.PathLike, rows: list[CompareRow], *,
+                      metrics: tuple[str, ...] | list[str] = DEFAULT_METRICS,
+                      npu_address: bool = True, golden_address: bool = False,
+                      op_sequence: bool = False, overflow: bool = False) -> None:
+    """Write rows in the vendor's layout, columns in msaccucmp's order.
+
+    The golden ``Address`` column is left out by default (goldens are ``.npy``, as msaccucmp
+    does); ``op_sequence``/``overflow`` add ``OpSequence``/``OverFlow``. Metric cells are
+    ``'%.6f'`` (nan/inf as numpy prints them) or ``NaN`` when a row has no value; descriptive
+    cells a row lacks (``extra``) are ``NaN``.
+    """
+    columns = _columns(metrics, npu_address, golden_address, op_sequence, overflow)
+
     def write(handle) -> None:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow([name for name, _ in columns])
         writer.writerows(csv_row([cell(row) for _, cell in columns]) for row in rows)   # no formulas
+
+    write_atomic(path, write)
+
+
+def write_compare_cells(path: str | os.PathLike, lines, *, golden_address: bool = False) -> None:
+    """As :func:`write_compare_csv` with the default columns (NPU address, no OpSequence or
+    OverFlow), for rows given as their cells already (strings, through ``safe_text.csv_row``):
+    a caller whose rows share most cells formats them once (``vc``'s CSV)."""
+    header = [name for name, _ in _columns(DEFAULT_METRICS, True, golden_address, False, False)]
+
+    def write(handle) -> None:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(lines)
 
     write_atomic(path, write)
 

@@ -21,7 +21,7 @@ LAYERS = [
     {"commands"},
     {"render"},
     {"report"},                          # HTML of command results (render's cell format)
-    {"frontend", "shell", "cli", "mcp", "__main__"},
+    {"frontend", "shell", "cli", "mcp", "__main__", "one_shot_exit"},
 ]
 
 

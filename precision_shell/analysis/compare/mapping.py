@@ -47,7 +47,8 @@ _MAX_WALK = 64  # a Cast/TransData chain longer than this is a cycle in a corrup
 _HEADER_CACHE = 64
 # Headers read ahead at a time (read_dump_headers: one GIL wait per block, not six per file,
 # which matters when vc's workers hold the GIL); the first block is small so the first task
-# starts soon.
+# starts soon, and the blocks double from there (a first task of many small ops needed a
+# second block of 256 headers, ~20 ms, before it could start).
 _AHEAD_FIRST, _AHEAD = 16, 256
 
 
@@ -98,7 +99,7 @@ class _Planner:
                 block.extend(islice(it, size))
                 if not block:
                     return
-                size = _AHEAD
+                size = min(2 * size, _AHEAD)
                 paths = [dump_path(e[3]) for e in block if e[3] is not None]
                 paths = [p for p in paths if p not in self._headers and p not in self.errors]
                 self._ahead = dict(zip(paths, read_dump_headers(paths)))

@@ -45,8 +45,15 @@ def _csv_row(row: TensorResult):
 def write_vendor_csv(path: Path, result: CompareResult) -> int:
     """The vendor-layout CSV (formats.md §6, A.8.1), written atomically; returns the row count.
     Rows are built as they are written (200k of them at once would cost ~400 MB)."""
-    from precision_shell.formats.compare_csv import write_compare_csv
+    from precision_shell.formats.compare_csv import write_compare_cells, write_compare_csv
 
+    golden_address = result.mode == "npu"
+    store = result.store
+    if store is not None:
+        cells = StoreCsvCells(store, golden_address)
+        with gc_paused():
+            write_compare_cells(path, cells, golden_address=golden_address)
+        return cells.count
     count = 0
 
     def counted() -> Iterator:
@@ -57,7 +64,7 @@ def write_vendor_csv(path: Path, result: CompareResult) -> int:
 
     # NPU vs NPU: both sides are dumps, so both Address columns exist (msaccucmp's layout)
     with gc_paused():   # a few objects a row, none kept, no cycles
-        write_compare_csv(path, counted(), golden_address=result.mode == "npu")
+        write_compare_csv(path, counted(), golden_address=golden_address)
     return count
 
 
@@ -95,6 +102,54 @@ def _store_csv_rows(store: ResultStore) -> Iterator:
         yield CompareRow(op.order, op.type, op.op, op.golden_ops, f"{op.op}:{io}:{index}", io, index, *cells)
 
 
+class StoreCsvCells:
+    """The cells of ``write_vendor_csv``'s rows straight from a store's arrays, as
+    ``formats.compare_csv.write_compare_csv`` makes them from ``csv_rows`` (the same text,
+    ``safe_text.csv_row`` included), without a ``CompareRow`` a row: an op's cells and a
+    distinct result's cells (most inputs share their producer's) are formatted once. Iterate
+    once; ``count`` is then the rows given out."""
+
+    def __init__(self, store: ResultStore, golden_address: bool) -> None:
+        self.store, self.golden_address, self.count = store, golden_address, 0
+
+    def __iter__(self) -> Iterator[list[str]]:
+        from precision_shell.safe_text import csv_cell, may_hold_formula
+
+        store = self.store
+        t, ops = store.plan.table, store.plan.ops
+        address = ["NaN"] if self.golden_address else []
+        kept: dict[int, tuple] = {}
+        op_pos, head, head_formula = -1, [], False
+        rid = store.rid.tolist()
+        for row, d in enumerate(rid):
+            if d < 0:
+                continue
+            part = kept.get(d)
+            if part is None:
+                if len(kept) >= _CELLS_KEPT:
+                    kept.clear()
+                r = store.tensor(row)
+                shape = "NaN" if r.shape is None else "[" + ",".join(map(str, r.shape)) + "]"
+                dtypes = [r.npu_dtype, "NaN", r.golden_dtype]
+                tail = [shape, *r.metrics.vendor_cells(), r.reason]
+                part = kept[d] = (dtypes, tail, may_hold_formula(dtypes) or may_hold_formula(tail))
+            if t.op_pos[row] != op_pos:
+                op_pos = t.op_pos[row]
+                op = ops[op_pos]
+                head = [str(op.order), op.type, op.op]
+                golden = ",".join(op.golden_ops) or "*"
+                head_formula = may_hold_formula(head) or may_hold_formula([golden])
+            tensor = f"{op.op}:{_IO[t.io[row]]}:{t.index[row]}"
+            cells = [*head, part[0][0], part[0][1], golden, part[0][2], *address, tensor, *part[1]]
+            # the tensor cell starts as the op's name ("op:..."): csv_row's test says of it
+            # what it says of the name (a lone "-" and "-:" alike), so head_formula covers it
+            if head_formula or part[2]:
+                cells = [csv_cell(c) for c in cells]
+            self.count += 1
+            yield cells
+
+
+_IO = ("input", "output")
 _STD = re.compile(r"^\(\s*([^;]+);([^)]+)\),\(\s*([^;]+);([^)]+)\)$")
 _NO_GOLDEN_PREFIX = compare_worker.NO_GOLDEN.split("{")[0]
 
