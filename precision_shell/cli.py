@@ -173,7 +173,10 @@ def _guarded_files(session, opts: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None:   # the program itself (`pshell`), not a caller of main()
-        rc = _main(sys.argv[1:])
+        try:
+            rc = _main(sys.argv[1:])
+        except BrokenPipeError:     # `pshell ... | head`: the reader is gone
+            return _stdout_gone()
         if _BATCH_RUN:
             from precision_shell.one_shot_exit import end_batch_process
 
@@ -183,6 +186,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _BATCH_RUN = False   # set once batch mode runs its lines: only then may main() skip the teardown
+
+
+def _stdout_gone() -> int:
+    """Stop quietly, as a program killed by SIGPIPE would (status 141), instead of a traceback;
+    stdout (and stderr) point at /dev/null so the interpreter's last flush of what was buffered
+    for the gone reader does not fail again. What the commands wrote to files is complete; the
+    script's later lines do not run (as after SIGPIPE)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):     # (`2>&1 | head`: stderr is that pipe too)
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):
+            pass
+    os.close(devnull)
+    return 141
 
 
 def _main(argv: list[str]) -> int:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import run_cli
 
@@ -70,3 +71,16 @@ def test_a_file_open_for_writing_or_a_thread_keeps_the_teardown(sample_ws, tmp_p
         assert run.returncode == 0, run.stderr
         assert TEARDOWN in run.stderr
     assert (tmp_path / "held.txt").read_text() == "kept"     # flushed by the teardown, as always
+
+
+def test_a_reader_that_goes_away_ends_pshell_quietly(tmp_path):
+    """`pshell ... | head -1`: no BrokenPipeError traceback; the status a SIGPIPE would give."""
+    convnet = Path(__file__).resolve().parents[2] / "sample_data" / "convnet"
+    script = "; ".join(["ls -l 0"] * 300)          # far more than a pipe's buffer
+    proc = subprocess.Popen([sys.executable, "-m", "precision_shell", str(convnet), "-o", str(tmp_path / "out"),
+                             "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert first.startswith(b"35 ops") and "Traceback" not in err and "BrokenPipe" not in err
