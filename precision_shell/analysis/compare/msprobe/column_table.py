@@ -23,9 +23,9 @@ from precision_shell.formats.msprobe.columns import GRAD_TEXTS, NONE_LEAF, Stats
 from .cells import csv_line_bytes
 from .column_pairing import ColumnPairing
 from precision_shell.atomic_write import write_atomic
-from .csv_layout import _SUMMARY_TEXT, _percent, header
-from .engine import N_A, _cell, _stats_diff
-from .stats_table import CHUNK, _csv_column, _texts, diff_texts, judged_columns
+from .csv_layout import header
+from .engine import N_A, _cell
+from .stats_table import CHUNK, _csv_column, _texts, diff_texts, judged_columns, odd_row_cells
 from .stats_verdicts import _SUMMARY
 
 _N_A_CELLS = [(N_A, "na", None)] * 4
@@ -101,23 +101,8 @@ def _column_chunk(pairing: ColumnPairing, lo: int, hi: int) -> tuple[list[list[s
     t_ok_list, g_ok_list, has_list = t_ok.tolist(), g_ok.tolist(), has.tolist()
     for i in np.flatnonzero(~simple).tolist():     # msprobe's per-cell rules for the rest
         t_stat = _cells(t, lo + i, t_ok_list[i], t_vals[i].tolist())
-        if not t_ok_list[i]:
-            for k, c in enumerate(t_stat):
-                t_summary[k][i] = _SUMMARY_TEXT.get(c[0], c[0])
-        if not has_list[i]:
-            for k in range(4):
-                g_summary[k][i] = diffs[k][i] = rels[k][i] = N_A
-        else:
-            g_stat = _cells(g, int(found[i]), g_ok_list[i], g_vals[i].tolist())
-            computed = _stats_diff(t_stat, g_stat)
-            for k in range(4):
-                if not g_ok_list[i]:
-                    c = g_stat[k][0]
-                    g_summary[k][i] = _SUMMARY_TEXT.get(c, c)
-                diffs[k][i], rels[k][i] = computed.diffs[k], computed.relative[k]
-        text = rels[3][i]
-        value = _percent(text) if text.endswith("%") else -1.0
-        percent[i] = value if value == value else -1.0     # max() in _extreme passes NaN over
+        g_stat = _cells(g, int(found[i]), g_ok_list[i], g_vals[i].tolist()) if has_list[i] else None
+        odd_row_cells(i, t_stat, g_stat, t_ok_list[i], g_ok_list[i], (t_summary, g_summary, diffs, rels, percent))
     # text columns: codes into each side's table with N/A appended (numpy takes, no per-row Python)
     t_table, grad_table = _with_n_a(t.texts), _with_n_a(GRAD_TEXTS)
     na_t, na_grad = len(t_table) - 1, len(grad_table) - 1

@@ -116,6 +116,30 @@ def diff_texts(t_vals: np.ndarray, g_vals: np.ndarray) -> tuple[list[list[str]],
     return diffs, rels, same, rel
 
 
+def odd_row_cells(i: int, t_stat: list, g_stat: list | None, t_ok: bool, g_ok: bool, columns: tuple) -> None:
+    """msprobe's per-cell rules for row ``i`` of a chunk whose statistics are not all plain finite
+    floats (``t_stat``/``g_stat``: the cells of each side, None without a golden row), written into
+    ``columns`` = (target summary, golden summary, diffs, relative errors, NormRelativeErr
+    percent); both chunk paths (rows of leaves here, scanned columns in column_table) use it."""
+    t_summary, g_summary, diffs, rels, percent = columns
+    if not t_ok:
+        for k, c in enumerate(t_stat):
+            t_summary[k][i] = _SUMMARY_TEXT.get(c[0], c[0])
+    if g_stat is None:
+        for k in range(4):
+            g_summary[k][i] = diffs[k][i] = rels[k][i] = N_A
+    else:
+        found = _stats_diff(t_stat, g_stat)
+        for k in range(4):
+            if not g_ok:
+                c = g_stat[k][0]
+                g_summary[k][i] = _SUMMARY_TEXT.get(c, c)
+            diffs[k][i], rels[k][i] = found.diffs[k], found.relative[k]
+    text = rels[3][i]
+    value = _percent(text) if text.endswith("%") else -1.0
+    percent[i] = value if value == value else -1.0     # max() in _extreme passes NaN over
+
+
 def _chunk_columns(pairs: Sequence[RowPair]) -> tuple[list[list[str]], list[bool], list[float]]:
     """The CSV columns up to Requires_grad Consistent of a chunk of pairs, one list each; which
     rows took the column-wise path (all eight statistics finite); each row's NormRelativeErr as
@@ -138,23 +162,8 @@ def _chunk_columns(pairs: Sequence[RowPair]) -> tuple[list[list[str]], list[bool
     percent = np.where(simple & ~same[:, 3] & (g_vals[:, 3] != 0), rel[:, 3] / 100, -1.0).tolist()
     for i in np.flatnonzero(~simple).tolist():     # msprobe's per-cell rules for the rest
         t, g = targets[i], goldens[i]
-        t_stat = stat_cells(t.leaf)
-        g_stat = stat_cells(g.leaf) if g is not None else None
-        if not t_ok_list[i]:
-            for k, c in enumerate(t_stat):
-                t_summary[k][i] = _SUMMARY_TEXT.get(c[0], c[0])
-        found = _stats_diff(t_stat, g_stat) if g_stat is not None else None
-        for k in range(4):
-            if g_stat is None:
-                g_summary[k][i] = diffs[k][i] = rels[k][i] = N_A
-            else:
-                if not g_ok_list[i]:
-                    c = g_stat[k][0]
-                    g_summary[k][i] = _SUMMARY_TEXT.get(c, c)
-                diffs[k][i], rels[k][i] = found.diffs[k], found.relative[k]
-        text = rels[3][i]
-        value = _percent(text) if text.endswith("%") else -1.0
-        percent[i] = value if value == value else -1.0     # max() in _extreme passes NaN over
+        odd_row_cells(i, stat_cells(t.leaf), stat_cells(g.leaf) if g is not None else None, t_ok_list[i],
+                      g_ok_list[i], (t_summary, g_summary, diffs, rels, percent))
     n_grads = [_grad_text(leaf) for leaf in t_leaves]
     shapes: dict[tuple, str] = {}
     b_grads = [N_A if g is None else _grad_text(g.leaf) for g in goldens]
