@@ -69,37 +69,13 @@ def write_vendor_csv(path: Path, result: CompareResult) -> int:
 
 
 def csv_rows(result: CompareResult) -> Iterator:
-    """Rows for ``formats.compare_csv.write_compare_csv``, sorted by Index (op), inputs first."""
-    store = result.store
-    if store is None:
-        return (_csv_row(r) for r in result.iter_done())
-    return _store_csv_rows(store)
+    """Rows for ``formats.compare_csv.write_compare_csv``, sorted by Index (op), inputs first: one
+    ``CompareRow`` a row (``write_vendor_csv`` writes a store's rows as cells instead,
+    :class:`StoreCsvCells`; tests hold the two to the same bytes)."""
+    return (_csv_row(r) for r in result.iter_done())
 
 
 _CELLS_KEPT = 4096
-
-
-def _store_csv_rows(store: ResultStore) -> Iterator:
-    """As ``_csv_row`` for every row with a result, straight from the arrays. Rows sharing a
-    result (aliases, repeated constants: most inputs) share its cells, built once while recent."""
-    from precision_shell.formats.compare_csv import CompareRow
-
-    t, ops = store.plan.table, store.plan.ops
-    kept: dict[int, tuple] = {}
-    rid = store.rid.tolist()
-    for row, d in enumerate(rid):
-        if d < 0:
-            continue
-        cells = kept.get(d)
-        if cells is None:
-            if len(kept) >= _CELLS_KEPT:
-                kept.clear()
-            tensor = store.tensor(row)
-            c = _csv_row(tensor)
-            cells = kept[d] = (c.shape, c.metrics, c.std, c.fail_reason, c.extra, c.texts)
-        op = ops[t.op_pos[row]]
-        io, index = ("input", "output")[t.io[row]], t.index[row]
-        yield CompareRow(op.order, op.type, op.op, op.golden_ops, f"{op.op}:{io}:{index}", io, index, *cells)
 
 
 class StoreCsvCells:
