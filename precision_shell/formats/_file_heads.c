@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "_dump_v2.h"
+
 typedef struct {
     char *path;
     char *data;
@@ -117,6 +119,9 @@ static PyMethodDef methods[] = {
     {"read_heads", read_heads, METH_VARARGS,
      "read_heads(paths, limit) -> per path (file size, its first min(size, limit) bytes) or an "
      "errno (not a regular file: EINVAL)"},
+    {"decode_v2", decode_v2, METH_VARARGS,
+     "decode_v2(header, file_size, entry_type) -> (op_name, version, dump_time, inputs, outputs, "
+     "buffers, spaces, attrs) of a v2 DumpData header, or None: parse it with protobuf"},
     {NULL, NULL, 0, NULL},
 };
 

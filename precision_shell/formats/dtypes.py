@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import FormatError
-from .protoload import dump_data_pb
+from .proto_enums import dump_data_enums
 
 DT_UNDEFINED = 0
 DT_FLOAT = 1
@@ -93,13 +93,13 @@ _NUMPY_DTYPES: dict[int, np.dtype] = {
 
 @lru_cache(maxsize=None)
 def _dtype_names() -> dict[int, str]:
-    enum = dump_data_pb().OutputDataType
+    enum = dump_data_enums()["OutputDataType"]
     return {number: name for name, number in enum.items()}
 
 
 @lru_cache(maxsize=None)
 def _format_names() -> dict[int, str]:
-    enum = dump_data_pb().OutputFormat
+    enum = dump_data_enums()["OutputFormat"]
     names = {number: name.removeprefix("FORMAT_") for name, number in enum.items()}
     names.update(_EXTRA_FORMAT_NAMES)
     return names

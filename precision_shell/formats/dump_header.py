@@ -30,7 +30,8 @@ from .dump_v1 import try_v1
 from .input_files import open_regular
 from .quoting import clipped
 
-try:   # the C helper of read_dump_headers (optional: without it each file is read alone)
+try:   # the C helper of read_dump_headers and _parse (optional: without it each file is read
+    # alone, and every header parsed by protobuf)
     from . import _file_heads
 except ImportError:
     _file_heads = None
@@ -256,6 +257,10 @@ def _parse(path: str, file_size: int, source: _FdSource | _BufferSource) -> Dump
         raise FormatError(path, "file shrank while being read")
     if nano_dump.is_nano_header(header):
         return _nano_header(path, header, file_size)
+    if _file_heads is not None:   # the plain v2 headers (C); None: not sure, protobuf decides
+        decoded = _file_heads.decode_v2(header, file_size, TensorEntry)
+        if decoded is not None:
+            return DumpHeader(path, *decoded[:3], "v2", header_len, file_size, *decoded[3:])
     try:
         msg = _dump_data_class().FromString(header)
     except Exception as e:  # upb raises DecodeError; any failure means a corrupt header

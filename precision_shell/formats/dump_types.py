@@ -9,11 +9,12 @@ from functools import lru_cache
 
 from ..errors import FormatError
 from .dtypes import DT_UNDEFINED, FORMAT_ND, dtype_name, format_name
-from .protoload import dump_data_pb
 
 
 @lru_cache(maxsize=None)
 def _dump_data_class():
+    from .protoload import dump_data_pb   # protobuf only when a header needs it (dump_header._parse)
+
     return dump_data_pb().DumpData
 
 
