@@ -274,6 +274,8 @@ def _golden_ops(p: _Planner, graph: Any, dumps: DumpIndex) -> Iterator[OpPlan]:
         return header.op_name if header is not None and header.op_name else None
 
     outputs: dict[tuple[str, int], int] = {}   # (op, output index) -> its row, when it has a golden
+    if graph is not None:   # every op's descs are read: the details cache first, not 64 text parses
+        graph.want_all_details()
     for position, op, name, f in p.read_ahead(execution_entries(graph, dumps, header_name)):
         plan = OpPlan(name, op.type if op is not None else (f.name.op_type if f else "?"), position,
                       op.golden_names() if op is not None else [name],
