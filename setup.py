@@ -93,6 +93,6 @@ setup(
         # it: protobuf, same headers)
         Extension("precision_shell.formats._file_heads",
                   [f"precision_shell/formats/{name}.c" for name in ("_file_heads", "_dump_v2")],
-                  depends=["precision_shell/formats/_dump_v2.h"], optional=True)],
+                  depends=[f"precision_shell/formats/{name}.h" for name in ("_dump_v2", "_proto_wire")], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -1,5 +1,6 @@
 /* decode_v2(header, file_size, entry_type): a v2 dump header (DumpData protobuf, formats.md §1.3)
- * straight into formats/dump_types.TensorEntry objects, or None when this decoder is not sure.
+ * straight into formats/dump_types.TensorEntry objects, or None when this decoder is not sure
+ * (also used by _file_heads.read_heads for the headers it reads).
  *
  * Why: `vc` plans on the main thread while its workers compare, and planning's Python holds the
  * GIL they need between their C calls; a third of planning was protobuf's DumpData.FromString
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "_dump_v2.h"
+#include "_proto_wire.h"
 
 enum { INPUT, OUTPUT, BUFFER, SPACE, KINDS };
 static const char *const KIND_NAMES[KINDS] = {"input", "output", "buffer", "space"};
@@ -41,10 +43,6 @@ static int kind_of_field(uint64_t number)
 #define FORMAT_ND 2
 
 typedef struct {
-    const uint8_t *p, *end;
-} Span;
-
-typedef struct {
     int kind;
     int32_t dtype, format, sub_format;
     uint64_t size;
@@ -57,177 +55,6 @@ typedef struct {
 typedef struct {
     Span name, value;
 } Attr;
-
-/* 0 and the value, or -1: truncated, or more than 64 bits (protobuf decides those) */
-static int varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
-{
-    const uint8_t *p = *pp;
-    uint64_t v = 0;
-    for (int i = 0; i < 10; i++) {
-        if (p >= end)
-            return -1;
-        uint8_t b = *p++;
-        if (i == 9 && b > 1)
-            return -1;
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *pp = p;
-            *out = v;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* Whether ``s`` is strict UTF-8 (no overlong forms, surrogates or values past U+10FFFF).
- * protobuf checks every occurrence of a string field, also one a later occurrence replaces. */
-static int utf8(Span s)
-{
-    const uint8_t *p = s.p;
-    while (p < s.end) {
-        uint8_t b = *p++;
-        if (b < 0x80)
-            continue;
-        int more;
-        uint32_t c;
-        if (b >= 0xc2 && b <= 0xdf) {
-            more = 1;
-            c = b & 0x1f;
-        } else if (b >= 0xe0 && b <= 0xef) {
-            more = 2;
-            c = b & 0x0f;
-        } else if (b >= 0xf0 && b <= 0xf4) {
-            more = 3;
-            c = b & 0x07;
-        } else
-            return 0;
-        if (s.end - p < more)
-            return 0;
-        for (int i = 0; i < more; i++) {
-            if ((p[i] & 0xc0) != 0x80)
-                return 0;
-            c = c << 6 | (p[i] & 0x3f);
-        }
-        p += more;
-        if ((more == 2 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) || (more == 3 && (c < 0x10000 || c > 0x10ffff)))
-            return 0;
-    }
-    return 1;
-}
-
-/* The next field of [*pp, end): its number, wire type and, for wire type 2, its bytes; for
- * wire type 0 its value. -1 on anything this decoder leaves to protobuf. */
-static int next_field(const uint8_t **pp, const uint8_t *end, uint64_t *number, int *wire,
-                      uint64_t *value, Span *bytes)
-{
-    uint64_t key;
-    if (varint(pp, end, &key) < 0 || key > UINT32_MAX)
-        return -1;
-    *number = key >> 3;
-    *wire = (int)(key & 7);
-    if (*number == 0)
-        return -1;
-    switch (*wire) {
-    case 0:
-        return varint(pp, end, value);
-    case 1:
-    case 5: {
-        size_t n = *wire == 1 ? 8 : 4;
-        if ((size_t)(end - *pp) < n)
-            return -1;
-        *pp += n;
-        return 0;
-    }
-    case 2: {
-        uint64_t len;
-        if (varint(pp, end, &len) < 0 || len > (uint64_t)(end - *pp))
-            return -1;
-        bytes->p = *pp;
-        bytes->end = *pp + len;
-        *pp += len;
-        return 0;
-    }
-    default:   /* groups (3, 4) and invalid wire types */
-        return -1;
-    }
-}
-
-/* A Shape message: its dims counted (packed or not), -1 when malformed. */
-static Py_ssize_t count_dims(Span s)
-{
-    Py_ssize_t count = 0;
-    const uint8_t *p = s.p;
-    while (p < s.end) {
-        uint64_t number, value;
-        int wire;
-        Span bytes;
-        if (next_field(&p, s.end, &number, &wire, &value, &bytes) < 0)
-            return -1;
-        if (number != 1)
-            continue;
-        if (wire == 0)
-            count++;
-        else if (wire == 2) {
-            const uint8_t *q = bytes.p;
-            while (q < bytes.end) {
-                if (varint(&q, bytes.end, &value) < 0)
-                    return -1;
-                count++;
-            }
-        } else
-            return -1;
-    }
-    return count;
-}
-
-/* The dims of a Shape already checked by count_dims, as a tuple of ints. */
-static PyObject *dims_tuple(Span s, Py_ssize_t count)
-{
-    PyObject *tuple = PyTuple_New(count);
-    if (tuple == NULL)
-        return NULL;
-    Py_ssize_t i = 0;
-    const uint8_t *p = s.p;
-    while (p < s.end) {
-        uint64_t number, value = 0;
-        int wire;
-        Span bytes = {NULL, NULL};
-        next_field(&p, s.end, &number, &wire, &value, &bytes);
-        if (number != 1)
-            continue;
-        const uint8_t *q = bytes.p;
-        do {
-            if (wire == 2) {
-                if (q >= bytes.end)
-                    break;
-                varint(&q, bytes.end, &value);
-            }
-            PyObject *dim = PyLong_FromUnsignedLongLong(value);
-            if (dim == NULL) {
-                Py_DECREF(tuple);
-                return NULL;
-            }
-            PyTuple_SET_ITEM(tuple, i++, dim);
-        } while (wire == 2);
-    }
-    return tuple;
-}
-
-/* Whether a message of only varint fields 1..n_varints (DimRange, enums) is well formed. */
-static int plain_varints(Span s, uint64_t n_varints)
-{
-    const uint8_t *p = s.p;
-    while (p < s.end) {
-        uint64_t number, value;
-        int wire;
-        Span bytes;
-        if (next_field(&p, s.end, &number, &wire, &value, &bytes) < 0)
-            return 0;
-        if (number <= n_varints && wire != 0)
-            return 0;
-    }
-    return 1;
-}
 
 static int original_op(Span s, Tensor *t)
 {
@@ -540,17 +367,12 @@ static int entries(const Parsed *parsed, uint64_t start, uint64_t file_size, PyO
     return 1;
 }
 
-PyObject *decode_v2(PyObject *self, PyObject *args)
+PyObject *decode_v2_header(const uint8_t *header, Py_ssize_t len, uint64_t file_size, PyObject *cls)
 {
-    Py_buffer buf;
-    unsigned long long file_size;
-    PyObject *cls;
-    if (!PyArg_ParseTuple(args, "y*KO", &buf, &file_size, &cls))
-        return NULL;
     PyObject *result = NULL, *lists[KINDS] = {NULL}, *attrs = NULL;
     PyObject *version = NULL, *op_name = NULL;
     Parsed parsed = {0};
-    Span whole = {buf.buf, (const uint8_t *)buf.buf + buf.len};
+    Span whole = {header, header + len};
     Span version_s = {NULL, NULL}, op_name_s = {NULL, NULL};
     uint64_t dump_time = 0;
     int failed = 0;
@@ -561,7 +383,7 @@ PyObject *decode_v2(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    if (ok == 0 || file_size < 8 || (uint64_t)buf.len > file_size - 8)
+    if (ok == 0 || file_size < 8 || (uint64_t)len > file_size - 8)
         goto fallback;
     /* strings first: one that is not UTF-8 sends the header to protobuf before any entry is made */
     if ((version = text(version_s, &failed)) == NULL || (op_name = text(op_name_s, &failed)) == NULL)
@@ -581,7 +403,7 @@ PyObject *decode_v2(PyObject *self, PyObject *args)
     for (int k = 0; k < KINDS; k++)
         if ((lists[k] = PyList_New(0)) == NULL)
             goto done;
-    ok = entries(&parsed, 8 + (uint64_t)buf.len, file_size, lists, &failed);
+    ok = entries(&parsed, 8 + (uint64_t)len, file_size, lists, &failed);
     if (ok < 0)
         goto fallback_or_error;
     if (ok == 0)
@@ -602,6 +424,17 @@ done:
     Py_XDECREF(op_name);
     free(parsed.tensors);
     free(parsed.attrs);
+    return result;
+}
+
+PyObject *decode_v2(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    unsigned long long file_size;
+    PyObject *cls;
+    if (!PyArg_ParseTuple(args, "y*KO", &buf, &file_size, &cls))
+        return NULL;
+    PyObject *result = decode_v2_header(buf.buf, buf.len, file_size, cls);
     PyBuffer_Release(&buf);
     return result;
 }

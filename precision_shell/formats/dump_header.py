@@ -72,19 +72,23 @@ def read_dump_header(path: str | os.PathLike) -> DumpHeader:
 def read_dump_headers(paths: list[str]) -> list[DumpHeader | FormatError]:
     """:func:`read_dump_header` of each path, in order: the header, or the FormatError it raises.
     The first HEAD_BYTES of every file are read in one call of the C helper (``_file_heads``),
-    the GIL released once, and each header parsed from them; a header that needs more bytes,
-    or a file the helper could not open or read, is read alone by :func:`read_dump_header`
-    (so the same files are accepted, with the same errors)."""
+    the GIL released once, and each header parsed from them (a plain v2 one decoded there); a
+    header that needs more bytes, or a file the helper could not open or read, is read alone by
+    :func:`read_dump_header` (so the same files are accepted, with the same errors)."""
     heads = paths
     if _file_heads is not None and paths:
         try:
-            heads = _file_heads.read_heads(paths, HEAD_BYTES)
+            heads = _file_heads.read_heads(paths, HEAD_BYTES, TensorEntry)
         except (ValueError, TypeError, MemoryError):   # a name the OS cannot take (NUL): each alone
             heads = paths
     out: list[DumpHeader | FormatError] = []
     for path, head in zip(paths, heads):
         try:
             if isinstance(head, tuple):
+                if len(head) == 3:   # a plain v2 header, decoded as _parse would (decode_v2)
+                    size, header_len, decoded = head
+                    out.append(DumpHeader(path, *decoded[:3], "v2", header_len, size, *decoded[3:]))
+                    continue
                 try:
                     out.append(_parse(path, head[0], _PrefixSource(head[1], head[0])))
                     continue

@@ -21,20 +21,31 @@ from precision_shell.samples.writer import SampleOptions, write_workspace
 pytestmark = pytest.mark.skipif(dump_header._file_heads is None, reason="the C helper is not built")
 
 
-def _parse(data: bytes, *, c: bool, monkeypatch) -> DumpHeader | str:
+_PATH = "/nonexistent/Add.op.1.2.17"
+
+
+def _parse(data: bytes, *, c: bool, monkeypatch, path: str = _PATH) -> DumpHeader | str:
     """The header of a file whose content is ``data`` (or its error line), by one path."""
     with monkeypatch.context() as m:
         if not c:
             m.setattr(dump_header, "_file_heads", None)
         try:
-            return dump_header.parse_dump_header("/d/Add.op.1.2.17", data)
+            return dump_header.parse_dump_header(path, data)
         except FormatError as exc:
             return f"FormatError: {exc}"
 
 
-def _same_either_way(data: bytes, monkeypatch) -> DumpHeader | str:
+def _same_either_way(data: bytes, monkeypatch, folder: Path | None = None) -> DumpHeader | str:
+    """Parsed by C and by protobuf, and (``folder``) read from a file with the headers of a
+    block (read_dump_headers: read and decoded in one C call): all equal."""
     by_c, by_protobuf = _parse(data, c=True, monkeypatch=monkeypatch), _parse(data, c=False, monkeypatch=monkeypatch)
     assert by_c == by_protobuf
+    if folder is not None:
+        path = folder / "Add.op.1.2.17"
+        path.write_bytes(data)
+        (read,) = dump_header.read_dump_headers([str(path)])
+        want = _parse(data, c=False, monkeypatch=monkeypatch, path=str(path))
+        assert (f"FormatError: {read}" if isinstance(read, FormatError) else read) == want
     if isinstance(by_c, DumpHeader):   # equal values of the same types (an int is not a bool, None not 0)
         for a, b in zip(_all_entries(by_c), _all_entries(by_protobuf)):
             assert [type(getattr(a, f)) for f in a.__slots__] == [type(getattr(b, f)) for f in b.__slots__]
@@ -117,9 +128,9 @@ def _needed(msg) -> int:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(msg=dump_data(), spare=st.integers(-3, 3))
-def test_generated_headers_decode_as_protobuf_does(msg, spare, monkeypatch):
+def test_generated_headers_decode_as_protobuf_does(msg, spare, monkeypatch, tmp_path):
     data = _file(msg.SerializeToString(), max(0, _needed(msg) + spare))
-    header = _same_either_way(data, monkeypatch)
+    header = _same_either_way(data, monkeypatch, tmp_path)
     if isinstance(header, DumpHeader):
         assert _decoded_by_c(data)               # a header protobuf writes is the C path's
         assert header.op_name == msg.op_name and len(header.outputs) == len(msg.output)
@@ -164,7 +175,7 @@ def _tensor_field(number: int, body: bytes) -> bytes:
                                                 st.sampled_from([0, 3, 4, 5, 8]), st.integers(0, 10**6)),
                                       min_size=1, max_size=4),
        spare=st.integers(-2, 40))
-def test_odd_fields_decode_as_protobuf_does(msg, odd, spare, monkeypatch):
+def test_odd_fields_decode_as_protobuf_does(msg, odd, spare, monkeypatch, tmp_path):
     """Raw fields spliced in at random places, top level or inside a tensor message (field 3:
     output, 4: input, 5: buffer, 8: space; 0: top level)."""
     header = msg.SerializeToString()
@@ -175,7 +186,7 @@ def test_odd_fields_decode_as_protobuf_does(msg, odd, spare, monkeypatch):
             cuts = [0] + [i for i in range(1, len(header)) if _field_start(header, i)]
             cut = cuts[at % len(cuts)]
             header = header[:cut] + raw + header[cut:]
-    _same_either_way(_file(header, max(0, _needed(msg) + spare)), monkeypatch)
+    _same_either_way(_file(header, max(0, _needed(msg) + spare)), monkeypatch, tmp_path)
 
 
 def _field_start(header: bytes, i: int) -> bool:
@@ -191,7 +202,7 @@ def _field_start(header: bytes, i: int) -> bool:
                                                  st.sampled_from(["set", "insert", "delete"])),
                                        min_size=1, max_size=3),
        spare=st.integers(-2, 40))
-def test_mutated_headers_decode_as_protobuf_does(msg, edits, spare, monkeypatch):
+def test_mutated_headers_decode_as_protobuf_does(msg, edits, spare, monkeypatch, tmp_path):
     """Bytes changed, inserted and deleted anywhere in a header: C and protobuf agree (C accepts,
     or leaves it to protobuf, which accepts, reads it as v1, or words the error)."""
     header = bytearray(msg.SerializeToString() or b"\x0a\x00")
@@ -203,7 +214,7 @@ def test_mutated_headers_decode_as_protobuf_does(msg, edits, spare, monkeypatch)
             header.insert(at, byte)
         elif len(header) > 1:
             del header[at % len(header)]
-    _same_either_way(_file(bytes(header), max(0, _needed(msg) + spare)), monkeypatch)
+    _same_either_way(_file(bytes(header), max(0, _needed(msg) + spare)), monkeypatch, tmp_path)
 
 
 def test_headers_are_read_without_protobuf(sample_dumps, tmp_path):
