@@ -37,6 +37,12 @@ except ImportError:
     _file_heads = None
 
 _LEN = struct.Struct("<Q")
+
+
+def _c_decoder() -> bool:
+    """Whether v2 headers are decoded in C (``_dump_v2.c``): unless the helper is not built or
+    ``PSHELL_NO_EXT=1`` (then protobuf, as for every header the decoder is not sure of)."""
+    return _file_heads is not None and os.environ.get("PSHELL_NO_EXT") != "1"
 # read_dump_headers reads this much of each file: a dump header of a few tensors is ~100-400 bytes
 HEAD_BYTES = 4096
 
@@ -78,7 +84,7 @@ def read_dump_headers(paths: list[str]) -> list[DumpHeader | FormatError]:
     heads = paths
     if _file_heads is not None and paths:
         try:
-            heads = _file_heads.read_heads(paths, HEAD_BYTES, TensorEntry)
+            heads = _file_heads.read_heads(paths, HEAD_BYTES, *[TensorEntry] * _c_decoder())
         except (ValueError, TypeError, MemoryError):   # a name the OS cannot take (NUL): each alone
             heads = paths
     out: list[DumpHeader | FormatError] = []
@@ -261,7 +267,7 @@ def _parse(path: str, file_size: int, source: _FdSource | _BufferSource) -> Dump
         raise FormatError(path, "file shrank while being read")
     if nano_dump.is_nano_header(header):
         return _nano_header(path, header, file_size)
-    if _file_heads is not None:   # the plain v2 headers (C); None: not sure, protobuf decides
+    if _c_decoder():   # the plain v2 headers (C); None: not sure, protobuf decides
         decoded = _file_heads.decode_v2(header, file_size, TensorEntry)
         if decoded is not None:
             return DumpHeader(path, *decoded[:3], "v2", header_len, file_size, *decoded[3:])

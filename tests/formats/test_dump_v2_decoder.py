@@ -4,6 +4,7 @@ mutated headers; what it is not sure of goes to protobuf."""
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 from pathlib import Path
@@ -54,6 +55,20 @@ def _same_either_way(data: bytes, monkeypatch, folder: Path | None = None) -> Du
 
 def _all_entries(header: DumpHeader) -> list[TensorEntry]:
     return header.inputs + header.outputs + header.buffers + header.spaces
+
+
+def test_pshell_no_ext_takes_the_protobuf_path(sample_dumps, monkeypatch):
+    """PSHELL_NO_EXT=1: every header by protobuf (read_dump_headers reads, does not decode)."""
+    monkeypatch.setenv("PSHELL_NO_EXT", "1")
+    calls = []
+    real = dump_header._dump_data_class
+    monkeypatch.setattr(dump_header, "_dump_data_class", lambda: calls.append(1) or real())
+    paths = [str(p) for p in sample_dumps]
+    alone = [dump_header.read_dump_header(p) for p in paths]
+    calls_alone = len(calls)
+    assert dump_header.read_dump_headers(paths) == alone
+    per_variant = {"v2": 1, "v1": 2, "nano": 0}   # v1: tried as v2 first
+    assert len(calls) == 2 * calls_alone == 2 * sum(per_variant[h.variant] for h in alone) > 0
 
 
 def _decoded_by_c(data: bytes) -> bool:
@@ -230,7 +245,8 @@ def test_headers_are_read_without_protobuf(sample_dumps, tmp_path):
             f"paths = open({str(listing)!r}).read().split('\\n'); "
             "names = [h.op_name for h in d.read_dump_headers(paths)] + [d.read_dump_header(paths[0]).op_name]; "
             "print('google.protobuf' in sys.modules, *names, sep='\\n')")
-    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PSHELL_NO_EXT"}
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
     with_protobuf = []
     for p in v2 + v2[:1]:
         with pytest.MonkeyPatch.context() as m:
