@@ -177,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
             rc = _main(sys.argv[1:])
         except BrokenPipeError:     # `pshell ... | head`: the reader is gone
             return _stdout_gone()
+        except KeyboardInterrupt:   # Ctrl-C before a batch's lines run (start-up): no traceback
+            print("error: interrupted", file=sys.stderr)
+            rc = EXIT_INTERRUPTED
+        if rc == EXIT_INTERRUPTED:
+            _exit_on_next_interrupt()
         if _BATCH_RUN:
             from precision_shell.one_shot_exit import end_batch_process
 
@@ -186,6 +191,29 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _BATCH_RUN = False   # set once batch mode runs its lines: only then may main() skip the teardown
+
+
+def _exit_on_next_interrupt() -> None:
+    """An interrupted run is ending with status 130: another SIGINT from here on (a second Ctrl-C,
+    or one still in flight) ends the process at once with that status. Python's own handler would
+    raise KeyboardInterrupt wherever the exit has got to (in the exit handlers, or around
+    ``sys.exit`` itself, where nothing catches it), and an uncaught KeyboardInterrupt makes the
+    interpreter kill itself with SIGINT: a caller waiting for 130 saw a signal death instead."""
+    import os
+    import signal
+
+    def end(signum, frame) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(EXIT_INTERRUPTED)
+
+    try:
+        signal.signal(signal.SIGINT, end)
+    except ValueError:   # not the main thread (main() called from elsewhere): nothing to guard
+        pass
 
 
 def _stdout_gone() -> int:
