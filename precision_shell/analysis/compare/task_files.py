@@ -31,7 +31,7 @@ def _unpack_header(path: str, packed: tuple) -> DumpHeader:
                       [TensorEntry("output", i, *e[:5], None, None, *e[5:]) for i, e in enumerate(outputs)])
 
 
-class _TaskFiles:
+class TaskFiles:
     """Headers, open files and buffers of one task: each file opened once, each tensor read with
     one pread into a reusable buffer, the raw bytes of outputs that later inputs of the task
     repeat (aliases) kept until those are checked."""
@@ -145,15 +145,15 @@ class _TaskFiles:
         just read) now, while those bytes are in memory: each input's bytes are read from its
         file and compared in one kernel call with the GIL released (``checked``), so the check
         costs no buffer, no kept copy and almost no Python when its row comes. Inputs whose
-        header cannot be read are left to the row (``_alias_same``), which reports it."""
+        header cannot be read are left to the row (``tasks._alias_same``), which reports it."""
         rows = self.consumers.pop((path, index), None)
         if not rows:
             return
-        key, desc, size = (path, index), _desc(entry), entry.size
+        key, desc, size = (path, index), entry_description(entry), entry.size
         for row, c_path, c_packed, c_index in rows:
             try:
                 c_entry = self.header(c_path, c_packed).entry("input", c_index)
-                if _desc(c_entry) != desc or c_entry.size != size:
+                if entry_description(c_entry) != desc or c_entry.size != size:
                     same = False
                 else:
                     same = fused_metrics.file_same_bytes(self._fd(c_path), c_entry.offset, raw)
@@ -189,6 +189,6 @@ class _TaskFiles:
         return read_npy_into(path, self.take)
 
 
-def _desc(e: TensorEntry) -> tuple:
+def entry_description(e: TensorEntry) -> tuple:
     return e.dtype, e.format, e.shape, e.original_shape, e.sub_format
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from precision_shell.analysis.compare import fused_metrics, pair_batch
 from precision_shell.analysis.compare.pair_batch import PairBatch
-from precision_shell.analysis.compare.task_files import _desc, _TaskFiles
+from precision_shell.analysis.compare.task_files import TaskFiles, entry_description
 from precision_shell.analysis.compare.worker import PairResult, _compare_arrays, failed_pair
 from precision_shell.analysis.compare.metrics import Metrics
 from precision_shell.errors import PshellError
@@ -104,7 +104,7 @@ def _device_array(header: DumpHeader, entry: TensorEntry, raw: np.ndarray | None
 
 
 
-def _alias_same(files: _TaskFiles, entry: TensorEntry, raw: np.ndarray | None, alias: tuple) -> bool:
+def _alias_same(files: TaskFiles, entry: TensorEntry, raw: np.ndarray | None, alias: tuple) -> bool:
     """Whether the input (``entry``, bytes ``raw``) has its producer's description and bytes (any
     read problem: False; the normal path then reports it)."""
     _, src_path, src_packed, src_index = alias
@@ -116,7 +116,8 @@ def _alias_same(files: _TaskFiles, entry: TensorEntry, raw: np.ndarray | None, a
         files.wanted.pop(key, None)
         return False
     src_bytes = files.producer_bytes(key, src_header, src)
-    if raw is None or src_bytes is None or _desc(entry) != _desc(src) or entry.size != src.size:
+    if raw is None or src_bytes is None or entry_description(entry) != entry_description(src) \
+            or entry.size != src.size:
         return False
     return _equal_bytes(raw, src_bytes)
 
@@ -132,7 +133,7 @@ def iter_task(task: tuple) -> Iterator[tuple]:
                 key = (alias[1], alias[3])
                 wanted[key] = wanted.get(key, 0) + 1
                 consumers.setdefault(key, []).append((row, npu_path, packed, index))
-    files = _TaskFiles(wanted, consumers if fused_metrics.batch_enabled() else None)
+    files = TaskFiles(wanted, consumers if fused_metrics.batch_enabled() else None)
     memo: dict[tuple, tuple[int, int]] = {}
     batch = PairBatch() if pair_batch.enabled(device_shape_mode) else None
     waiting: list[tuple | int] = []     # results after a row in the batch, that row as a placeholder
@@ -156,7 +157,7 @@ def iter_task(task: tuple) -> Iterator[tuple]:
         files.close()
 
 
-def _computed(batch: PairBatch, files: _TaskFiles, waiting: list) -> Iterator[tuple]:
+def _computed(batch: PairBatch, files: TaskFiles, waiting: list) -> Iterator[tuple]:
     """The batch computed, then every waiting result in row order."""
     results = {res.row: res for res in batch.compute()}
     files.release_held()
@@ -170,7 +171,7 @@ def run_task(task: tuple) -> list[tuple]:
     return list(iter_task(task))
 
 
-def _queue(files: _TaskFiles, batch: PairBatch, header: DumpHeader, entry: TensorEntry, raw: np.ndarray,
+def _queue(files: TaskFiles, batch: PairBatch, header: DumpHeader, entry: TensorEntry, raw: np.ndarray,
            row: int, tensor: str, target_format: str | None, fallback_shape: tuple[int, ...] | None,
            golden_path: str) -> tuple[int | None, np.ndarray | None]:
     """(bytes of the pair, None) when the pair joined ``batch``; else (None, the golden array if
@@ -187,7 +188,7 @@ def _queue(files: _TaskFiles, batch: PairBatch, header: DumpHeader, entry: Tenso
     return spec.nbytes, None
 
 
-def _run_row(files: _TaskFiles, memo: dict, batch: PairBatch | None, device_shape_mode: bool, op: str,
+def _run_row(files: TaskFiles, memo: dict, batch: PairBatch | None, device_shape_mode: bool, op: str,
              npu_path: str, packed: tuple | None,
              row: int, io: str, index: int, target_format: str | None,
              fallback_shape: tuple[int, ...] | None, golden: Any, alias: tuple | None) -> tuple | None:
@@ -212,7 +213,7 @@ def _run_row(files: _TaskFiles, memo: dict, batch: PairBatch | None, device_shap
         files.keep(npu_path, index, raw)
     key = None
     if not device_shape_mode and raw is not None and entry.size <= MEMO_MAX_BYTES:
-        key = (golden, _desc(entry), target_format, fallback_shape, raw.tobytes())
+        key = (golden, entry_description(entry), target_format, fallback_shape, raw.tobytes())
         hit = memo.get(key)
         if hit is not None:
             return row, hit[0], hit[1]
