@@ -270,7 +270,7 @@ def suspects_table(found: SuspectList, view: ListView | None, problems: list[str
     return Table(["#", "order", "op", "type", "role", "output", "cosine", "max_abs_err", "inputs (cosine)",
                   "golden", "fusion passes"], rows, title=title,
                  json_rows=[s.to_json() for s in view.items], notes=notes, total=len(view.items),
-                 more=view.more, highlight=highlight, findings=len(suspects), hints=hints,
+                 more=view.more, shown=view.shown, highlight=highlight, findings=len(suspects), hints=hints,
                  interrupted=found.source == "partial compare",
                  warnings=report.warnings + list(problems), unjudged=report.gate)
 
