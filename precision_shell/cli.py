@@ -16,7 +16,6 @@ with gc_paused():
     from precision_shell import __version__
     from precision_shell.blas_threads import load_numpy_with_one_blas_thread
     from precision_shell.commands.process_policy import allow_processes_in_scripts
-    from precision_shell.config import parse_min_coverage
     from precision_shell.errors import PshellError, UsageError
     from precision_shell.frontend import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Frontend, read_script,
                                           terminal_width)
@@ -86,6 +85,8 @@ def _serve_mcp(argv: list[str]) -> int:
 
 
 def _percent(text: str) -> float:
+    from precision_shell.config import parse_min_coverage   # (here: a batch run needs no config module)
+
     try:
         return parse_min_coverage(text)
     except UsageError as exc:
@@ -227,7 +228,7 @@ def _main(argv: list[str]) -> int:
     except PshellError as exc:
         _say_error(exc)
         return EXIT_FAILED
-    from precision_shell.config import default_config_path
+    from precision_shell.config_path import default_config_path
 
     # inputs besides the workspace: no export or redirect may write over them
     if opts.file:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from precision_shell.atomic_write import write_atomic
+from precision_shell.config_path import default_config_path
 from precision_shell.errors import FormatError, PshellError, UsageError
 from precision_shell.formats.input_files import read_text_input
 
@@ -38,11 +39,6 @@ PROFILES_SECTION = "profiles"
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
 CONFIG_CAP = 1 << 20
-
-
-def default_config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "pshell" / "config.ini"
 
 
 def _parse_threshold(text: str) -> float:
