@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from ..formats.proto_wire import varint
 
 # GE attribute names that mean something to pshell (formats.md §3.5).
 ORIGINAL_OP_NAMES = "_datadump_original_op_names"
@@ -205,6 +204,7 @@ def valid_serialized_attrs(blobs: list[bytes]) -> bool:
     checked in one C-speed parse of them all, as the ``na`` items of one ``ListValue``."""
     if not blobs:   # (a graph without attrs in its details: no protobuf import for nothing)
         return True
+    from ..formats.proto_wire import varint   # (here: proto_wire imports protobuf's descriptors)
     from ..formats.protoload import ge_ir_pb
 
     wrapped = b"".join(b"%c%s%s" % (_NA_TAG, varint(len(b)), b) for b in blobs)
