@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,10 +41,17 @@ def _run(*argv: str, cwd: Path) -> tuple[int, list[str], str]:
 
 
 def _warm(root: Path, out: Path, cwd: Path) -> None:
-    """A first start parses the graph (in a child) and fills the start-up cache: the runs below
-    are the cached starts the issue measures."""
+    """A first start parses the graph and fills the start-up cache: the runs below are the
+    cached starts the issue measures. (The graph's entry is written by a detached grandchild:
+    waited for, else the next run could parse the graph again.)"""
     rc, _, _ = _run(str(root), "-o", str(out), "-c", "info", cwd=cwd)
     assert rc == 0
+    for _ in range(400):
+        if list((out / "cache").glob("graph-*.json")):
+            break
+        time.sleep(0.025)
+    else:
+        raise AssertionError("no graph entry in the start-up cache after 10 s")
 
 
 def test_one_shot_vc_imports_only_what_the_compare_uses(sample_ws, tmp_path):
