@@ -119,8 +119,8 @@ def _read_mapping(path: str | None) -> tuple[dict[str, str] | None, list[str]]:
 def _open_session(opts: argparse.Namespace):
     """A framework session when PATH is an msprobe dump, a MindSpore graph-mode session when it
     is MindSpore's own dump, else the graph-mode workspace."""
-    from precision_shell.formats.mindspore_graph.layout import is_mindspore_graph_dump
-    from precision_shell.formats.msprobe.layout import is_msprobe_dump
+    from precision_shell.formats.mindspore_graph.rank_dirs import is_mindspore_graph_dump
+    from precision_shell.formats.msprobe.rank_dirs import is_msprobe_dump
 
     # `pshell --npu ITERATION --golden ITERATION` as a GE user would try it: the same session
     ms_target = opts.path if is_mindspore_graph_dump(opts.path) else (

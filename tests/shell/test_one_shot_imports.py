@@ -23,9 +23,11 @@ print(json.dumps([rc, sorted(set(sys.modules) - before)]))
 """
 
 # Needed by no batch vc/ac on a GE workspace: the REPL and MCP layers, the msprobe and MindSpore
-# readers beyond their layout checks, the INI reader (no --config), OpenSSL's hashlib (the
-# cache's SHA-1 is CPython's own), did-you-mean's difflib, subprocess (`!`, pipes, `dot`).
+# readers (only their rank_dirs answer "is PATH such a dump?"), the INI reader (no --config),
+# OpenSSL's hashlib (the cache's SHA-1 is CPython's own), did-you-mean's difflib, subprocess
+# (`!`, pipes, `dot`).
 NEVER = ["prompt_toolkit", "precision_shell.shell.repl", "precision_shell.mcp.server",
+         "precision_shell.formats.msprobe.layout", "precision_shell.formats.mindspore_graph.layout",
          "precision_shell.formats.msprobe.dump", "precision_shell.formats.mindspore_graph.dump",
          "precision_shell.analysis.compare.msprobe.engine", "precision_shell.formats.torch_tensor",
          "precision_shell.config", "configparser", "hashlib", "_hashlib", "difflib", "subprocess"]
