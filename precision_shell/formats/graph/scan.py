@@ -25,9 +25,10 @@ from typing import NamedTuple
 
 from ...errors import FormatError
 from ..input_files import open_regular
-from ..protoload import ge_ir_pb
 from ..quoting import clipped
-from ..text_wire import TextError, Translator, line_of, text_to_wire
+
+# protobuf and the text translator (``protoload``, ``text_wire``: ~20 ms of imports) are
+# imported by the functions that parse: a start from the cache makes readers and parses nothing.
 
 __all__ = ["OpTextReader", "ScannedGraph", "ScannedOp", "scan_graph_text"]
 
@@ -167,6 +168,9 @@ class OpTextReader:
 
     def op(self, start: int, end: int):
         """The ``ge.proto.OpDef`` whose body is ``data[start:end]``; FormatError "line N"."""
+        from ..protoload import ge_ir_pb
+        from ..text_wire import TextError, Translator, line_of
+
         text = self._span(start, end)
         op_cls = ge_ir_pb().OpDef
         if self._translate is None:
@@ -313,6 +317,9 @@ def _check_skeleton(data: bytes, graphs: list[ScannedGraph]) -> None:
             pieces.append(data[pos:op.start])
             pos = op.end
     pieces.append(data[pos:])
+    from ..protoload import ge_ir_pb
+    from ..text_wire import text_to_wire
+
     model_cls = ge_ir_pb().ModelDef
     try:
         model = model_cls.FromString(text_to_wire(b"".join(pieces), model_cls.DESCRIPTOR))
