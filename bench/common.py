@@ -185,7 +185,7 @@ def _reap_orphans(timeout: float = 600.0) -> tuple[float, float]:
 
 
 def run_child(cmd: Sequence[str], *, env: dict[str, str] | None = None,
-              cwd: str | os.PathLike | None = None, wait_detached: bool = False) -> ChildRun:
+              cwd: str | os.PathLike | None = None, wait_detached: bool = False, pss: bool = True) -> ChildRun:
     """Run ``cmd`` to completion; wall time and the child's own rusage (via ``os.wait4``; peak
     RSS via GNU time when installed, see below), the CPU seconds of its whole process tree and
     the peak of the tree's summed PSS.
@@ -202,6 +202,12 @@ def run_child(cmd: Sequence[str], *, env: dict[str, str] | None = None,
     does not wait for; the next measurement must not start before it is done, or it would run
     without the cache and share the CPUs with the writer. (With a subreaper, every orphan is
     waited for anyway; this is the fallback elsewhere.)
+
+    ``pss=False``: no PSS sampling (``pss_mb`` is NaN). The sampler reads every process's
+    ``smaps_rollup`` 50 times a second, which costs CPU on a 2-core machine and holds the
+    child's mmap lock while it walks its pages: on a run of under a second (many small ops) it
+    added ~0.05-0.1 s to the wall (bench/README.md, issue 31). Walls of short runs are taken
+    without it, peaks in runs of their own.
     """
     subreaper = _become_subreaper()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
@@ -212,13 +218,14 @@ def run_child(cmd: Sequence[str], *, env: dict[str, str] | None = None,
         wrapper = ["/usr/bin/time", "-f", "%M", "-o", rss_file.name] if _GNU_TIME else []
         start = time.perf_counter()
         proc = subprocess.Popen(wrapper + list(cmd), stdout=out, stderr=err, env=env or bench_env(), cwd=cwd)
-        pss = TreePss(skip=[proc.pid] if wrapper else [])
-        pss.start()
+        sampler = TreePss(skip=[proc.pid] if wrapper else []) if pss else None
+        if sampler is not None:
+            sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: tell Popen
         orphan_cpu, waited = _reap_orphans() if subreaper else (0.0, 0.0)
-        pss_mb = pss.stop()
+        pss_mb = sampler.stop() if sampler is not None else float("nan")
         out.seek(0)
         err.seek(0)
         rss_kb = usage.ru_maxrss

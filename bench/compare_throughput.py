@@ -12,7 +12,8 @@ changes on a shared machine hit all of them:
 Per side: median wall, GB/s (vc: NPU dump + golden .npy bytes on disk; ac: NPU dump bytes),
 CPU seconds of the whole process tree (pool workers and forkserver children included: the
 harness is their subreaper, see ``common.run_child``), cores busy (tree CPU / wall), peak summed
-PSS of the tree (``/proc/PID/smaps_rollup`` of every descendant every 20 ms), and the ratios
+PSS of the tree (``/proc/PID/smaps_rollup`` of every descendant every 20 ms, in ``--pss-runs``
+rounds of their own: sampling slows a run of under a second, so the timed runs do not), and the ratios
 vendor / pshell and numpy / C. The C and numpy runs must write byte-identical CSVs and print the
 same JSON (timings aside): checked on every workspace, a difference is printed as ``DIFFER``.
 
@@ -50,6 +51,7 @@ class Side:
     env: dict[str, str]
     nbytes: int                               # bytes the command has to read (GB/s = this / wall)
     runs: list[ChildRun] = field(default_factory=list)
+    memory_runs: list[ChildRun] = field(default_factory=list)   # PSS sampled (``runs``: not, see --pss-runs)
     ok_codes: tuple[int, ...] = (0,)
     cwd: Path | None = None                   # where the command starts (another tree: its root)
 
@@ -57,7 +59,11 @@ class Side:
         return [r for r in self.runs if r.returncode in self.ok_codes]
 
     def series(self, attr: str) -> Series:
-        return Series([getattr(r, attr) for r in self.good()])
+        runs = self.good()
+        if attr == "pss_mb":   # peaks from the runs that sampled them
+            runs = [r for r in runs + [r for r in self.memory_runs if r.returncode in self.ok_codes]
+                    if r.pss_mb == r.pss_mb]
+        return Series([getattr(r, attr) for r in runs])
 
     @property
     def wall(self) -> float:
@@ -67,6 +73,7 @@ class Side:
         return {"label": self.label, "cmd": self.cmd, "bytes": self.nbytes,
                 "wall_s": self.series("wall").as_json(), "tree_cpu_s": self.series("tree_cpu").as_json(3),
                 "peak_pss_mb": self.series("pss_mb").as_json(1), "runs": [r.brief() for r in self.runs],
+                "memory_runs": [r.brief() for r in self.memory_runs],
                 "failed": [r.returncode for r in self.runs if r.returncode not in self.ok_codes]}
 
 
@@ -116,7 +123,7 @@ def identical_outputs(c: Side, numpy_side: Side) -> str:
 
 
 def measure_workspace(ws: BenchWorkspace, runs: int, vendor_runs: int, jobs: int, out: Path,
-                      log=print, against: Path | None = None) -> dict:
+                      log=print, against: Path | None = None, pss_runs: int = 2) -> dict:
     """Every side of one workspace, alternating; returns the JSON-able record."""
     files = workspace_files(ws.path)
     warm_page_cache(files)
@@ -135,12 +142,19 @@ def measure_workspace(ws: BenchWorkspace, runs: int, vendor_runs: int, jobs: int
         sides.insert(1, before)
     vendor = vendor_side(ws, work / "vendor") if vendor_runs else None
     load = [os.getloadavg()[0]]
+    # pshell's timed runs sample no PSS (the sampler slows a run of under a second: see
+    # common.run_child); its peaks come from pss_runs rounds of their own, after the timed ones.
+    # The vendor's runs (~30 s) sample theirs: 50 reads a second cost it well under 1%.
     for round_no in range(max(runs, vendor_runs if vendor else 0)):
         for side in sides + ([vendor] if vendor else []):
             if round_no < (vendor_runs if side is vendor else runs):
-                side.runs.append(run_child(side.cmd, env=side.env, cwd=side.cwd))
+                side.runs.append(run_child(side.cmd, env=side.env, cwd=side.cwd, pss=side is vendor))
         load.append(os.getloadavg()[0])
         log(f"  {ws.name}: round {round_no + 1} done (load average {load[-1]:.2f})")
+    for round_no in range(pss_runs):
+        for side in sides:
+            side.memory_runs.append(run_child(side.cmd, env=side.env, cwd=side.cwd))
+        log(f"  {ws.name}: memory round {round_no + 1} done")
     mine = [s for s in sides if s is not before]
     checks = {"vc": identical_outputs(mine[0], mine[1]), "ac": identical_outputs(mine[2], mine[3])}
     if against is not None:   # before/after: vc timed above, ac one run by the other tree's pshell
@@ -213,6 +227,9 @@ def parse_args(argv: list[str] | None = None):
     p.add_argument("--vendor-runs", default="3,1",
                    help="runs of the vendor engine per size, comma-separated, last one repeated; 0 = skip "
                         "(it takes ~50 s per GB)")
+    p.add_argument("--pss-runs", type=int, default=2,
+                   help="rounds of each pshell side that sample the peak PSS (the timed --runs do not: "
+                        "the sampler's reads slow a short run)")
     p.add_argument("--jobs", type=int, default=2, help="vc -j")
     p.add_argument("--small-tensors", action="store_true",
                    help="many small ops instead (issue 31): the generator's --small-tensors at each size "
@@ -236,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ws.name}: {ws.totals['npu_dump_files']} dumps ({ws.totals['npu_dump_bytes'] / 1e9:.2f} GB) + "
               f"{ws.totals['golden_files']} golden ({ws.totals['golden_bytes'] / 1e9:.2f} GB)", flush=True)
         records.append(measure_workspace(ws, opts.runs, vendor_runs[min(i, len(vendor_runs) - 1)], opts.jobs,
-                                         out, log=lambda text: print(text, flush=True), against=opts.against))
+                                         out, log=lambda text: print(text, flush=True), against=opts.against,
+                                         pss_runs=opts.pss_runs))
         (out / "results.json").write_text(json.dumps(records, indent=1))
     text = (f"{os.cpu_count()} CPUs; medians; elapsed {time.perf_counter() - started:.0f} s\n\n"
             + table(records) + "\n")

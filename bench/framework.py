@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
 import statistics
 import subprocess
@@ -39,40 +38,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, bench_env, machine_info, run_child  # noqa: E402
 
+from precision_shell.samples.statistics_pair import write_statistics_pair  # noqa: E402
+
 SAMPLE = ROOT / "sample_data" / "framework"
-APIS = ("Functional.linear", "Tensor.__add__", "Torch.matmul", "Functional.gelu", "Tensor.reshape")
-
-
-def _stats_leaf(rng: random.Random, dtype: str, shape: list[int], scale: float) -> dict:
-    lo, hi = -rng.random() * scale, rng.random() * scale
-    return {"type": "torch.Tensor", "dtype": dtype, "shape": shape, "Max": hi, "Min": lo,
-            "Mean": (hi + lo) / 4, "Norm": (hi - lo) * 10, "requires_grad": False}
-
-
-def write_statistics_dump(root: Path, entries: int, dtype: str, seed: int) -> Path:
-    """``root/step0/rank0/dump.json`` with ``entries`` chained API entries (the output of each
-    is the first input of the next, so edge inference links them)."""
-    rank = root / "step0" / "rank0"
-    rank.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    counters: dict[str, int] = {}
-    data: dict[str, dict] = {}
-    previous = _stats_leaf(rng, dtype, [8, 64], 1.0)
-    for i in range(entries):
-        api = APIS[i % len(APIS)]
-        n = counters[api] = counters.get(api, -1) + 1
-        out = _stats_leaf(rng, dtype, [8, 64], 1.0 + (i % 7))
-        data[f"{api}.{n}.forward"] = {"input_args": [previous, _stats_leaf(rng, dtype, [64], 0.5)],
-                                      "input_kwargs": {}, "output": [out]}
-        previous = out
-    doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": data}
-    # indented as msprobe writes it (json.dump(..., indent=1): the committed sample's layout)
-    (rank / "dump.json").write_text(json.dumps(doc, indent=1))
-    (rank / "construct.json").write_text("{}")
-    (rank / "stack.json").write_text("{}")
-    return root
-
-
 _TENSOR_WRITER = r'''
 import json, sys, torch
 root, total_mb = sys.argv[1], float(sys.argv[2])
@@ -234,8 +202,7 @@ def main() -> None:
     stats = args.out / f"stats_{args.entries}"
     if not (stats / "target" / "step0" / "rank0" / "dump.json").is_file() or \
             (stats / "target" / "step0" / "rank0" / "dump.json").read_bytes()[:2] != b"{\n":  # older: not indented
-        write_statistics_dump(stats / "target", args.entries, "torch.bfloat16", 1)
-        write_statistics_dump(stats / "golden", args.entries, "torch.float32", 2)
+        write_statistics_pair(stats, args.entries)
     pairs = {} if args.stats_only else {"sample": (SAMPLE / "target_bf16" / "step0", SAMPLE / "golden_fp32" / "step0")}
     if args.tensor_mb and not args.stats_only:
         if msprobe is None:

@@ -9,14 +9,14 @@ from precision_shell.gc_pause import gc_paused
 
 # Start-up imports (~200 modules here, as many with the session and the command) make ~10^5
 # objects that all stay: the cyclic collector's passes over them find nothing and took ~7% of
-# the imports' CPU (~14 ms of a one-shot vc's 190 ms of imports, measured).
-with gc_paused():
+# the imports' CPU (~14 ms of a one-shot vc's 190 ms of imports, measured). Frozen after: the
+# first pass after the pause walked them all once more (~1.3 ms).
+with gc_paused(freeze=True):
     import argparse
 
     from precision_shell import __version__
     from precision_shell.blas_threads import load_numpy_with_one_blas_thread
     from precision_shell.commands.process_policy import allow_processes_in_scripts
-    from precision_shell.config import parse_min_coverage
     from precision_shell.errors import PshellError, UsageError
     from precision_shell.frontend import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, Frontend, read_script,
                                           terminal_width)
@@ -86,6 +86,8 @@ def _serve_mcp(argv: list[str]) -> int:
 
 
 def _percent(text: str) -> float:
+    from precision_shell.config import parse_min_coverage   # (here: a batch run needs no config module)
+
     try:
         return parse_min_coverage(text)
     except UsageError as exc:
@@ -117,8 +119,8 @@ def _read_mapping(path: str | None) -> tuple[dict[str, str] | None, list[str]]:
 def _open_session(opts: argparse.Namespace):
     """A framework session when PATH is an msprobe dump, a MindSpore graph-mode session when it
     is MindSpore's own dump, else the graph-mode workspace."""
-    from precision_shell.formats.mindspore_graph.layout import is_mindspore_graph_dump
-    from precision_shell.formats.msprobe.layout import is_msprobe_dump
+    from precision_shell.formats.mindspore_graph.rank_dirs import is_mindspore_graph_dump
+    from precision_shell.formats.msprobe.rank_dirs import is_msprobe_dump
 
     # `pshell --npu ITERATION --golden ITERATION` as a GE user would try it: the same session
     ms_target = opts.path if is_mindspore_graph_dump(opts.path) else (
@@ -174,9 +176,14 @@ def _guarded_files(session, opts: argparse.Namespace) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:   # the program itself (`pshell`), not a caller of main()
         try:
-            rc = _main(sys.argv[1:])
+            rc = _main(sys.argv[1:], program=True)
         except BrokenPipeError:     # `pshell ... | head`: the reader is gone
             return _stdout_gone()
+        except KeyboardInterrupt:   # Ctrl-C before a batch's lines run (start-up): no traceback
+            print("error: interrupted", file=sys.stderr)
+            rc = EXIT_INTERRUPTED
+        if rc == EXIT_INTERRUPTED:
+            _exit_on_next_interrupt()
         if _BATCH_RUN:
             from precision_shell.one_shot_exit import end_batch_process
 
@@ -186,6 +193,29 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _BATCH_RUN = False   # set once batch mode runs its lines: only then may main() skip the teardown
+
+
+def _exit_on_next_interrupt() -> None:
+    """An interrupted run is ending with status 130: another SIGINT from here on (a second Ctrl-C,
+    or one still in flight) ends the process at once with that status. Python's own handler would
+    raise KeyboardInterrupt wherever the exit has got to (in the exit handlers, or around
+    ``sys.exit`` itself, where nothing catches it), and an uncaught KeyboardInterrupt makes the
+    interpreter kill itself with SIGINT: a caller waiting for 130 saw a signal death instead."""
+    import os
+    import signal
+
+    def end(signum, frame) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(EXIT_INTERRUPTED)
+
+    try:
+        signal.signal(signal.SIGINT, end)
+    except ValueError:   # not the main thread (main() called from elsewhere): nothing to guard
+        pass
 
 
 def _stdout_gone() -> int:
@@ -205,12 +235,24 @@ def _stdout_gone() -> int:
     return 141
 
 
-def _main(argv: list[str]) -> int:
+def _no_cyclic_gc() -> None:
+    """A one-shot `-c` run ends after its commands: the cyclic collector's passes over what the
+    commands' imports, plans and results made (~8 ms of a vc on 1,000 ops, finding nothing: the
+    big work pauses it anyway) are serial time for no memory the process would reuse. Reference
+    counting still frees everything that is not a cycle. (Scripts, the REPL, MCP keep it.)"""
+    import gc
+
+    gc.disable()
+
+
+def _main(argv: list[str], program: bool = False) -> int:
     global _BATCH_RUN
     load_numpy_with_one_blas_thread()
     if argv[:1] == ["mcp"]:   # `pshell mcp ...`: the MCP server (a folder named mcp: `pshell ./mcp`)
         return _serve_mcp(argv[1:])
     opts = build_parser().parse_args(argv)
+    if opts.command and program:   # (a caller of main() keeps its collector)
+        _no_cyclic_gc()
     log_path = setup_logging(None)    # the default place until --log-file passes the guard
     try:
         lines = _batch_lines(opts)
@@ -227,7 +269,7 @@ def _main(argv: list[str]) -> int:
     except PshellError as exc:
         _say_error(exc)
         return EXIT_FAILED
-    from precision_shell.config import default_config_path
+    from precision_shell.config_path import default_config_path
 
     # inputs besides the workspace: no export or redirect may write over them
     if opts.file:

@@ -24,13 +24,13 @@ Layout::
 
 from __future__ import annotations
 
-import configparser
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from precision_shell.atomic_write import write_atomic
+from precision_shell.config_path import default_config_path
 from precision_shell.errors import FormatError, PshellError, UsageError
 from precision_shell.formats.input_files import read_text_input
 
@@ -39,11 +39,6 @@ PROFILES_SECTION = "profiles"
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
 CONFIG_CAP = 1 << 20
-
-
-def default_config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "pshell" / "config.ini"
 
 
 def _parse_threshold(text: str) -> float:
@@ -256,6 +251,8 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
             # An explicit --config FILE that does not exist yet is created by the first `config set`.
             config.warnings.append(f"{target}: no such config file yet (config set creates it)")
         return config
+    import configparser   # here: a batch run without a config file never parses one (~1 ms)
+
     # strict=False: a duplicate key or section is a warning (_duplicates), the last one kept
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     try:   # a regular file of bounded size only: a FIFO or /dev/zero as config is one line
@@ -311,6 +308,8 @@ def _duplicates(target: Path, text: str) -> list[str]:
 
 def save_config(config: Config, path: str | os.PathLike | None = None) -> Path:
     """Write every setting to the INI file (atomically); returns the path written."""
+    import configparser
+
     target = Path(path).expanduser() if path else (config.path or default_config_path())
     parser = configparser.ConfigParser(interpolation=None)
     parser[SECTION] = {name: format_value(value) for name, value in config.values().items()}

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from .replay.calls import CONTAINER_PREFIXES, NoKernel, op_call
-from .replay.profiles import EXACT, apply, format_of, quantize
+from .replay.profiles import EXACT, apply, format_of
+from .replay.rounding import quantize
 
 SELF_CHECK_LIMIT = 1e-2
 DEFAULT_MAX_OPS = 10_000

@@ -9,8 +9,8 @@ in compare_tensors_run).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -122,7 +122,7 @@ def prepare_vc(session: Session, *, npu: str | None = None, golden: str | None =
             plan.problems.append("no graph loaded: outputs are mapped by the dumps' original_op, "
                                  "inputs cannot be traced to their producers")
     # the CSV's place is checked before the compare runs: a refused output folder costs no wait
-    stamp = datetime.now().strftime("%Y%m%d%H%M%S")
+    stamp = time.strftime("%Y%m%d%H%M%S")   # (local time, as datetime.now() gave, without importing datetime)
     where = f"_rank{dump_set.device}_step{dump_set.step}" if dump_set is not None else ""
     path = session.output_path(None, f"compare/result_{stamp}{where}.csv")
     workers = jobs or default_workers()
@@ -270,7 +270,7 @@ def suspects_table(found: SuspectList, view: ListView | None, problems: list[str
     return Table(["#", "order", "op", "type", "role", "output", "cosine", "max_abs_err", "inputs (cosine)",
                   "golden", "fusion passes"], rows, title=title,
                  json_rows=[s.to_json() for s in view.items], notes=notes, total=len(view.items),
-                 more=view.more, highlight=highlight, findings=len(suspects), hints=hints,
+                 more=view.more, shown=view.shown, highlight=highlight, findings=len(suspects), hints=hints,
                  interrupted=found.source == "partial compare",
                  warnings=report.warnings + list(problems), unjudged=report.gate)
 

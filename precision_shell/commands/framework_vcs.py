@@ -105,6 +105,13 @@ class SuspectTable(Table):
     def json_rows(self, rows: list[dict] | None) -> None:
         self._json_rows = rows
 
+    def shown_json(self, first: int | None = None) -> list[dict]:
+        """The JSON rows of the shown rows only (MCP's ``failing_ops`` answers a page of ~99k
+        failing entries: that many objects and dicts made, not 99k)."""
+        if self.shown is None or self.__dict__.get("_json_rows") is not None:
+            return super().shown_json(first)
+        return [self.suspects[pos].to_json() for pos in self.shown[:first]]
+
     def json_text(self) -> str:
         """The ``--format json`` document: written from the suspects' columns when they are a
         lazy list in dump order (no row object or dict per suspect), else from ``json_rows``."""
@@ -220,7 +227,7 @@ def vcs(session, args) -> Table:
     table = SuspectTable(["#", "order", "entry", "kind", "role", *judged_headers, "failing outputs", "failing inputs"],
                  rows, title=f"{_count(len(suspects), 'failing entry')} "
                              f"({_count(roots, 'root')}), {view.what}",
-                 suspects=view.items, notes=notes, total=len(view.items),
+                 suspects=view.items, shown=view.shown, notes=notes, total=len(view.items),
                  more=view.more, highlight=highlight, findings=len(suspects), hints=hints,
                  warnings=found.problems, unjudged=None if found.compared else "no tensor pair compared")
     if excess is not None:

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import shutil
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
@@ -232,12 +230,16 @@ def graph_file_stem(op_name: str) -> str:
     """File-system friendly op name; very long names keep a hash so they stay unique."""
     stem = escape_op_name(op_name).replace(":", "_")
     if len(stem) > 150:
+        import hashlib   # (here: `ac` and `ls` import this module; OpenSSL's ~2 ms is for long names)
+
         stem = stem[:140] + "_" + hashlib.sha1(op_name.encode()).hexdigest()[:8]
     return stem
 
 
 def render_svg(dot_path, svg_path) -> str | None:
     """Run Graphviz ``dot`` when it is installed; the reason it did not work otherwise."""
+    import subprocess   # (here: `!`/pipes and this are its only users, ~3 ms of imports)
+
     exe = shutil.which("dot")
     if exe is None:
         return "Graphviz `dot` is not on PATH, so no SVG (install graphviz, or open the .dot file " \

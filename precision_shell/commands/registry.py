@@ -12,7 +12,6 @@ a one-shot ``pshell WS -c vc`` imports the compare's modules and no other comman
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import re
 from dataclasses import dataclass, field
@@ -42,6 +41,8 @@ def _with_suggestion(message: str) -> str:
     m = _INVALID_CHOICE.search(message)
     if not m:
         return message
+    import difflib   # (here: only a mistyped word needs it)
+
     choices = re.findall(r"'([^']*)'", m["choices"])
     close = difflib.get_close_matches(m["given"], choices, n=2, cutoff=0.6)
     return f"{message}; did you mean {' or '.join(close)}?" if close else message
@@ -266,6 +267,8 @@ class Registry:
     def lookup(self, name: str) -> Command:
         cmd = self.get(name)
         if cmd is None:
+            import difflib   # (here: only a mistyped command needs it)
+
             close = difflib.get_close_matches(name, self.all_names(), n=3, cutoff=0.5)
             hint = f"; did you mean {' or '.join(close)}?" if close else "; type `help` for the list"
             raise UsageError(f"unknown command {name!r}{hint}")

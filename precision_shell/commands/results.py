@@ -30,11 +30,19 @@ class Table:
     unjudged: str | None = None
     hints: list[str] = field(default_factory=list)   # how to go on: shown in the REPL only
     more: str | None = None     # the footer when a limit hid rows (default: "... N more (use -l 0)")
+    shown: list[int] | None = None  # positions (in to_json's list) of the rows the -l cut kept; None: all
 
     def to_json(self) -> list[dict]:
         if self.json_rows is not None:
             return self.json_rows
         return [dict(zip(self.headers, row)) for row in self.rows]
+
+    def shown_json(self, first: int | None = None) -> list[dict]:
+        """The JSON rows of the rows shown (MCP answers a finding list with these), the
+        ``first`` of them when given."""
+        rows = self.to_json()
+        shown = range(len(rows)) if self.shown is None else self.shown
+        return [rows[pos] for pos in shown[:first]]
 
 
 class Marked(str):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import ml_dtypes
 import numpy as np
 
 from ..errors import FormatError
@@ -83,12 +82,19 @@ _NUMPY_DTYPES: dict[int, np.dtype] = {
     DT_COMPLEX64: np.dtype("<c8"),
     DT_COMPLEX128: np.dtype("<c16"),
     DT_RESOURCE: np.dtype("<i8"),   # a resource handle, shown as int64 like msaccucmp does
-    DT_BF16: np.dtype(ml_dtypes.bfloat16),
-    # ml_dtypes implements both IEEE-style fp8 formats exactly (msaccucmp's own e4m3fn
-    # decoder has no NaN case, formats.md A.5), so these need no software decoding.
-    DT_FLOAT8_E5M2: np.dtype(ml_dtypes.float8_e5m2),
-    DT_FLOAT8_E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
 }
+# ml_dtypes implements both IEEE-style fp8 formats exactly (msaccucmp's own e4m3fn decoder has
+# no NaN case, formats.md A.5), so these need no software decoding. Its types join the table on
+# the first tensor that has one: importing ml_dtypes costs ~4 ms, which a dump of float16/float32
+# tensors never needs.
+_ML_DTYPE_NAMES = {DT_BF16: "bfloat16", DT_FLOAT8_E5M2: "float8_e5m2", DT_FLOAT8_E4M3FN: "float8_e4m3fn"}
+
+
+def _add_ml_dtypes() -> None:
+    import ml_dtypes
+
+    for code, name in _ML_DTYPE_NAMES.items():
+        _NUMPY_DTYPES[code] = np.dtype(getattr(ml_dtypes, name))
 
 
 @lru_cache(maxsize=None)
@@ -139,7 +145,7 @@ def normalize_format(fmt: str | int) -> str:
 
 
 def is_supported_dtype(code: int) -> bool:
-    return code in _NUMPY_DTYPES
+    return code in _NUMPY_DTYPES or code in _ML_DTYPE_NAMES
 
 
 def needs_decoding(code: int) -> bool:
@@ -165,5 +171,10 @@ def numpy_dtype(code: int, path: str | None = None) -> np.dtype:
     """
     try:
         return _NUMPY_DTYPES[code]
-    except (KeyError, TypeError):
-        raise FormatError(path, f"unsupported data type {dtype_name(code)} (code {code})") from None
+    except KeyError:
+        if code in _ML_DTYPE_NAMES:
+            _add_ml_dtypes()
+            return _NUMPY_DTYPES[code]
+    except TypeError:
+        pass
+    raise FormatError(path, f"unsupported data type {dtype_name(code)} (code {code})")

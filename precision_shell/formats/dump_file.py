@@ -25,7 +25,6 @@ from .dump_header import (  # noqa: F401  (re-exported)
     read_dump_header, read_dump_into, read_small_file,
 )
 from .layout import PLAIN_LAYOUTS, restore_layout
-from .lowbit import by_dtype_code, decode_codes, pack_nibbles
 from .quoting import clipped, shown
 from .shapes import check_dims
 
@@ -109,6 +108,8 @@ def read_device_array(header: DumpHeader, entry: TensorEntry, data: bytes | None
 def _read_table_decoded(header: DumpHeader, entry: TensorEntry, data: bytes | None) -> np.ndarray:
     """A low-precision tensor (formats/lowbit) decoded to float32 in its device shape: the codes
     are unpacked and looked up in device order, so any layout is then restored on float32."""
+    from .lowbit import by_dtype_code, decode_codes   # (here: only low-precision dumps need the tables)
+
     fmt = by_dtype_code(entry.dtype)
     if not entry.shape and entry.size:
         count = entry.size * 2 if fmt.packed else entry.size
@@ -330,6 +331,8 @@ def write_dump(path: str | os.PathLike, op_name: str, inputs: Sequence[DumpTenso
             if t.dtype in TABLE_DECODED:
                 if arr.dtype != np.uint8:
                     raise ValueError(f"{dtype_name(t.dtype)} is written from uint8 codes, not {arr.dtype}")
+                from .lowbit import by_dtype_code, pack_nibbles
+
                 if by_dtype_code(t.dtype).packed:
                     arr = pack_nibbles(arr)
             _fill(group.add(), t, arr.nbytes, is_output)

@@ -111,10 +111,12 @@ def _halvings(n: int) -> list[int]:
 
 def answer_of(tool: str, command: str, document: Any, *, output_dir: Path | None, warnings: list[str],
               notes: list[str], interrupted: bool, limits: AnswerLimits,
-              written_keys: frozenset[str] = frozenset(), extra_evidence: dict | None = None) -> dict:
+              written_keys: frozenset[str] = frozenset(), extra_evidence: dict | None = None,
+              totals: dict | None = None) -> dict:
     """The tool's answer ``{tool, command, result, evidence, notes, warnings, interrupted}``
     within the limits: rows are cut first (fewer and fewer until the answer fits), then the lists
-    inside each row; each cut is a note. Evidence names what the answer shows."""
+    inside each row; each cut is a note. Evidence names what the answer shows. ``totals``: the
+    counts of a list whose result is a page of it (``failing_ops``), after ``result``."""
     document = jsonable(document)
     schedule = [(top, limits.max_items) for top in _halvings(limits.max_items)] + \
                [(1, inner) for inner in _halvings(limits.max_items)[1:]]
@@ -124,7 +126,8 @@ def answer_of(tool: str, command: str, document: Any, *, output_dir: Path | None
         found = evidence(result, output_dir, written_keys)
         found = {k: _cut(v, (caps[1], caps[1]), f"evidence.{k}", cuts, 0) for k, v in found.items()}
         found.update(extra_evidence or {})
-        answer = {"tool": tool, "command": command, "result": result, "evidence": found,
+        answer = {"tool": tool, "command": command, "result": result,
+                  **({"totals": totals} if totals is not None else {}), "evidence": found,
                   "notes": [*notes, *cuts], "warnings": [_cut(w, caps, "warnings", [], 9) for w in warnings],
                   "interrupted": interrupted}
         if _size(answer) <= limits.max_chars:

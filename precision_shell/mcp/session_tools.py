@@ -17,7 +17,7 @@ from precision_shell.errors import CommandError, PshellError, UsageError
 from precision_shell.logfile import log_internal_error
 from precision_shell.mcp.answers import AnswerLimits, answer_of
 from precision_shell.mcp.command_thread import Job, JobProgressBar
-from precision_shell.mcp.tools import ToolSpec, command_text, command_words, present_tools
+from precision_shell.mcp.tools import ToolSpec, capped_limit, command_text, command_words, present_tools
 
 OPEN_TOOL = "open"
 OPEN_SCHEMA = {
@@ -153,9 +153,10 @@ class ToolRunner:
         if spec.runs_user_commands and not self.options.allow_bisect:
             raise CommandError(f"{spec.name} runs the user's own command for each trial: refused unless "
                                "the server was started with `pshell mcp --allow-bisect`")
-        return self._run(spec.name, cmd, command_words(spec, cmd, arguments), job)
+        arguments, capped = capped_limit(spec, arguments, self.options.limits.max_items)
+        return self._run(spec.name, cmd, command_words(spec, cmd, arguments), job, (capped,) if capped else ())
 
-    def _run(self, tool: str, cmd: Command, words: list[str], job: Job) -> dict:
+    def _run(self, tool: str, cmd: Command, words: list[str], job: Job, notes: tuple[str, ...] = ()) -> dict:
         session = self.session
         text = command_text(cmd, words)
         statement = Statement([cmd.name, *words], text=text, fmt="json")
@@ -172,8 +173,11 @@ class ToolRunner:
         if outcome.error is not None:
             raise outcome.error
         result = outcome.result
+        totals, page_notes = None, []
         if outcome.help_text is not None:
             document: Any = {"help": outcome.help_text}
+        elif getattr(result, "shown", None) is not None:
+            document, totals, page_notes = _page(result, self.options.limits.max_items)
         else:
             document = result.to_json() if hasattr(result, "to_json") else {"message": str(result)}
         warnings = self._pending_warnings + list(getattr(result, "warnings", ()))
@@ -187,10 +191,29 @@ class ToolRunner:
         written = frozenset({"file"}) if cmd.name == "export" else frozenset()
         output_dir = Path(session.workspace.output_dir) if session is not None else None
         return answer_of(tool, text, document, output_dir=output_dir,
-                         warnings=warnings, notes=list(getattr(result, "notes", ())),
+                         warnings=warnings, notes=[*notes, *getattr(result, "notes", ()), *page_notes],
                          interrupted=bool(getattr(result, "interrupted", False)),
                          limits=self.options.limits, written_keys=written,
-                         extra_evidence=_judged_from(session, cmd))
+                         extra_evidence=_judged_from(session, cmd), totals=totals)
+
+
+def _page(table: Any, max_rows: int) -> tuple[list[dict], dict, list[str]]:
+    """A finding list cut by ``-l`` (``vcs``): the JSON rows of the rows it shows, at most
+    ``max_rows`` (the answer cap's), only those made (a 100k-entry statistics pair has ~99k
+    failing entries; ``--format json`` writes them all, an agent reads a page), and the list's
+    totals: its rows (after role/type filters) and every failing op."""
+    rows = table.shown_json(max_rows)
+    totals = {"rows": table.total, "findings": table.findings}
+    notes = []
+    if len(rows) < table.total:
+        if len(rows) < len(table.shown):
+            notes.append(f"result: the first {len(rows)} of {table.total} rows (answer cap, pshell mcp "
+                         "--max-items): narrow the list with `role`/`type`/`sort` for others")
+        else:
+            notes.append(f"result: {len(rows)} of {table.total} rows (`limit`, default the `config` limit, 20 "
+                         "unless set; roots are never cut): a larger `limit` (up to the answer cap) or "
+                         "`role`/`type`/`sort` for others")
+    return rows, totals, notes
 
 
 def _judged_from(session: Any, cmd: Command) -> dict:

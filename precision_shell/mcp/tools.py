@@ -32,6 +32,7 @@ class ToolSpec:
     hide: frozenset[str] = frozenset()             # dests not offered
     describe: dict[str, str] = field(default_factory=dict)   # tool argument -> its own help
     runs_user_commands: bool = False               # refused unless the server allows it
+    page_limit: str | None = None                  # row-limit argument held to the answer cap (0: the cap)
 
 
 TOOL_TABLE: tuple[ToolSpec, ...] = (
@@ -41,7 +42,11 @@ TOOL_TABLE: tuple[ToolSpec, ...] = (
     ToolSpec("compare", "compare", "Whole-network compare (pshell `vc`): every tensor against golden; "
              "writes the vendor-layout CSV."),
     ToolSpec("failing_ops", "vcs", "Failing ops (pshell `vcs`): roots (inputs match golden, output does "
-             "not) and the first divergence, then propagated ops.", rename={"cosine": "threshold"}),
+             "not) and the first divergence, then propagated ops.", rename={"cosine": "threshold"},
+             page_limit="limit",
+             describe={"limit": "rows to return (default: the `config` limit, 20 unless set; 0 or more than "
+                                "the answer cap: the cap, pshell mcp --max-items); roots are never cut; "
+                                "`totals` counts the whole list"}),
     ToolSpec("node", "node_info", "One op's panel (pshell `ni`): type, kernel, fusion passes, original "
              "ops, producers/consumers, dump and golden files with stats."),
     ToolSpec("tensor_stats", "print_tensor", "Statistics of one tensor or a slice of it (pshell `pt -s`); "
@@ -222,6 +227,19 @@ def command_words(spec: ToolSpec, cmd: Command, arguments: Any) -> list[str]:
     if missing:
         raise UsageError(f"{spec.name}: missing required argument {missing[0]!r}")
     return [*options, *inverted_off, *spec.fixed, *(["--", *positionals] if positionals else [])]
+
+
+def capped_limit(spec: ToolSpec, arguments: Any, max_items: int) -> tuple[Any, str | None]:
+    """``arguments`` with the tool's row limit held to ``max_items`` (an answer holds no more
+    rows, so the command makes no more: ``vcs -l 0`` on a 100k-entry pair makes ~99k rows), and
+    a note when it was; anything else (a bad value too) as it came, for ``command_words``."""
+    name = spec.page_limit
+    value = arguments.get(name) if name is not None and isinstance(arguments, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or 0 < value <= max_items or value < 0:
+        return arguments, None
+    asked = "0 (all)" if value == 0 else str(value)
+    return {**arguments, name: max_items}, (f"{name} {asked} held to the answer cap of {max_items} rows "
+                                            "(pshell mcp --max-items); `totals` counts the whole list")
 
 
 def command_text(cmd: Command, words: list[str]) -> str:

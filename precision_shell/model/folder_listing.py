@@ -19,7 +19,6 @@ the listing itself.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import stat
@@ -34,7 +33,7 @@ from typing import Any, Callable
 
 from precision_shell.formats.input_files import NOT_REGULAR, cannot_list
 from precision_shell.model.cache_codec import CacheKind, fields, need, packed, strings, unpacked_array
-from precision_shell.model.load_cache import LoadCache, folder_key
+from precision_shell.model.load_cache import LoadCache, folder_key, sha1
 
 # select(file names, folder, warnings) -> (accepted names in the given order, summary): which
 # names are files of this kind, and what the index needs from them before parsing any (counts,
@@ -52,7 +51,7 @@ def _module_stamp(module: str) -> str:
     """The selector's module makes the cached summaries: an edit to it invalidates them (the
     cache's own code stamp covers this module and the name grammar)."""
     try:
-        return hashlib.sha1(Path(sys.modules[module].__file__).read_bytes()).hexdigest()[:16]
+        return sha1(Path(sys.modules[module].__file__).read_bytes()).hexdigest()[:16]
     except (KeyError, TypeError, OSError):
         return ""
 

@@ -15,7 +15,6 @@ entry that is damaged, truncated or not what pshell writes is ignored with one w
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -29,6 +28,11 @@ from precision_shell.model.detached import run_detached
 from precision_shell.model.cache_codec import Attached, CacheKind, EntryError, fields, need
 from precision_shell.gc_pause import gc_paused
 
+try:   # CPython's own SHA-1, the same digests as hashlib's without loading OpenSSL (~2 ms at start)
+    from _sha1 import sha1
+except ImportError:   # pragma: no cover - another interpreter
+    from hashlib import sha1
+
 CACHE_FORMAT = 2  # 1: pickled entries (never read: a different file name)
 MAX_ENTRY_BYTES = 1 << 30  # a 50k-op graph is ~10 MB; anything near this is not ours
 _FIELDS = ("format", "pshell", "kind", "key", "value")
@@ -38,7 +42,7 @@ def _code_stamp() -> str:
     """The entries are made and read by these modules: any edit to them (not only a version
     bump) must invalidate old entries."""
     here = Path(__file__).resolve().parent
-    digest = hashlib.sha1()
+    digest = sha1()
     for rel in ("load_cache.py", "cache_codec.py", "graph_cache.py", "op_graph.py", "op_node.py",
                 "op_attrs.py", "folder_listing.py", "../formats/dump_names.py", "../formats/graph/scan.py"):
         try:
@@ -53,7 +57,7 @@ _MADE_BY = [__version__, _CODE_STAMP]
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:16]
+    return sha1(text.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 _VERSION_DIGEST = _digest(repr((CACHE_FORMAT, _MADE_BY)))

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from ..formats.proto_wire import varint
-from ..formats.protoload import ge_ir_pb
 
 # GE attribute names that mean something to pshell (formats.md §3.5).
 ORIGINAL_OP_NAMES = "_datadump_original_op_names"
@@ -97,6 +95,8 @@ _DTYPE_NAMES: dict[int, str] = {}
 def dtype_name(number: int) -> str:
     """``ge.proto.DataType`` number -> name ("DT_FLOAT16"); unknown numbers as "DT_<n>"."""
     if not _DTYPE_NAMES:
+        from ..formats.protoload import ge_ir_pb   # (here: protobuf's ~15 ms once an op is shown)
+
         for value in ge_ir_pb().DataType.DESCRIPTOR.values:
             _DTYPE_NAMES[value.number] = value.name
     return _DTYPE_NAMES.get(number) or f"DT_{number}"
@@ -202,6 +202,11 @@ class LazyAttrs(Mapping):
 def valid_serialized_attrs(blobs: list[bytes]) -> bool:
     """Whether every blob parses as a ``NamedAttrs`` (what :meth:`LazyAttrs.serialized` gives):
     checked in one C-speed parse of them all, as the ``na`` items of one ``ListValue``."""
+    if not blobs:   # (a graph without attrs in its details: no protobuf import for nothing)
+        return True
+    from ..formats.proto_wire import varint   # (here: proto_wire imports protobuf's descriptors)
+    from ..formats.protoload import ge_ir_pb
+
     wrapped = b"".join(b"%c%s%s" % (_NA_TAG, varint(len(b)), b) for b in blobs)
     try:
         return len(ge_ir_pb().AttrDef.ListValue.FromString(wrapped).na) == len(blobs)

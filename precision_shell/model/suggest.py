@@ -3,7 +3,6 @@ difflib's ratio, no new dependency."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Iterable
 
@@ -14,6 +13,8 @@ _PART = re.compile(r"[/.]")     # scopes (graph ops) and dotted entry names (fra
 
 
 def close_names(word: str, candidates: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    import difflib   # (here: only an error message needs it, not the commands importing this)
+
     names = list(dict.fromkeys(candidates))
     if len(names) > _DIRECT:
         lowered = word.lower()

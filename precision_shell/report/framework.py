@@ -19,7 +19,7 @@ from precision_shell.report.roots import BINS, HOOD_DEPTH, RootDetail, ValueHist
 def _number(value: Any, worst: float) -> float | None:
     """msprobe's cell as a float: a number as is, its NaN/N/A texts as ``worst``; None when
     it computed nothing (unsupported)."""
-    from precision_shell.analysis.compare.msprobe.engine import UNSUPPORTED
+    from precision_shell.analysis.compare.msprobe.tensor_metrics import UNSUPPORTED
 
     if isinstance(value, float):
         return value

@@ -173,7 +173,7 @@ def test_read_buffers_are_reused_aligned_and_not_kept_by_the_main_thread(sample,
     """Reads go to 64-byte aligned buffers that are reused (no fresh allocation per tensor); a
     compare run in this thread gives them back when it ends, and every output repeated by a
     later input was checked against the bytes kept from its own read (none left kept)."""
-    from precision_shell.analysis.compare import tasks as compare_tasks
+    from precision_shell.analysis.compare.task_files import TaskFiles
     from precision_shell.formats import dump_file
 
     buffers = dump_file.ReadBuffers()
@@ -185,12 +185,12 @@ def test_read_buffers_are_reused_aligned_and_not_kept_by_the_main_thread(sample,
     s = Session.open(sample)
     plan = plan_golden_compare(s.graph, s.dumps, s.golden)
     closed = []
-    real_close = compare_tasks._TaskFiles.close
+    real_close = TaskFiles.close
 
     def close(files):
         closed.append((dict(files.wanted), len(files.kept)))
         real_close(files)
-    monkeypatch.setattr(compare_tasks._TaskFiles, "close", close)
+    monkeypatch.setattr(TaskFiles, "close", close)
     result = run_compare(plan, workers=1)
     assert sum(plan.table.alias[r] >= 0 for r in range(len(plan))) > 0
     assert closed and all(wanted == {} and kept == 0 for wanted, kept in closed)
@@ -199,7 +199,7 @@ def test_read_buffers_are_reused_aligned_and_not_kept_by_the_main_thread(sample,
 
 def test_an_input_one_element_off_its_producer_is_caught_by_the_early_check(sample, tmp_path, monkeypatch):
     """Inputs repeating their producer's output are checked in C when the producer is read
-    (``_TaskFiles.check_aliases``); one element changed in the consumer's dump makes that row a
+    (``TaskFiles.check_aliases``); one element changed in the consumer's dump makes that row a
     real compare of its own bytes, while every other alias still takes its producer's result.
     Without the kernel the rows check themselves, with the same outcome."""
     root = tmp_path / "ws"

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from framework_dumps import sample
-from precision_shell.analysis.compare.msprobe.engine import (N_A, NAN, SHAPE_UNMATCHED, UNSUPPORTED, TensorMetrics,
-                                                        compare_pairs, is_failing, stat_diff, tensor_metrics)
+from precision_shell.analysis.compare.msprobe.engine import compare_pairs, is_failing, stat_diff
+from precision_shell.analysis.compare.msprobe.tensor_metrics import (N_A, NAN, SHAPE_UNMATCHED, UNSUPPORTED,
+                                                                TensorMetrics, tensor_metrics)
 from precision_shell.analysis.compare.msprobe.csv_layout import header, table_rows, write_compare_csv
 from precision_shell.analysis.compare.msprobe.pairing import pair_dumps
 from precision_shell.analysis.root_cause.run import find_framework_suspects

@@ -12,6 +12,7 @@ import pytest
 
 from framework_dumps import sample, write_dump
 from precision_shell.analysis.compare.msprobe import engine as fc
+from precision_shell.analysis.compare.msprobe import tensor_metrics as ftm
 from precision_shell.analysis.compare.msprobe import kernel as fk
 from precision_shell.analysis.compare.msprobe.pairing import pair_dumps
 from precision_shell.errors import FormatError
@@ -23,7 +24,7 @@ needs_kernel = pytest.mark.skipif(fk._ext is None, reason="the C kernel is not b
 
 
 def _reference(x, y) -> tuple:
-    s = fc._chunked_sums(x, y, fc._relative_kind(x.dtype, y.dtype), fc.DEFAULT_CHUNK)
+    s = ftm._chunked_sums(x, y, ftm._relative_kind(x.dtype, y.dtype), ftm.DEFAULT_CHUNK)
     return s.dot, s.xx, s.yy, s.sq_diff, s.max_abs, s.max_rel, s.within_1, s.within_5
 
 
@@ -115,5 +116,5 @@ def test_unreadable_golden_file_is_reported_per_row(tmp_path):
     (rank / "dump_tensor_data" / "Functional.relu.0.forward.output.0.npy").write_bytes(b"\x93NUMPY garbage")
     t, g = (read_msprobe_dump(tmp_path / side).ranks[0] for side in ("t", "g"))
     rows = list(fc.compare_pairs(pair_dumps(t, g), "tensor"))
-    assert [r.metrics.cosine for r in rows] == [1.0, fc.UNSUPPORTED]
+    assert [r.metrics.cosine for r in rows] == [1.0, ftm.UNSUPPORTED]
     assert len(rows[1].errors) == 1 and "Functional.relu.0.forward.output.0.npy" in rows[1].errors[0]

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "precision_shell"
 # lowest first; a module may import its own layer and the ones before it
 LAYERS = [
     {"precision_shell", "errors", "atomic_write", "gc_pause", "jsonable", "logfile", "safe_text",
-     "blas_threads"},
+     "blas_threads", "config_path"},
     {"formats", "config"},               # config reads its INI file through formats' bounded reads
     {"model", "samples", "capture"},     # generators and the torch capture write dumps; not analyses
     {"analysis"},

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from precision_shell.analysis.replay.kernels import KERNELS, kernel_for
-from precision_shell.analysis.replay.profiles import EXACT, Arith, parse_profile, quantize
+from precision_shell.analysis.replay.profiles import EXACT, Arith, parse_profile
+from precision_shell.analysis.replay.rounding import quantize
 
 RNG = np.random.default_rng(7)
 

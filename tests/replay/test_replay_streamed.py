@@ -8,7 +8,8 @@ import numpy as np
 from precision_shell.analysis.replay.engine import OpCase, replay, run_kernel
 from precision_shell.analysis.replay.kernels import kernel_for
 from precision_shell.analysis.replay.metrics import CHUNK, cosine, max_ulps, rel_rmse
-from precision_shell.analysis.replay.profiles import DEFAULT_PROFILES, EXACT, FORMATS, holds, parse_profile, quantize
+from precision_shell.analysis.replay.profiles import DEFAULT_PROFILES, EXACT, parse_profile
+from precision_shell.analysis.replay.rounding import FORMATS, holds, quantize
 
 
 def _add_case(rng: np.random.Generator, n: int) -> OpCase:

@@ -66,7 +66,8 @@ def test_a_file_open_for_writing_or_a_thread_keeps_the_teardown(sample_ws, tmp_p
     run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
     assert run.stdout.split() == ["False", "True", "False"], run.stderr
     for setup in (f"f = open({str(tmp_path / 'held.txt')!r}, 'w'); f.write('kept'); ",
-                  "import threading, time; threading.Thread(target=time.sleep, args=(0.5,)).start(); "):
+                  # (long enough to outlive `info` on a loaded machine: then the fast exit would be right)
+                  "import threading, time; threading.Thread(target=time.sleep, args=(3,)).start(); "):
         run = _pshell(setup + RUN_MAIN, ws, "-o", tmp_path / "out", "-c", "info")
         assert run.returncode == 0, run.stderr
         assert TEARDOWN in run.stderr
@@ -84,3 +85,29 @@ def test_a_reader_that_goes_away_ends_pshell_quietly(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert first.startswith(b"35 ops") and "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_a_ctrl_c_landing_in_the_exit_of_an_interrupted_batch_keeps_status_130(sample_ws, tmp_path):
+    """The batch is interrupted (Ctrl-C in its line: 130); another SIGINT arrives while the run is
+    ending (a second Ctrl-C, or one still in flight: here an exit handler sends it). Python's
+    handler would raise KeyboardInterrupt in the exit path, where nothing catches it, and the
+    interpreter then kills itself with SIGINT (status -2, what the flaky pty test saw)."""
+    ws, _ = sample_ws
+    code = ("import atexit, os, signal, time; "
+            "from precision_shell.frontend import Frontend; "
+            "Frontend.run_line = lambda self, line: (_ for _ in ()).throw(KeyboardInterrupt()); "
+            "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(0.5))); " + RUN_MAIN)
+    run = _pshell(code, ws, "-o", tmp_path / "out", "-c", "info")
+    assert run.returncode == 130, run.stderr[-2000:]
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: interrupted"]
+    assert "Traceback" not in run.stderr
+
+
+def test_ctrl_c_during_start_up_exits_130_without_a_traceback(sample_ws, tmp_path):
+    ws, _ = sample_ws
+    code = ("from precision_shell import cli; "
+            "cli._open_session = lambda opts: (_ for _ in ()).throw(KeyboardInterrupt()); " + RUN_MAIN)
+    run = _pshell(code, ws, "-o", tmp_path / "out", "-c", "info")
+    assert run.returncode == 130, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and "error: interrupted" in run.stderr

@@ -252,7 +252,9 @@ def test_failing_ops_and_overflow_name_the_samples_roots_and_producer(sample_ws,
         roots = [r["op"] for r in rows if r["role"] == "root"]
         assert set(roots) == {lossy["op"], overflow["op"]}
         assert [r["op"] for r in rows if r["first"]] == [min(roots, key=order.get)]
-        assert answer["command"] == "vcs --cosine=0.98 --limit=0"
+        assert answer["command"] == "vcs --cosine=0.98 --limit=50"     # 0 (all): the answer cap's 50 rows
+        assert any("limit 0 (all) held to the answer cap of 50 rows" in n for n in answer["notes"])
+        assert answer["totals"] == {"rows": len(rows), "findings": len(rows)}   # the sample fails < 50 ops
         assert lossy["tensor"] in answer["evidence"]["tensors"]
         csv = answer["evidence"]["compare_csv"]
         assert os.path.isfile(csv) and os.path.dirname(csv).startswith(str(out.resolve()))

@@ -10,7 +10,8 @@ import numpy as np
 from .kernels import Kernel
 from .metrics import (CHUNK, GoldenChunk, GoldenDistance, cosine, golden_distance, max_ulps, rel_rmse, ulps_chunk,
                       ulps_format)
-from .profiles import EXACT, Profile, apply, format_of, quantize
+from .profiles import EXACT, Profile, apply, format_of
+from .rounding import quantize
 from .verdict import Candidate, InputCheck, Verdict, judge
 
 

@@ -1,14 +1,14 @@
 """The standalone reproducer ``replay --export`` writes: a Python script that needs numpy only.
 
-It is assembled from this package's own numpy-only modules (profiles, metrics, the op's kernel
-family), so the script computes exactly what ``replay`` computed, and prints the same table.
+It is assembled from this package's own numpy-only modules (rounding, profiles, metrics, the
+op's kernel family), so the script computes exactly what ``replay`` computed, and prints the same table.
 """
 
 from __future__ import annotations
 
 import inspect
 
-from . import metrics, profiles
+from . import metrics, profiles, rounding
 from .kernels import Kernel
 
 _MAIN = '''
@@ -57,6 +57,6 @@ def reproducer_script(kernel: Kernel) -> str:
              '"""Standalone replay of one op (pshell replay --export): numpy only.\n\n'
              'Run: python replay.py (beside replay.json and the .npy files)."""',
              "from __future__ import annotations", "", "import numpy as np", "",
-             _body(profiles), _body(metrics), _body(kernel.module),
+             _body(rounding), _body(profiles), _body(metrics), _body(kernel.module),
              f"\n\nKERNEL = {kernel.function}", _MAIN]
     return "\n".join(parts)

@@ -41,6 +41,7 @@ PyObject *graph_link_inputs(PyObject *self, PyObject *args) {
     PyMem_Free(hashes);
     if (put_i64(&data_off, 0) < 0 || put_i64(&ctl_off, 0) < 0) { nomem = 1; goto done; }
     for (Py_ssize_t i = 0; i < n && !bail && !nomem; i++) {
+        Py_ssize_t first_data = n_data;   /* warnings name the op's own data input number */
         for (int64_t j = io[i]; j < io[i + 1]; j++) {
             const char *r = ib + iio[j]; Py_ssize_t m = iio[j + 1] - iio[j];
             if (m == 0) {  /* an unconnected optional input */
@@ -80,14 +81,14 @@ PyObject *graph_link_inputs(PyObject *self, PyObject *args) {
             if (control) {
                 if (p >= 0) { if (put_i32(&ctl_op, (int32_t)p) < 0) nomem = 1; n_ctl++; }
                 else {
-                    PyObject *w = Py_BuildValue("(ninn)", i, 1, (Py_ssize_t)j, n_data);
+                    PyObject *w = Py_BuildValue("(ninn)", i, 1, (Py_ssize_t)j, n_data - first_data);
                     if (!w || PyList_Append(warnings, w) < 0) nomem = 1;
                     Py_XDECREF(w);
                 }
                 continue;
             }
             if (p < 0) {
-                PyObject *w = Py_BuildValue("(ninn)", i, 0, (Py_ssize_t)j, n_data);
+                PyObject *w = Py_BuildValue("(ninn)", i, 0, (Py_ssize_t)j, n_data - first_data);
                 if (!w || PyList_Append(warnings, w) < 0) nomem = 1;
                 Py_XDECREF(w);
                 if (put_i32(&data_op, -1) < 0 || put_i64(&data_out, -1) < 0 || put_i64(&raw, n_data) < 0 || put_i64(&raw, j) < 0) nomem = 1;

@@ -189,8 +189,46 @@ static Py_ssize_t indent(Span line) {
 #endif
 static inline int deep(const char *p) { return p[0] == ' ' && p[1] == ' ' && p[2] == ' ' && p[3] == ' ' && p[4] == ' '; }
 
-static Py_ssize_t skip_deep(const char *data, Py_ssize_t n, Py_ssize_t pos) {
+/* TextFormat does not care about indentation: a line of an op body holding an `input:` statement
+ * or a fusion attr's `key:` is the op's wherever it is indented. The Python scan counts such
+ * lines over the op bodies and declines when one is not a head input or an op-level fusion attr
+ * it read (scan.py _ANY_INPUT_LINE, _ANY_FUSION_KEY_LINE); so does the kernel (marked()). */
+static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+static int is_fusion_key(const char *p, Py_ssize_t n);
+
+/* the line starting at p (end: the data's end) holds an input statement or a fusion key */
+static int marked(const char *p, const char *end) {
+    while (p < end && is_ws(*p)) p++;
+    if (end - p >= 5 && memcmp(p, "input", 5) == 0) {
+        p += 5;
+        while (p < end && is_ws(*p)) p++;
+        return p < end && *p == ':';
+    }
+    if (end - p < 3 || memcmp(p, "key", 3) != 0) return 0;
+    p += 3;
+    while (p < end && is_ws(*p)) p++;
+    if (p >= end || *p != ':') return 0;
+    p++;
+    while (p < end && is_ws(*p)) p++;
+    if (p >= end || *p != '"') return 0;
+    const char *q = ++p;
+    while (q < end && *q != '"' && *q != '\\' && *q != '\n') q++;
+    return q < end && *q == '"' && is_fusion_key(p, q - p);
+}
+
+/* marked() of the line at q, looking at lines whose first word could be one (cheap test first) */
+static inline int maybe_marked(const char *data, Py_ssize_t n, Py_ssize_t q) {
+    Py_ssize_t i = q;
+    while (i < n && data[i] == ' ') i++;
+    if (i >= n || (data[i] != 'i' && data[i] != 'k' && !is_ws(data[i]))) return 0;
+    return marked(data + q, data + n);
+}
+
+/* the end of the deeper lines from pos; *bad set when one of them is marked() */
+static Py_ssize_t skip_deep(const char *data, Py_ssize_t n, Py_ssize_t pos, int *bad) {
     if (pos + 5 > n || !deep(data + pos)) return pos;
+    if (maybe_marked(data, n, pos)) { *bad = 1; return pos; }
     Py_ssize_t i = pos;
 #if defined(__SSE2__)
     const __m128i newline = _mm_set1_epi8('\n');
@@ -199,13 +237,17 @@ static Py_ssize_t skip_deep(const char *data, Py_ssize_t n, Py_ssize_t pos) {
         while (mask) {
             Py_ssize_t q = i + __builtin_ctz(mask) + 1;  /* a line start */
             if (q + 5 > n || !deep(data + q)) return q;
+            if (maybe_marked(data, n, q)) { *bad = 1; return q; }
             mask &= mask - 1;
         }
         i += 16;
     }
 #endif
     for (; i < n; i++)
-        if (data[i] == '\n' && (i + 6 > n || !deep(data + i + 1))) return i + 1;
+        if (data[i] == '\n') {
+            if (i + 6 > n || !deep(data + i + 1)) return i + 1;
+            if (maybe_marked(data, n, i + 1)) { *bad = 1; return i + 1; }
+        }
     return n;
 }
 
@@ -292,6 +334,12 @@ static int is_kernel_key(Span k) {
     return k.n >= 11 && memcmp(k.p + k.n - 11, "_kernelname", 11) == 0;
 }
 
+static int is_fusion_key(const char *p, Py_ssize_t n) {
+    Span k = {p, n};
+    return (n == 27 && (!memcmp(p, "_datadump_original_op_names", 27) || !memcmp(p, "_ge_attr_op_kernel_lib_name", 27)))
+        || (n == 9 && !memcmp(p, "pass_name", 9)) || is_kernel_key(k);
+}
+
 static int span_cmp(Span a, Span b) {
     Py_ssize_t m = a.n < b.n ? a.n : b.n;
     int c = memcmp(a.p, b.p, m);
@@ -309,7 +357,11 @@ static int scan_op(Lines *ls, Out *o) {
     Py_ssize_t inputs = 0;
     int head = 1;
     for (;;) {
-        if (!head) ls->pos = skip_deep(ls->data, ls->n, ls->pos);
+        if (!head) {
+            int bad = 0;
+            ls->pos = skip_deep(ls->data, ls->n, ls->pos, &bad);
+            if (bad) return NOT_CANONICAL;   /* an input or fusion key the scan would not read */
+        }
         if (!next_line(ls, &line, &at, &nl) || !nl) return NOT_CANONICAL;  /* truncated */
         if (equals(line, "  }")) break;
         if (head && starts(line, "    input: ")) {
@@ -319,10 +371,10 @@ static int scan_op(Lines *ls, Out *o) {
             continue;
         }
         head = 0;
+        if (marked(line.p, line.p + line.n)) return NOT_CANONICAL;        /* an input out of place */
         if (line.n < 4 || line.p[0] != ' ' || line.p[1] != ' ') return NOT_CANONICAL;
         if (line.p[2] != ' ' || line.p[3] != ' ') return NOT_CANONICAL;  /* "  x" inside an op */
         if (line.n > 4 && line.p[4] == ' ') continue;                     /* deeper: not ours */
-        if (starts(line, "    input: ")) return NOT_CANONICAL;           /* an input out of place */
         if (!equals(line, "    attr {")) continue;
         Span key_line; Py_ssize_t save = ls->pos;
         if (!next_line(ls, &key_line, &at, &nl) || !nl) return NOT_CANONICAL;

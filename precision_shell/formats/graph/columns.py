@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from ...errors import FormatError
 from .scan import OpTextReader
 from ..input_files import open_regular
-from ..protoload import ge_ir_pb
-from ..text_wire import text_to_wire
 
 try:
     from . import _graph_scan as _kernel
@@ -126,6 +124,9 @@ def scan_columns(path: str | os.PathLike) -> tuple[ScannedColumns, OpTextReader]
 def _skeleton_holds(skeleton: bytes, graphs: list) -> bool:
     """Everything outside the op blocks, parsed exactly: valid, and holding exactly the graphs
     the kernel found (the op blocks were left out of it; their bodies are parsed when read)."""
+    from ..protoload import ge_ir_pb   # here: a start from the cache parses nothing (~20 ms)
+    from ..text_wire import text_to_wire
+
     model_cls = ge_ir_pb().ModelDef
     try:
         model = model_cls.FromString(text_to_wire(skeleton, model_cls.DESCRIPTOR))

@@ -25,9 +25,10 @@ from typing import NamedTuple
 
 from ...errors import FormatError
 from ..input_files import open_regular
-from ..protoload import ge_ir_pb
 from ..quoting import clipped
-from ..text_wire import TextError, Translator, line_of, text_to_wire
+
+# protobuf and the text translator (``protoload``, ``text_wire``: ~20 ms of imports) are
+# imported by the functions that parse: a start from the cache makes readers and parses nothing.
 
 __all__ = ["OpTextReader", "ScannedGraph", "ScannedOp", "scan_graph_text"]
 
@@ -46,7 +47,6 @@ _OP_CLOSE = b"\n  }\n"
 _OP_HEAD = re.compile(rb'\n  op \{\n    name: ' + _S + rb'\n    type: ' + _S
                       + rb'\n((?:    input: "[^"\\\n]*"\n)*)')
 _INPUT = re.compile(rb'    input: ' + _S + rb'\n')
-_INPUT_LINE = b"\n    input: "
 _ORIGINAL, _PASS, _LIB, _KERNEL_SUFFIX = (ORIGINAL_OP_NAMES.encode(), PASS_NAME.encode(), KERNEL_LIB.encode(),
                                           KERNEL_SUFFIX.encode())
 # An op-level fusion attr and, in the same match, its value when it has one of the two forms GE
@@ -59,6 +59,17 @@ _ATTR = re.compile(rb'\n    attr \{\n      key: "(' + ORIGINAL_OP_NAMES.encode()
                    rb'(?:          val_type: VT_LIST_[A-Z_]+\n)?        \}\n      \}\n    \}(?=\n))?')
 # (the value ends before its newline: the next attr's match starts with it)
 _LIST_ITEM = re.compile(rb'          s: ' + _S + rb'\n')
+# The heads and _ATTR see only GE's exact indentation. TextFormat does not care about it: an
+# input or a fusion attr's key on a line indented otherwise is still the op's (the whole-file
+# parse sees it). So every line holding such a statement, at any indentation, must be one the
+# scan accounted for (counted over the op bodies: the file minus its skeleton). Other fields
+# are the exact parse's anyway (an op's details are parsed from its span).
+_BODY_LINE = b"\n    "
+_WS = rb'[ \t\r\f\v]*+'
+_ANY_INPUT_LINE = re.compile(rb'\n' + _WS + rb'input' + _WS + rb':')
+_ANY_FUSION_KEY_LINE = re.compile(rb'\n' + _WS + rb'key' + _WS + rb':' + _WS + rb'"(?:' + ORIGINAL_OP_NAMES.encode()
+                                  + rb'|' + PASS_NAME.encode() + rb'|' + KERNEL_LIB.encode() + rb'|[^"\\\n]*'
+                                  + KERNEL_SUFFIX.encode() + rb')"')
 
 
 _decode = bytes.decode   # map(_decode, ...): no generator frame per op (1M ops at start-up)
@@ -167,6 +178,9 @@ class OpTextReader:
 
     def op(self, start: int, end: int):
         """The ``ge.proto.OpDef`` whose body is ``data[start:end]``; FormatError "line N"."""
+        from ..protoload import ge_ir_pb
+        from ..text_wire import TextError, Translator, line_of
+
         text = self._span(start, end)
         op_cls = ge_ir_pb().OpDef
         if self._translate is None:
@@ -289,37 +303,55 @@ def _scan(data: bytes, reader: OpTextReader) -> list[ScannedGraph]:
                                         None, pos + 8, end + 1))
         else:  # unusual head or attr value: this op by the exact parser
             op = _exact_op(reader, data, pos + 8, end + 1)
-            n_inputs += data.count(_INPUT_LINE, pos, end)
+            n_inputs += len(_ANY_INPUT_LINE.findall(data, pos, end))
         ops.append(op)
         pos = nxt
     if data.count(_OP_OPEN) != sum(len(r.ops) for r in result):
         raise _NotCanonical  # an op opened inside another: not GE's layout
-    # Every op-level input line must be one the heads accounted for (GE prints inputs right
-    # after name and type). A second name or type line needs no check: it is an error in
-    # TextFormat, which the exact parse of that op's details reports.
-    if data.count(_INPUT_LINE) != n_inputs:
+    # Every input line in an op body must be one the heads accounted for (GE prints inputs right
+    # after name and type), every fusion attr key one _ATTR matched. A second name or type line
+    # needs no check: it is an error in TextFormat, which the exact parse of that op reports.
+    skeleton = _check_skeleton(data, result)
+    # Every line of an op body is indented by at least the op's 4 spaces: a shallower one (an op
+    # closed early, "x: 1  }", then the text that follows taken for its body) is not GE's layout.
+    # (The body's lines are the newlines in the bodies; each starts after one, the first after
+    # its "op {" line's: those followed by 4 spaces must be all of them.)
+    body_lines = data.count(b"\n") - skeleton.count(b"\n")
+    if data.count(_BODY_LINE) - skeleton.count(_BODY_LINE) != body_lines:
         raise _NotCanonical
-    _check_skeleton(data, result)
+    if _body_lines(_ANY_INPUT_LINE, data, skeleton) != n_inputs or \
+            _body_lines(_ANY_FUSION_KEY_LINE, data, skeleton) != len(specials) - 1:
+        raise _NotCanonical
     return result
 
 
-def _check_skeleton(data: bytes, graphs: list[ScannedGraph]) -> None:
+def _body_lines(pattern: re.Pattern, data: bytes, skeleton: bytes) -> int:
+    """Lines matching ``pattern`` in the op bodies: in the file, less those in its skeleton."""
+    return len(pattern.findall(data)) - len(pattern.findall(skeleton))
+
+
+def _check_skeleton(data: bytes, graphs: list[ScannedGraph]) -> bytes:
     """Everything outside the op bodies (model and graph fields, graph-level attrs), parsed
     exactly with every body cut out: it must be valid and hold exactly the scanned graphs and
-    op counts. Op bodies are parsed exactly when first read."""
+    op counts. Op bodies are parsed exactly when first read. Returns that skeleton's text."""
     pieces, pos = [], 0
     for graph in graphs:
         for op in graph.ops:
             pieces.append(data[pos:op.start])
             pos = op.end
     pieces.append(data[pos:])
+    from ..protoload import ge_ir_pb
+    from ..text_wire import text_to_wire
+
     model_cls = ge_ir_pb().ModelDef
+    skeleton = b"".join(pieces)
     try:
-        model = model_cls.FromString(text_to_wire(b"".join(pieces), model_cls.DESCRIPTOR))
+        model = model_cls.FromString(text_to_wire(skeleton, model_cls.DESCRIPTOR))
     except Exception:  # TextError, DecodeError: the whole-file parse says where
         raise _NotCanonical from None
     if [(g.name, len(g.op)) for g in model.graph] != [(g.name, len(g.ops)) for g in graphs]:
         raise _NotCanonical
+    return skeleton
 
 
 def _exact_op(reader: OpTextReader, data: bytes, start: int, end: int) -> ScannedOp:

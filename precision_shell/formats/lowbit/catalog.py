@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-import ml_dtypes
 import numpy as np
 
 from ...errors import FormatError
@@ -63,6 +62,8 @@ def _e1m2_table() -> np.ndarray:
 
 
 def _from_ml_dtypes(type_name: str, bits: int) -> np.ndarray:
+    import ml_dtypes   # here: a table is built on the first tensor of its type (~4 ms of import)
+
     codes = np.arange(1 << bits, dtype=np.uint8)
     return codes.view(getattr(ml_dtypes, type_name)).astype(np.float32)
 

@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 
 from ...errors import FormatError
 from ..input_files import read_regular
+from .rank_dirs import RANK_NAME, SPECIAL_DIRS, is_mindspore_graph_dump, looks_like_rank, ranks_under, sub_dirs
 
 __all__ = ["MsIteration", "MsRank", "find_iterations", "is_mindspore_graph_dump"]
 
-_RANK = re.compile(r"rank_(\d+)\Z")
 _NUMBER = re.compile(r"\d+\Z")
-_SPECIAL = {".dump_metadata", "graphs", "execution_order"}
 
 
 @dataclass
@@ -58,44 +57,6 @@ class MsIteration:
         return os.path.join(self.rank.path, self.net, str(self.graph_id), str(self.iteration))
 
 
-def _dirs(path: str) -> list[str]:
-    try:
-        with os.scandir(path) as it:
-            return sorted(e.name for e in it if e.is_dir())
-    except OSError as e:
-        raise FormatError(path, f"cannot list: {e.strerror or e}") from None
-
-
-def _looks_like_rank(path: str) -> bool:
-    if not _RANK.match(os.path.basename(os.path.normpath(path))) or not os.path.isdir(path):
-        return False
-    try:
-        names = set(os.listdir(path))
-    except OSError:
-        return False
-    return bool(names & _SPECIAL)
-
-
-def is_mindspore_graph_dump(path: str | os.PathLike | None) -> bool:
-    """Whether ``path`` is (a level of) a MindSpore graph-mode dump: cheap, looks at names only."""
-    if path is None or not os.path.isdir(path):
-        return False
-    path = os.path.normpath(os.path.abspath(os.fspath(path)))
-    up = path
-    for _ in range(4):      # the folder itself, or a net, graph or iteration folder under a rank
-        if _looks_like_rank(up):
-            return True
-        up = os.path.dirname(up)
-    try:
-        return bool(_ranks_under(path))
-    except FormatError:
-        return False
-
-
-def _ranks_under(path: str) -> list[str]:
-    return [os.path.join(path, n) for n in _dirs(path) if _looks_like_rank(os.path.join(path, n))]
-
-
 def _read_metadata(rank_path: str, warnings: list[str]) -> dict:
     path = os.path.join(rank_path, ".dump_metadata", "config.json")
     if not os.path.exists(path):
@@ -116,10 +77,10 @@ def find_iterations(path: str | os.PathLike, warnings: list[str]) -> list[MsIter
         raise FormatError(path, "no such folder")
     # how far below its rank folder is path? (0 rank, 1 net, 2 graph, 3 iteration)
     rank_path, depth = path, 0
-    while depth < 4 and not _looks_like_rank(rank_path):
+    while depth < 4 and not looks_like_rank(rank_path):
         rank_path, depth = os.path.dirname(rank_path), depth + 1
     if depth == 4:
-        ranks = _ranks_under(path)
+        ranks = ranks_under(path)
         if not ranks:
             raise FormatError(path, "no rank_{R} folder of a MindSpore graph-mode dump under it")
         return [it for r in ranks for it in _rank_iterations(r, None, warnings)]
@@ -128,20 +89,20 @@ def find_iterations(path: str | os.PathLike, warnings: list[str]) -> list[MsIter
 
 
 def _rank_iterations(rank_path: str, within: list[str] | None, warnings: list[str]) -> list[MsIteration]:
-    rank = MsRank(rank_path, int(_RANK.match(os.path.basename(rank_path)).group(1)),
+    rank = MsRank(rank_path, int(RANK_NAME.match(os.path.basename(rank_path)).group(1)),
                   _read_metadata(rank_path, warnings))
-    nets = [n for n in _dirs(rank_path) if n not in _SPECIAL] if not within else [within[0]]
+    nets = [n for n in sub_dirs(rank_path) if n not in SPECIAL_DIRS] if not within else [within[0]]
     found: list[MsIteration] = []
     graphs_seen: dict[int, int] = {}
     for net in nets:
         net_path = os.path.join(rank_path, net)
-        graph_ids = _dirs(net_path) if not within or len(within) < 2 else [within[1]]
+        graph_ids = sub_dirs(net_path) if not within or len(within) < 2 else [within[1]]
         for gid in graph_ids:
             if not _NUMBER.match(gid):
                 warnings.append(f"{os.path.join(net_path, gid)}: not a graph id folder (a number), skipped")
                 continue
             graph_path = os.path.join(net_path, gid)
-            iters = _dirs(graph_path) if not within or len(within) < 3 else [within[2]]
+            iters = sub_dirs(graph_path) if not within or len(within) < 3 else [within[2]]
             for it in iters:
                 if not _NUMBER.match(it):
                     warnings.append(f"{os.path.join(graph_path, it)}: not an iteration folder (a number), skipped")

@@ -24,7 +24,8 @@ from .cells import csv_line_bytes
 from .column_pairing import ColumnPairing
 from precision_shell.atomic_write import write_atomic
 from .csv_layout import header
-from .engine import N_A, _cell
+from .engine import _cell
+from .tensor_metrics import N_A
 from .stats_table import CHUNK, _csv_column, _texts, diff_texts, judged_columns, odd_row_cells
 from .stats_verdicts import _SUMMARY
 

@@ -6,7 +6,8 @@ no tensor file on a side, a plain value rather than a tensor, shapes differ), or
 from __future__ import annotations
 
 from precision_shell.analysis.compare.coverage import NO_DUMP, NO_GOLDEN, SHAPE_DIFFERS, Coverage
-from precision_shell.analysis.compare.msprobe.engine import UNSUPPORTED, RowResult
+from precision_shell.analysis.compare.msprobe.engine import RowResult
+from precision_shell.analysis.compare.msprobe.tensor_metrics import UNSUPPORTED
 
 NOT_A_TENSOR, NO_GOLDEN_FILE, NOT_COMPARABLE = "plain value", "no golden file", "not comparable"
 _MESSAGES = {"NPU does not have data file.": NO_DUMP, "Bench does not have data file.": NO_GOLDEN_FILE,

@@ -27,7 +27,8 @@ from precision_shell.atomic_write import write_atomic
 from precision_shell.safe_text import csv_row
 from precision_shell.formats.msprobe.columns import shape_text
 
-from precision_shell.analysis.compare.msprobe.engine import METRIC_COLUMNS, N_A, RowResult, md5_cell
+from precision_shell.analysis.compare.msprobe.engine import RowResult, md5_cell
+from precision_shell.analysis.compare.msprobe.tensor_metrics import METRIC_COLUMNS, N_A
 from precision_shell.analysis.compare.msprobe.pairing import Row
 from precision_shell.analysis.compare.msprobe.stats_verdicts import (_ALL_IGNORE, _DTYPE, _GRAD, _INF_NAN,
                                                                     _INPUT_IGNORE, _PARAMETERS, _SHAPE, _inf_or_nan,

@@ -30,7 +30,8 @@ import numpy as np
 from precision_shell.atomic_write import write_atomic
 from precision_shell.safe_text import csv_cell
 from .cells import repr_texts
-from .engine import N_A, RowResult, _stats_diff, stat_cells
+from .engine import RowResult, _stats_diff, stat_cells
+from .tensor_metrics import N_A
 from .csv_layout import _SUMMARY_TEXT, _percent, _shape_cell, header
 from .stats_verdicts import judge
 from .pairing import Pairing, RowPair

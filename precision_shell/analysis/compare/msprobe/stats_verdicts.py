@@ -18,7 +18,7 @@ import json
 
 import numpy as np
 
-from .engine import N_A
+from .tensor_metrics import N_A
 
 NO_MESSAGES = json.dumps([])
 _ALL_IGNORE = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format",
