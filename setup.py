@@ -89,6 +89,10 @@ setup(
                   depends=[f"precision_shell/formats/msprobe/{name}.h" for name in _FLOAT_REPR], optional=True),
         # many dump headers' bytes in one call for vc's planning (formats/dump_header.read_dump_headers;
         # without it: each file read alone, same headers, slower beside the compare's threads)
-        Extension("precision_shell.formats._file_heads", ["precision_shell/formats/_file_heads.c"], optional=True)],
+        # and the v2 headers' DumpData decoded into TensorEntry objects (dump_header._parse; without
+        # it: protobuf, same headers)
+        Extension("precision_shell.formats._file_heads",
+                  [f"precision_shell/formats/{name}.c" for name in ("_file_heads", "_dump_v2")],
+                  depends=[f"precision_shell/formats/{name}.h" for name in ("_dump_v2", "_proto_wire")], optional=True)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

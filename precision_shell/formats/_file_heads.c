@@ -15,8 +15,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "_dump_v2.h"
+
+#define NANO_MAGIC "\x5a\x5a\x5a\x5a"   /* formats/nano_dump.NANO_MAGIC: a nano header, not v2 */
 
 typedef struct {
     char *path;
@@ -57,11 +62,39 @@ static void read_head(Head *h, Py_ssize_t limit)
     close(fd);
 }
 
+/* A plain v2 header read whole (what dump_header._parse would give to decode_v2: a header length
+ * that fits the file and the bytes read, no nano magic) decoded: (file size, header length,
+ * decode_v2's tuple); else NULL, no exception set, and the caller makes (file size, bytes). */
+static PyObject *decoded_head(const Head *h, PyObject *entry_type)
+{
+    if (entry_type == NULL || h->got < 8)
+        return NULL;
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; i--)
+        header_len = header_len << 8 | (uint8_t)h->data[i];
+    if (header_len == 0 || header_len > (uint64_t)h->size - 8 || header_len > (uint64_t)(h->got - 8))
+        return NULL;
+    if (header_len >= 4 && memcmp(h->data + 8, NANO_MAGIC, 4) == 0)
+        return NULL;
+    PyObject *decoded = decode_v2_header((const uint8_t *)h->data + 8, (Py_ssize_t)header_len,
+                                         (uint64_t)h->size, entry_type);
+    if (decoded == NULL || decoded == Py_None) {
+        if (decoded == NULL)
+            PyErr_Clear();   /* (MemoryError) the protobuf path meets it again */
+        Py_XDECREF(decoded);
+        return NULL;
+    }
+    PyObject *item = Py_BuildValue("(LKN)", h->size, (unsigned long long)header_len, decoded);
+    if (item == NULL)
+        PyErr_Clear();
+    return item;
+}
+
 static PyObject *read_heads(PyObject *self, PyObject *args)
 {
-    PyObject *seq;
+    PyObject *seq, *entry_type = NULL;
     Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "On", &seq, &limit))
+    if (!PyArg_ParseTuple(args, "On|O", &seq, &limit, &entry_type))
         return NULL;
     if (limit < 0 || limit > (1 << 24)) {
         PyErr_SetString(PyExc_ValueError, "limit must be in [0, 16 MiB]");
@@ -93,9 +126,9 @@ static PyObject *read_heads(PyObject *self, PyObject *args)
     if (result == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *item = heads[i].error
-            ? PyLong_FromLong(heads[i].error)
-            : Py_BuildValue("(Ly#)", heads[i].size, heads[i].data, heads[i].got);
+        PyObject *item = heads[i].error ? PyLong_FromLong(heads[i].error) : decoded_head(&heads[i], entry_type);
+        if (item == NULL && !heads[i].error)
+            item = Py_BuildValue("(Ly#)", heads[i].size, heads[i].data, heads[i].got);
         if (item == NULL) {
             Py_CLEAR(result);
             goto done;
@@ -115,8 +148,12 @@ done:
 
 static PyMethodDef methods[] = {
     {"read_heads", read_heads, METH_VARARGS,
-     "read_heads(paths, limit) -> per path (file size, its first min(size, limit) bytes) or an "
-     "errno (not a regular file: EINVAL)"},
+     "read_heads(paths, limit[, entry_type]) -> per path (file size, its first min(size, limit) "
+     "bytes) or an errno (not a regular file: EINVAL); with entry_type, a plain v2 header read "
+     "whole comes decoded: (file size, header length, decode_v2's tuple)"},
+    {"decode_v2", decode_v2, METH_VARARGS,
+     "decode_v2(header, file_size, entry_type) -> (op_name, version, dump_time, inputs, outputs, "
+     "buffers, spaces, attrs) of a v2 DumpData header, or None: parse it with protobuf"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import FormatError
-from .protoload import dump_data_pb
+from .proto_enums import dump_data_enums
 
 DT_UNDEFINED = 0
 DT_FLOAT = 1
@@ -99,13 +99,13 @@ def _add_ml_dtypes() -> None:
 
 @lru_cache(maxsize=None)
 def _dtype_names() -> dict[int, str]:
-    enum = dump_data_pb().OutputDataType
+    enum = dump_data_enums()["OutputDataType"]
     return {number: name for name, number in enum.items()}
 
 
 @lru_cache(maxsize=None)
 def _format_names() -> dict[int, str]:
-    enum = dump_data_pb().OutputFormat
+    enum = dump_data_enums()["OutputFormat"]
     names = {number: name.removeprefix("FORMAT_") for name, number in enum.items()}
     names.update(_EXTRA_FORMAT_NAMES)
     return names

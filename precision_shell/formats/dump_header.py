@@ -1,4 +1,5 @@
-"""The header of an NPU tensor dump file (formats.md §1.2-§1.5): types and parsing.
+"""The header of an NPU tensor dump file (formats.md §1.2-§1.5): reading and parsing (the types
+are in ``dump_types``, the v1 container in ``dump_v1``).
 
 Three containers share one result type, :class:`DumpHeader`, whose entries carry absolute file
 offsets, so tensor bytes are read later, one tensor at a time, with a seek:
@@ -20,83 +21,30 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field
-from functools import lru_cache
 
 from ..errors import FormatError
 from . import nano_dump
-from .dtypes import DT_UNDEFINED, FORMAT_ND, dtype_name, format_name
 from .dump_names import parse_dump_name
+from .dump_types import DumpHeader, TensorEntry, _dump_data_class, _tensor_entries  # noqa: F401  (re-exported)
+from .dump_v1 import try_v1
 from .input_files import open_regular
-from .protoload import dump_data_pb
 from .quoting import clipped
 
-try:   # the C helper of read_dump_headers (optional: without it each file is read alone)
+try:   # the C helper of read_dump_headers and _parse (optional: without it each file is read
+    # alone, and every header parsed by protobuf)
     from . import _file_heads
 except ImportError:
     _file_heads = None
 
 _LEN = struct.Struct("<Q")
+
+
+def _c_decoder() -> bool:
+    """Whether v2 headers are decoded in C (``_dump_v2.c``): unless the helper is not built or
+    ``PSHELL_NO_EXT=1`` (then protobuf, as for every header the decoder is not sure of)."""
+    return _file_heads is not None and os.environ.get("PSHELL_NO_EXT") != "1"
 # read_dump_headers reads this much of each file: a dump header of a few tensors is ~100-400 bytes
 HEAD_BYTES = 4096
-# protobuf refuses messages over 2 GiB, so a v1 (inline) file cannot be larger.
-_V1_MAX_BYTES = 2**31 - 1
-
-
-@lru_cache(maxsize=None)
-def _dump_data_class():
-    return dump_data_pb().DumpData
-
-
-@dataclass(frozen=True, slots=True)
-class TensorEntry:
-    kind: str                                  # "input" | "output" | "buffer" | "space"
-    index: int
-    dtype: int                                 # OutputDataType code (buffers/spaces: DT_UNDEFINED)
-    format: int                                # OutputFormat code
-    shape: tuple[int, ...]                     # device shape
-    original_shape: tuple[int, ...] | None     # logical shape when the header has one
-    sub_format: int
-    original_name: str | None                  # original_op.name (outputs)
-    original_output_index: int | None
-    offset: int                                # absolute byte offset of the data in the file
-    size: int                                  # bytes
-
-    @property
-    def dtype_name(self) -> str:
-        return dtype_name(self.dtype)
-
-    @property
-    def format_name(self) -> str:
-        return format_name(self.format)
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind}:{self.index}"
-
-
-@dataclass
-class DumpHeader:
-    path: str
-    op_name: str
-    version: str
-    dump_time: int
-    variant: str                               # "v2" | "v1" | "nano"
-    header_len: int                            # v1: the whole file is the header
-    file_size: int
-    inputs: list[TensorEntry] = field(default_factory=list)
-    outputs: list[TensorEntry] = field(default_factory=list)
-    buffers: list[TensorEntry] = field(default_factory=list)
-    spaces: list[TensorEntry] = field(default_factory=list)
-    attrs: list[tuple[str, str]] = field(default_factory=list)
-
-    def entry(self, kind: str, index: int) -> TensorEntry:
-        """``entry("output", 0)``; FormatError when the file has no such tensor."""
-        group = {"input": self.inputs, "output": self.outputs, "buffer": self.buffers, "space": self.spaces}.get(kind)
-        if group is None or not 0 <= index < len(group):
-            count = len(group) if group is not None else 0
-            raise FormatError(self.path, f"no {kind}:{index} in this dump ({count} {kind}s)")
-        return group[index]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -130,19 +78,23 @@ def read_dump_header(path: str | os.PathLike) -> DumpHeader:
 def read_dump_headers(paths: list[str]) -> list[DumpHeader | FormatError]:
     """:func:`read_dump_header` of each path, in order: the header, or the FormatError it raises.
     The first HEAD_BYTES of every file are read in one call of the C helper (``_file_heads``),
-    the GIL released once, and each header parsed from them; a header that needs more bytes,
-    or a file the helper could not open or read, is read alone by :func:`read_dump_header`
-    (so the same files are accepted, with the same errors)."""
+    the GIL released once, and each header parsed from them (a plain v2 one decoded there); a
+    header that needs more bytes, or a file the helper could not open or read, is read alone by
+    :func:`read_dump_header` (so the same files are accepted, with the same errors)."""
     heads = paths
     if _file_heads is not None and paths:
         try:
-            heads = _file_heads.read_heads(paths, HEAD_BYTES)
+            heads = _file_heads.read_heads(paths, HEAD_BYTES, *[TensorEntry] * _c_decoder())
         except (ValueError, TypeError, MemoryError):   # a name the OS cannot take (NUL): each alone
             heads = paths
     out: list[DumpHeader | FormatError] = []
     for path, head in zip(paths, heads):
         try:
             if isinstance(head, tuple):
+                if len(head) == 3:   # a plain v2 header, decoded as _parse would (decode_v2)
+                    size, header_len, decoded = head
+                    out.append(DumpHeader(path, *decoded[:3], "v2", header_len, size, *decoded[3:]))
+                    continue
                 try:
                     out.append(_parse(path, head[0], _PrefixSource(head[1], head[0])))
                     continue
@@ -305,44 +257,28 @@ def _parse(path: str, file_size: int, source: _FdSource | _BufferSource) -> Dump
     (header_len,) = _LEN.unpack(head)
     if header_len == 0:
         # an empty DumpData decodes fine and lists no tensors: the op would vanish unreported
-        return _try_v1(source, path, file_size, FormatError(path, "header length 0"))
+        return try_v1(source, path, file_size, FormatError(path, "header length 0"))
     if header_len > file_size - _LEN.size:
         v2_error = FormatError(path, f"header length {header_len} is larger than the file "
                                      f"({file_size} bytes)")
-        return _try_v1(source, path, file_size, v2_error)
+        return try_v1(source, path, file_size, v2_error)
     header = source.read_at(_LEN.size, header_len)
     if len(header) != header_len:
         raise FormatError(path, "file shrank while being read")
     if nano_dump.is_nano_header(header):
         return _nano_header(path, header, file_size)
+    if _c_decoder():   # the plain v2 headers (C); None: not sure, protobuf decides
+        decoded = _file_heads.decode_v2(header, file_size, TensorEntry)
+        if decoded is not None:
+            return DumpHeader(path, *decoded[:3], "v2", header_len, file_size, *decoded[3:])
     try:
         msg = _dump_data_class().FromString(header)
     except Exception as e:  # upb raises DecodeError; any failure means a corrupt header
-        return _try_v1(source, path, file_size, FormatError(path, f"corrupt protobuf header: {clipped(e)}"))
+        return try_v1(source, path, file_size, FormatError(path, f"corrupt protobuf header: {clipped(e)}"))
     try:
         return _v2_header(path, msg, header_len, file_size)
     except FormatError as v2_error:
-        return _try_v1(source, path, file_size, v2_error)
-
-
-def _entry(kind: str, index: int, t, offset: int, size: int) -> TensorEntry:
-    if kind not in ("input", "output"):
-        return TensorEntry(kind, index, DT_UNDEFINED, FORMAT_ND, (size,), None, 0, None, None, offset, size)
-    # an absent or empty original shape both mean "no logical shape recorded"
-    original = tuple(t.original_shape.dim) if t.HasField("original_shape") else ()
-    has_op = kind == "output" and t.HasField("original_op")
-    return TensorEntry(kind, index, t.data_type, t.format, tuple(t.shape.dim), original or None, t.sub_format,
-                       (t.original_op.name or None) if has_op else None,
-                       t.original_op.output_index if has_op else None, offset, size)
-
-
-def _tensor_entries(kind: str, tensors, start: int) -> tuple[list[TensorEntry], int]:
-    """Entries whose data segments lie back to back from ``start``; returns them and the end."""
-    entries, offset = [], start
-    for i, t in enumerate(tensors):
-        entries.append(_entry(kind, i, t, offset, t.size))
-        offset += t.size
-    return entries, offset
+        return try_v1(source, path, file_size, v2_error)
 
 
 def _v2_header(path: str, msg, header_len: int, file_size: int) -> DumpHeader:
@@ -380,78 +316,3 @@ def _nano_header(path: str, header: bytes, file_size: int) -> DumpHeader:
     name = parse_dump_name(os.path.basename(path))
     return DumpHeader(path, name.op_name if name else "", str(nano.version), name.timestamp if name else 0,
                       "nano", len(header), file_size, groups[0], groups[1])
-
-
-def _try_v1(source, path: str, file_size: int, v2_error: FormatError) -> DumpHeader:
-    """The whole file as one inline-data DumpData; re-raise the v2 error when it is not one."""
-    if file_size > _V1_MAX_BYTES:
-        raise v2_error
-    blob = source.whole(file_size)
-    try:
-        msg = _dump_data_class().FromString(blob)
-    except Exception:
-        raise v2_error from None
-    tensors = list(msg.input) + list(msg.output) + list(msg.buffer) + list(msg.space)
-    if not any(t.data for t in tensors):
-        raise v2_error
-    try:
-        spans = _inline_data_spans(blob)
-    except ValueError:
-        raise v2_error from None
-    groups = []
-    for kind, items in (("input", msg.input), ("output", msg.output), ("buffer", msg.buffer), ("space", msg.space)):
-        groups.append([_entry(kind, i, t, *spans.get((kind, i), (0, 0))) for i, t in enumerate(items)])
-    return DumpHeader(path, msg.op_name, msg.version, msg.dump_time, "v1", file_size, file_size,
-                      *groups, [(a.name, a.value) for a in msg.attr])
-
-
-# DumpData field number -> (kind, field number of ``data`` inside that message)
-_INLINE_FIELDS = {3: ("output", 5), 4: ("input", 4), 5: ("buffer", 2), 8: ("space", 2)}
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ValueError("bad varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _fields(buf: bytes, start: int, end: int):
-    """(field number, wire type, value start, value end) of each field in buf[start:end]."""
-    pos = start
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 2:
-            length, pos = _varint(buf, pos)
-            nxt = pos + length
-        elif wire in (0, 1, 5):
-            nxt = _varint(buf, pos)[1] if wire == 0 else pos + (8 if wire == 1 else 4)
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-        if nxt > end:
-            raise ValueError("field overruns its message")
-        yield number, wire, pos, nxt
-        pos = nxt
-
-
-def _inline_data_spans(blob: bytes) -> dict[tuple[str, int], tuple[int, int]]:
-    """Absolute (offset, length) of each tensor's inline ``data`` in a v1 file."""
-    spans: dict[tuple[str, int], tuple[int, int]] = {}
-    counts = {kind: 0 for kind, _ in _INLINE_FIELDS.values()}
-    for number, wire, start, end in _fields(blob, 0, len(blob)):
-        if number not in _INLINE_FIELDS or wire != 2:
-            continue
-        kind, data_field = _INLINE_FIELDS[number]
-        index = counts[kind]
-        counts[kind] += 1
-        for sub_number, sub_wire, s, e in _fields(blob, start, end):
-            if sub_number == data_field and sub_wire == 2:
-                spans[(kind, index)] = (s, e - s)  # the last occurrence wins, as in protobuf
-    return spans

@@ -272,6 +272,16 @@ class OpGraph:
         return [node.lazy[0][:4] if node.lazy[1] is not None and node.lazy[0] is not None else None
                 for node in self.ops.values()]
 
+    def want_all_details(self) -> None:
+        """A command about to read every op's details (``vc``'s planning) asks for the details
+        cache now, before any op is decoded one by one (op_node.load_details asks it only after
+        BULK_AFTER ops: a command about one op must not load them all)."""
+        for reader in self.readers:
+            hook = reader.before_bulk
+            if hook is not None:
+                reader.before_bulk = None
+                hook()
+
     def set_detail_rows(self, rows: list) -> None:
         """Fill undecoded holders from :meth:`detail_rows` of an earlier run of the same files."""
         nodes = list(self.ops.values())

@@ -223,3 +223,39 @@ def test_details_decoded_by_a_command_are_cached_for_the_next_run(sample_ws, tmp
     matmul = next(op for op in second.graph.ops.values() if op.attrs)  # attrs: read from the text
     assert len(decoded) == 1
     assert dict(matmul.attrs) == dict(first.graph.ops[matmul.key].attrs)
+
+
+def test_vc_planning_asks_the_details_cache_before_decoding_any_op(sample_ws, tmp_path, monkeypatch):
+    """A cached start's `vc` plans from the details cache: no op text decoded (before, the
+    first BULK_AFTER ops were decoded one by one), and the same plan as a first start's."""
+    import shutil
+    import time
+
+    from precision_shell.analysis.compare.mapping import plan_golden_compare
+    from precision_shell.formats.graph.scan import OpTextReader
+    from precision_shell.model.session import Session
+
+    ws = tmp_path / "ws"
+    shutil.copytree(sample_ws[0] / "precision_data", ws / "precision_data")
+    monkeypatch.setattr(Session, "_DETAILS_STORE_MIN", 1)
+    decoded = []
+    real_op = OpTextReader.op
+    monkeypatch.setattr(OpTextReader, "op", lambda self, s, e: decoded.append(s) or real_op(self, s, e))
+    first = Session.open(ws)
+    want = plan_golden_compare(first.graph, first.dumps, first.golden)
+    assert decoded            # a first start decodes the ops' text
+    first.after_command()
+    cache_dir = ws / "precision_data" / "temp" / "pshell" / "cache"
+    for _ in range(200):  # written by a detached child
+        if list(cache_dir.glob("graph_details-*.json")):
+            break
+        time.sleep(0.05)
+    time.sleep(0.2)
+    decoded.clear()
+    again = Session.open(ws)
+    got = plan_golden_compare(again.graph, again.dumps, again.golden)
+    assert decoded == []
+    assert [(o.op, o.type, o.golden_ops, o.packed) for o in got.ops] == [(o.op, o.type, o.golden_ops, o.packed) for o in want.ops]
+    columns = ("op_pos", "io", "index", "golden_ref", "reason", "golden", "spec", "nbytes", "alias", "why")
+    assert [getattr(got.table, c) for c in columns] == [getattr(want.table, c) for c in columns]
+    assert any(spec != (None, None) for spec in got.table.spec)   # the descs were read

@@ -36,3 +36,30 @@ def test_ge_ir_maps_oneofs_and_unknown_blocks():
 def test_loader_rejects_unknown_types():
     with pytest.raises(ProtoSyntaxError):
         parse_proto('syntax = "proto3"; package p; message A { Missing m = 1; }', "x.proto")
+
+
+def test_dump_data_enums_read_from_the_text_equal_protobufs():
+    """formats/proto_enums reads the enums without protobuf: the same names and numbers as the
+    enum wrappers protobuf builds from the same file, for every enum of every shipped .proto."""
+    from importlib import resources
+
+    from precision_shell.formats import protoload
+    from precision_shell.formats.proto_enums import dump_data_enums, read_enums
+
+    assert dump_data_enums()["OutputDataType"]["DT_FLOAT16"] == 2
+    for filename in ("dump_data.proto", "ge_ir.proto"):
+        text = resources.files(protoload.__package__).joinpath("protos", filename).read_text("utf-8")
+        fdp = protoload.parse_proto(text, filename)
+        expected, messages = {}, list(fdp.message_type)
+        for e in list(fdp.enum_type) + [e for m in _nested(messages) for e in m.enum_type]:
+            expected[e.name] = {v.name: v.number for v in e.value}
+        assert read_enums(text) == expected, filename
+    pb = protoload.dump_data_pb()
+    for name in ("OutputDataType", "OutputFormat", "BufferType"):
+        assert dump_data_enums()[name] == dict(getattr(pb, name).items())
+
+
+def _nested(messages):
+    for m in messages:
+        yield m
+        yield from _nested(m.nested_type)

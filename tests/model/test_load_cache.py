@@ -133,6 +133,40 @@ def test_detail_rows_come_back_equal(sample_ws):
     assert rows.count(None) == len(rows) // 2 and cache_round_trip(GRAPH_DETAILS, rows) == rows
 
 
+@pytest.mark.parametrize("damage, reason", [
+    (lambda d: d.append("x"), "an item is not 9 fields"),
+    (lambda d: d[-1].pop(), "an item is not 9 fields"),
+    (lambda d: d[0].__setitem__(1, 7), "name, dtype or layout not a string"),
+    (lambda d: d[-1].__setitem__(3, None), "name, dtype or layout not a string"),
+    (lambda d: d[0].__setitem__(5, 1.5), "origin_format not a string"),
+    (lambda d: d[-1].__setitem__(7, ["n"]), "origin_name not a string"),
+    (lambda d: d[0].__setitem__(8, True), "origin_output_index not an integer"),
+    (lambda d: d[-1].__setitem__(4, "1,2"), "shape: not a list"),
+    (lambda d: d[0].__setitem__(4, [1, "2"]), "shape: not all integers"),
+    (lambda d: d[-1].__setitem__(6, [-(1 << 64)]), "origin_shape: value out of range"),
+    (lambda d: d[-1].__setitem__(6, 3), "origin_shape: not a list"),
+    (lambda d: d[0].__setitem__(0, None), "index: not all integers"),
+])
+def test_damaged_descs_of_a_details_entry_are_named(sample_ws, damage, reason):
+    """The descriptor table of a details entry, checked a field at a time over all items: each
+    kind of damage (first item or last) is refused with its reason; intact, every desc back."""
+    from precision_shell.model.load_cache import LoadCache
+
+    graph, _ = graph_load.load_op_graph([_graph_path(sample_ws[0])], [])
+    for op in graph.ops.values():
+        op.outputs
+    rows = graph.detail_rows()
+    entry = LoadCache.entry(GRAPH_DETAILS, ("key",), rows)
+    head, sep, tail = entry.partition(b"\n")
+    doc = json.loads(head)
+    assert len(doc["value"]["descs"]) > 3 and cache_round_trip(GRAPH_DETAILS, rows) == rows
+    damage(doc["value"]["descs"])
+    cache = LoadCache(None)
+    bad = json.dumps(doc).encode() + sep + tail
+    assert cache.value_of(GRAPH_DETAILS, bad, ("key",), "entry") is None
+    assert len(cache.warnings) == 1 and f"descs: {reason}" in cache.warnings[0]
+
+
 def test_ni_shows_the_same_cold_and_warm(sample_ws, tmp_path, capsys, monkeypatch):
     ws = _copy(sample_ws, tmp_path)
     fused = next(op for op in graph_load.load_op_graph([_graph_path(ws)], [])[0].ops.values() if op.is_fused)

@@ -65,7 +65,7 @@ def _target_format(desc: Any) -> str | None:
 
 def _logical_shape(desc: Any) -> tuple[int, ...] | None:
     shape = getattr(desc, "origin_shape", None) if desc is not None else None
-    if not shape or any(d < 0 for d in shape):
+    if not shape or min(shape) < 0:
         return None
     return tuple(shape)
 
@@ -87,6 +87,8 @@ class _Planner:
         self._golden: dict[str, tuple[Any, int]] = {}
         self._specs: dict[tuple, tuple] = {}
         self._refs: dict[str, str] = {}
+        self._graph_ops: dict[str, Any] = {}     # name -> graph op or None (each asked ~6 times)
+        self._sources: dict[tuple[str, int], tuple[str | None, str]] = {}   # source_golden's answers
         self.packed: dict[tuple, tuple] = {}   # shared entry groups of packed headers
 
     # -- dumps --------------------------------------------------------------------------------
@@ -141,13 +143,18 @@ class _Planner:
         return text if text is None else self._refs.setdefault(text, text)
 
     def graph_op(self, name: str):
-        return self.graph.ops.get(name) if self.graph is not None else None
+        try:
+            return self._graph_ops[name]
+        except KeyError:
+            op = self._graph_ops[name] = self.graph.ops.get(name) if self.graph is not None else None
+            return op
 
     # -- golden mapping ------------------------------------------------------------------------
     def output_golden(self, op: Any, name: str, i: int, entry: TensorEntry | None) -> tuple[str, int] | None:
         """(framework op, output index) that NPU output ``i`` of ``name`` stands for."""
-        if op is not None and op.outputs:
-            desc = op.outputs[i] if i < len(op.outputs) else op.outputs[0]
+        outs = op.outputs if op is not None else None
+        if outs:
+            desc = outs[i] if i < len(outs) else outs[0]
             if desc.origin_name:
                 idx = desc.origin_output_index if desc.origin_output_index is not None else i
                 return desc.origin_name, idx
@@ -170,7 +177,15 @@ class _Planner:
     def source_golden(self, name: str, out: int) -> tuple[str | None, str]:
         """(golden "name:idx" or None, the op it was found at, or why not) for output ``out`` of
         op ``name``, walked up through Cast/TransData: their output k stands for their input k
-        (the vendor's assumption; its input list skips unconnected and control inputs)."""
+        (the vendor's assumption; its input list skips unconnected and control inputs). An op's
+        output feeds several consumers: each answer is kept."""
+        key = (name, out)
+        found = self._sources.get(key)
+        if found is None:
+            found = self._sources[key] = self._source_golden(name, out)
+        return found
+
+    def _source_golden(self, name: str, out: int) -> tuple[str | None, str]:
         for _ in range(_MAX_WALK + 1):
             prod = self.graph_op(name)
             if prod is None or prod.type not in WALK_THROUGH_TYPES:
@@ -183,8 +198,9 @@ class _Planner:
             return None, f"more than {_MAX_WALK} Cast/TransData ops in a row (a cycle?) at {name}"
         entry = None
         desc = None
-        if prod is not None and prod.outputs:
-            desc = prod.outputs[out] if out < len(prod.outputs) else prod.outputs[0]
+        outs = prod.outputs if prod is not None else None
+        if outs:
+            desc = outs[out] if out < len(outs) else outs[0]
         if prod is not None and (desc is None or not desc.origin_name):
             # the producer's own dump header may still name its framework op
             header = self.header(self.dumps, self.dumps.latest_for_op(prod.name))
@@ -274,6 +290,8 @@ def _golden_ops(p: _Planner, graph: Any, dumps: DumpIndex) -> Iterator[OpPlan]:
         return header.op_name if header is not None and header.op_name else None
 
     outputs: dict[tuple[str, int], int] = {}   # (op, output index) -> its row, when it has a golden
+    if graph is not None:   # every op's descs are read: the details cache first, not 64 text parses
+        graph.want_all_details()
     for position, op, name, f in p.read_ahead(execution_entries(graph, dumps, header_name)):
         plan = OpPlan(name, op.type if op is not None else (f.name.op_type if f else "?"), position,
                       op.golden_names() if op is not None else [name],
@@ -290,6 +308,7 @@ def _golden_ops(p: _Planner, graph: Any, dumps: DumpIndex) -> Iterator[OpPlan]:
             yield plan
             continue
         plan.packed = pack_header(header, p.packed)   # workers do not parse it again
+        outs = op.outputs if op is not None else ()
         n_inputs = len(header.inputs)
         for entry in header.inputs:
             ref, how = (p.producer_golden(op, entry.index, n_inputs) if op is not None
@@ -311,9 +330,7 @@ def _golden_ops(p: _Planner, graph: Any, dumps: DumpIndex) -> Iterator[OpPlan]:
             else:
                 target = p.output_golden(op, name, entry.index, entry)
                 ref = p.ref(f"{target[0]}:{target[1]}") if target is not None else None
-            desc = None
-            if op is not None and op.outputs:
-                desc = op.outputs[entry.index] if entry.index < len(op.outputs) else None
+            desc = outs[entry.index] if entry.index < len(outs) else None
             spec = p.spec(_target_format(desc), _logical_shape(desc))
             src, size = p.golden_source(ref)
             row = p.add(plan, OUTPUT, entry.index, spec, src, ref, reason, entry.size + size)
