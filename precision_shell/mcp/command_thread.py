@@ -4,8 +4,10 @@ lives in another thread and hands jobs over a queue.
 Why the main thread: Ctrl-C reaches pshell's analyses as KeyboardInterrupt there, and they keep
 partial results when it does (compare, the value scan, ``pt -a``). A cancelled tool call sends the
 main thread a real SIGINT (``pthread_kill``), so cancellation stops a command exactly as Ctrl-C
-does, wherever it is waiting. The interrupt a finished command did not see is swallowed before
-the next job starts, so it never hits the wrong one.
+does, wherever it is waiting. A cancel's SIGINT that lands after its job ended (a loaded machine
+delivers it late) is swallowed by the handler wherever it lands: it never hits the next job, nor
+the loop while it takes that job from the queue (where it used to drop the job: the client then
+waited for an answer forever).
 """
 
 from __future__ import annotations
@@ -13,14 +15,12 @@ from __future__ import annotations
 import queue
 import signal
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from precision_shell.errors import PshellError
 
 QUEUED, RUNNING, DONE = "queued", "running", "done"
-_STRAY_INTERRUPT_WAIT = 0.5     # seconds to let a SIGINT sent to a finished job arrive
 
 
 @dataclass
@@ -39,7 +39,6 @@ class Job:
     error: PshellError | None = None
     cancelled: bool = False
     interrupt_sent: bool = False
-    sigints_before: int = 0         # SIGINTs seen when the cancel's was sent
     progress: Progress = field(default_factory=Progress)
     progress_seen: int = 0          # bumped on every advance: the protocol side sends what changed
     bars: int = 0                   # progress bars the job has opened (vcs may run vc's first)
@@ -66,8 +65,10 @@ class CommandThread:
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._lock = threading.Lock()
         self._main = threading.main_thread().ident
-        self._last_cancel = float("-inf")
-        self._sigints = 0               # SIGINTs the main thread has seen (see _on_sigint)
+        self._running: Job | None = None
+        # jobs whose cancel sent a SIGINT that has not landed yet, oldest first: the handler
+        # takes each SIGINT for the oldest (one SIGINT a cancel); any other is the user's Ctrl-C
+        self._cancels_in_flight: list[Job] = []
 
     def submit(self, work: Callable[[Job], Any], on_done: Callable[[], None] = lambda: None) -> Job:
         job = Job(work, on_done)
@@ -82,7 +83,8 @@ class CommandThread:
         with self._lock:
             job.cancelled = True
             if job.state == RUNNING and not job.interrupt_sent:
-                job.interrupt_sent, job.sigints_before = True, self._sigints
+                job.interrupt_sent = True
+                self._cancels_in_flight.append(job)   # before the signal: the handler looks here
                 signal.pthread_kill(self._main, signal.SIGINT)
 
     def serve(self, alive: Callable[[], bool]) -> None:
@@ -102,17 +104,18 @@ class CommandThread:
                 if not alive():
                     return
                 continue
-            except KeyboardInterrupt:
-                if time.monotonic() - self._last_cancel < 2.0:   # a late one of a cancel
-                    continue
-                raise
             if job is None:
                 return
             self._run(job)
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
-        """Python's own Ctrl-C behaviour, counted: a cancel knows when its SIGINT has landed."""
-        self._sigints += 1
+        """Python's own Ctrl-C behaviour, except for a cancel's SIGINT that landed after its job
+        ended: that one is dropped (it was meant for a job that is gone). The handler runs on the
+        main thread between bytecodes, so it takes no lock (the main thread may hold it)."""
+        if self._cancels_in_flight:
+            job = self._cancels_in_flight.pop(0)
+            if job is not self._running or job.state != RUNNING:
+                return
         raise KeyboardInterrupt
 
     def _run(self, job: Job) -> None:
@@ -121,7 +124,7 @@ class CommandThread:
                 if job.cancelled:
                     job.error = PshellError("cancelled before it started")
                 else:
-                    job.state = RUNNING
+                    job.state, self._running = RUNNING, job
             if job.state == RUNNING:
                 try:
                     job.result = job.work(job)
@@ -138,24 +141,14 @@ class CommandThread:
         except Exception:  # the protocol loop has gone: nobody is waiting
             pass
 
-    def _await_sigint(self, job: Job) -> None:
-        """A cancel's SIGINT may land after its job returned: take it here, not in the next job."""
-        deadline = time.monotonic() + _STRAY_INTERRUPT_WAIT
-        try:
-            while self._sigints <= job.sigints_before and time.monotonic() < deadline:
-                time.sleep(0.005)
-        except KeyboardInterrupt:
-            pass
-
     def _settle(self, job: Job) -> None:
-        """Mark ``job`` done; a cancel's SIGINT arriving meanwhile is taken here, not later."""
+        """Mark ``job`` done; its cancel's SIGINT landing meanwhile is taken here (from then on
+        the handler drops it)."""
         while True:
             try:
                 with self._lock:
                     job.state = DONE
-                if job.interrupt_sent:
-                    self._last_cancel = time.monotonic()
-                    self._await_sigint(job)
+                    self._running = None
                 return
             except KeyboardInterrupt:
                 continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -170,6 +171,46 @@ def test_cancel_stops_a_running_job_as_ctrl_c_and_the_next_job_runs():
     assert first.progress.done == first.result["partial"]
     assert later.result == "second ran" and later.error is None
     assert queued.result is None and str(queued.error) == "cancelled before it started"
+
+
+def test_a_cancels_sigint_landing_after_its_job_ended_hits_nothing():
+    """A loaded machine may deliver a cancel's SIGINT after its job returned: it must not
+    interrupt the next job (nor drop it while the loop takes it from the queue). Here the first
+    job keeps SIGINT blocked, so the cancel's signal stays pending until the second job unblocks it."""
+    commands = CommandThread()
+    running, cancelled = threading.Event(), threading.Event()
+
+    def first_job(job):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        running.set()
+        cancelled.wait(10)
+        return "first done"
+
+    def second_job(job):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})   # the late SIGINT lands here
+        time.sleep(0.05)
+        return "second done"
+
+    def drive():
+        first = commands.submit(first_job)
+        second = commands.submit(second_job)
+        running.wait(10)
+        commands.cancel(first)
+        cancelled.set()
+        out.extend([first, second])
+        commands.stop()
+
+    out = []
+    helper = threading.Thread(target=drive)
+    helper.start()
+    try:
+        commands.serve(alive=lambda: True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    helper.join(10)
+    first, second = out
+    assert first.interrupt_sent and first.result == "first done" and first.error is None
+    assert second.result == "second done" and second.error is None
 
 
 def test_a_failing_job_is_one_line_and_the_loop_goes_on():
