@@ -188,7 +188,6 @@ def test_mutated_text_scans_exactly_or_defers_to_the_whole_file(tmp_path, edits)
 
 def test_details_decoded_by_a_command_are_cached_for_the_next_run(sample_ws, tmp_path, monkeypatch):
     import shutil
-    import time
 
     from precision_shell.formats.graph.scan import OpTextReader
     from precision_shell.model import op_node
@@ -201,12 +200,7 @@ def test_details_decoded_by_a_command_are_cached_for_the_next_run(sample_ws, tmp
     assert first.graph.readers  # the scanned route
     want = {key: (op.outputs, [r.desc for r in op.inputs], op.id) for key, op in first.graph.ops.items()}
     first.after_command()
-    cache_dir = ws / "precision_data" / "temp" / "pshell" / "cache"
-    for _ in range(200):  # written by a detached child
-        if list(cache_dir.glob("graph_details-*.json")):
-            break
-        time.sleep(0.05)
-    time.sleep(0.2)
+    _wait_for_details_entry(ws)
 
     decoded = []
     real_op = OpTextReader.op
@@ -229,7 +223,6 @@ def test_vc_planning_asks_the_details_cache_before_decoding_any_op(sample_ws, tm
     """A cached start's `vc` plans from the details cache: no op text decoded (before, the
     first BULK_AFTER ops were decoded one by one), and the same plan as a first start's."""
     import shutil
-    import time
 
     from precision_shell.analysis.compare.mapping import plan_golden_compare
     from precision_shell.formats.graph.scan import OpTextReader
@@ -245,12 +238,7 @@ def test_vc_planning_asks_the_details_cache_before_decoding_any_op(sample_ws, tm
     want = plan_golden_compare(first.graph, first.dumps, first.golden)
     assert decoded            # a first start decodes the ops' text
     first.after_command()
-    cache_dir = ws / "precision_data" / "temp" / "pshell" / "cache"
-    for _ in range(200):  # written by a detached child
-        if list(cache_dir.glob("graph_details-*.json")):
-            break
-        time.sleep(0.05)
-    time.sleep(0.2)
+    _wait_for_details_entry(ws)
     decoded.clear()
     again = Session.open(ws)
     got = plan_golden_compare(again.graph, again.dumps, again.golden)
@@ -259,3 +247,15 @@ def test_vc_planning_asks_the_details_cache_before_decoding_any_op(sample_ws, tm
     columns = ("op_pos", "io", "index", "golden_ref", "reason", "golden", "spec", "nbytes", "alias", "why")
     assert [getattr(got.table, c) for c in columns] == [getattr(want.table, c) for c in columns]
     assert any(spec != (None, None) for spec in got.table.spec)   # the descs were read
+
+
+def _wait_for_details_entry(ws) -> None:
+    """The op details entry the session stored after a command (written by a detached child)."""
+    import time
+
+    cache_dir = ws / "precision_data" / "temp" / "pshell" / "cache"
+    for _ in range(200):
+        if list(cache_dir.glob("graph_details-*.json")):
+            break
+        time.sleep(0.05)
+    time.sleep(0.2)
