@@ -66,10 +66,10 @@ _LIST_ITEM = re.compile(rb'          s: ' + _S + rb'\n')
 # are the exact parse's anyway (an op's details are parsed from its span).
 _BODY_LINE = b"\n    "
 _WS = rb'[ \t\r\f\v]*+'
-_ANY_INPUT_LINE = re.compile(rb'\n' + _WS + rb'input' + _WS + rb':')
-_ANY_FUSION_KEY_LINE = re.compile(rb'\n' + _WS + rb'key' + _WS + rb':' + _WS + rb'"(?:' + ORIGINAL_OP_NAMES.encode()
-                                  + rb'|' + PASS_NAME.encode() + rb'|' + KERNEL_LIB.encode() + rb'|[^"\\\n]*'
-                                  + KERNEL_SUFFIX.encode() + rb')"')
+# one pass finds both kinds: group 1 is b"input" for an input line, b"" for a fusion attr's key
+_COUNTED_LINE = re.compile(rb'\n' + _WS + rb'(?:(input)' + _WS + rb':|key' + _WS + rb':' + _WS + rb'"(?:'
+                           + ORIGINAL_OP_NAMES.encode() + rb'|' + PASS_NAME.encode() + rb'|' + KERNEL_LIB.encode()
+                           + rb'|[^"\\\n]*' + KERNEL_SUFFIX.encode() + rb')")')
 
 
 _decode = bytes.decode   # map(_decode, ...): no generator frame per op (1M ops at start-up)
@@ -303,14 +303,11 @@ def _scan(data: bytes, reader: OpTextReader) -> list[ScannedGraph]:
                                         None, pos + 8, end + 1))
         else:  # unusual head or attr value: this op by the exact parser
             op = _exact_op(reader, data, pos + 8, end + 1)
-            n_inputs += len(_ANY_INPUT_LINE.findall(data, pos, end))
+            n_inputs += _counted_lines(data, pos, end)[0]
         ops.append(op)
         pos = nxt
     if data.count(_OP_OPEN) != sum(len(r.ops) for r in result):
         raise _NotCanonical  # an op opened inside another: not GE's layout
-    # Every input line in an op body must be one the heads accounted for (GE prints inputs right
-    # after name and type), every fusion attr key one _ATTR matched. A second name or type line
-    # needs no check: it is an error in TextFormat, which the exact parse of that op reports.
     skeleton = _check_skeleton(data, result)
     # Every line of an op body is indented by at least the op's 4 spaces: a shallower one (an op
     # closed early, "x: 1  }", then the text that follows taken for its body) is not GE's layout.
@@ -319,15 +316,21 @@ def _scan(data: bytes, reader: OpTextReader) -> list[ScannedGraph]:
     body_lines = data.count(b"\n") - skeleton.count(b"\n")
     if data.count(_BODY_LINE) - skeleton.count(_BODY_LINE) != body_lines:
         raise _NotCanonical
-    if _body_lines(_ANY_INPUT_LINE, data, skeleton) != n_inputs or \
-            _body_lines(_ANY_FUSION_KEY_LINE, data, skeleton) != len(specials) - 1:
+    # Every input line in an op body must be one the heads accounted for (GE prints inputs right
+    # after name and type), every fusion attr key one _ATTR matched (counted in the file, less
+    # the skeleton's). A second name or type line needs no check: it is an error in TextFormat,
+    # which the exact parse of that op reports.
+    (inputs, keys), (skeleton_inputs, skeleton_keys) = _counted_lines(data), _counted_lines(skeleton)
+    if inputs - skeleton_inputs != n_inputs or keys - skeleton_keys != len(specials) - 1:
         raise _NotCanonical
     return result
 
 
-def _body_lines(pattern: re.Pattern, data: bytes, skeleton: bytes) -> int:
-    """Lines matching ``pattern`` in the op bodies: in the file, less those in its skeleton."""
-    return len(pattern.findall(data)) - len(pattern.findall(skeleton))
+def _counted_lines(data: bytes, pos: int = 0, end: int | None = None) -> tuple[int, int]:
+    """(input lines, fusion attr key lines) of ``data[pos:end]``, at any indentation."""
+    found = _COUNTED_LINE.findall(data, pos, len(data) if end is None else end)
+    inputs = found.count(b"input")
+    return inputs, len(found) - inputs
 
 
 def _check_skeleton(data: bytes, graphs: list[ScannedGraph]) -> bytes:
