@@ -411,7 +411,9 @@ def test_cancelling_a_compare_stops_it_as_ctrl_c_does(tmp_path):
     keeps what it compared (a partial result, as Ctrl-C leaves), and the server goes on. On a
     starved machine the compare may end before the cancel arrives: then it is tried again."""
     anyio = pytest.importorskip("anyio")
-    write_workspace(tmp_path / "ws", SampleOptions(seed=0, files=1500))
+    # 4000 files: a compare of ~1 s (1500 took 0.37 s since planning got faster, about the time a
+    # progress notification takes to come, the server polls every 0.25 s, so the cancel often came late)
+    write_workspace(tmp_path / "ws", SampleOptions(seed=0, files=4000))
     seen = []
 
     async def cancelled_compare(session) -> bool:
